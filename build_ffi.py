@@ -1,0 +1,33 @@
+"""Builds proctree._core, the cffi extension over csrc/ (out-of-line API mode).
+
+The cdef comes verbatim from csrc/proctree_cdef.h; the platform picks the
+implementation file. The module is built against the limited API (abi3).
+"""
+import pathlib
+import sys
+
+from cffi import FFI
+
+HERE = pathlib.Path(__file__).resolve().parent
+CSRC = HERE / "csrc"
+
+if sys.platform.startswith("linux"):
+    SOURCES = ["csrc/proctree_linux.c"]
+elif sys.platform == "darwin":
+    SOURCES = ["csrc/proctree_macos.c"]
+else:
+    raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")
+
+ffibuilder = FFI()
+ffibuilder.cdef((CSRC / "proctree_cdef.h").read_text())
+ffibuilder.set_source(
+    "proctree._core",
+    '#include "proctree.h"',
+    sources=SOURCES,
+    include_dirs=["csrc"],
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra"],
+    py_limited_api=True,
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

@@ -1,0 +1,46 @@
+/* proctree C core: reads facts about the process table, nothing else.
+ *
+ * No policy, no signals, no allocation the caller did not size. One
+ * implementation per platform (proctree_linux.c, proctree_macos.c) defines
+ * every function below. Every function returns 0 (or a count) on success
+ * and -errno on failure; errno itself is never the channel.
+ * csrc/proctree_cdef.h must stay identical in declarations (cffi reads it). */
+#ifndef PROCTREE_H
+#define PROCTREE_H
+
+#include <stdint.h>
+
+#define PT_NAME_MAX 64
+
+/* One process. `state` uses Linux's letters (R S D Z T t X I); `start_time`
+ * is opaque: equal only for the same process (Linux: clock ticks since boot,
+ * macOS: microseconds since the epoch). */
+struct pt_proc {
+    int32_t pid;
+    int32_t ppid;
+    int32_t pgid;
+    int32_t sid;
+    uint32_t uid;
+    char state;
+    char _pad[3];
+    uint64_t start_time;
+    char name[PT_NAME_MAX]; /* NUL-terminated, truncated to fit */
+};
+
+_Static_assert(sizeof(struct pt_proc) == 96, "pt_proc layout is part of the binding");
+
+/* Returns the number of rows written, -ENOBUFS if more than cap processes exist, or -errno. */
+int pt_snapshot(struct pt_proc *out, int cap);
+
+/* Returns 0 with *out filled, -ESRCH if pid does not exist, or -errno. */
+int pt_proc(int32_t pid, struct pt_proc *out);
+
+/* Returns the number of direct children of pid written to out, -ENOBUFS if more
+ * than cap, -EAGAIN if the answer may be incomplete because pid's threads
+ * changed during the read (retry or fall back to a scan), -ESRCH, or -errno. */
+int pt_children(int32_t pid, int32_t *out, int cap);
+
+/* Returns 0 with *out set to "now" in start_time units, or -errno. */
+int pt_now(uint64_t *out);
+
+#endif

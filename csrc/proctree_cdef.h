@@ -1,0 +1,20 @@
+/* cffi declarations for the proctree C core. Mirrors csrc/proctree.h.
+ * No preprocessor directives here: cffi's cdef parser does not run cpp.
+ * Every function returns 0 (or a count) on success and -errno on failure. */
+
+struct pt_proc {
+    int32_t pid;
+    int32_t ppid;
+    int32_t pgid;
+    int32_t sid;
+    uint32_t uid;
+    char state;
+    char _pad[3];
+    uint64_t start_time;
+    char name[64];
+};
+
+int pt_snapshot(struct pt_proc *out, int cap);
+int pt_proc(int32_t pid, struct pt_proc *out);
+int pt_children(int32_t pid, int32_t *out, int cap);
+int pt_now(uint64_t *out);

@@ -1,0 +1,382 @@
+/* Linux process table: one pass over /proc, one read of <pid>/stat each.
+ *
+ * Why this shape:
+ * - The name (field 2) sits between the FIRST '(' and the LAST ')': a name may
+ *   itself hold spaces, parentheses and newlines, so stopping at the first
+ *   ')' (as util-linux does) misparses every field after it.
+ * - The uid comes from fstat() of the stat file we already hold open: procfs
+ *   gives every inode under /proc/<pid> the same owner as the directory
+ *   (task_dump_owner), and fstat on an open fd skips a second path walk.
+ * - A process that exits while we scan is skipped (ESRCH/ENOENT, or a read of
+ *   0 bytes); a stat line that does not parse is an error, never a half row.
+ */
+#define _GNU_SOURCE
+#include "proctree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* /proc/<pid>/stat is well under 1 KiB even with a 64-byte name. */
+#define STAT_BUF 2048
+
+/* Fields after the name that we parse, counting state as field 3. */
+#define F_PPID 4
+#define F_PGRP 5
+#define F_SESSION 6
+#define F_NUM_THREADS 20
+#define F_STARTTIME 22
+
+/* What one stat line tells beyond struct pt_proc. */
+struct stat_extra {
+    int64_t num_threads;
+};
+
+/* Returns 0 with *out set, or -EINVAL if s..end does not start with a decimal. */
+static int parse_int(const char **s, const char *end, int64_t *out)
+{
+    const char *p = *s;
+    int neg = 0;
+    int64_t v = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9')
+        return -EINVAL;
+    while (p < end && *p >= '0' && *p <= '9') {
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    *out = neg ? -v : v;
+    *s = p;
+    return 0;
+}
+
+/* Returns 0 with *out filled from one stat line buf[0..len), or -EIO if malformed. */
+static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct stat_extra *extra)
+{
+    const char *end = buf + len;
+    const char *open = memchr(buf, '(', len);
+    const char *close = memrchr(buf, ')', len);
+    int64_t v;
+    const char *p = buf;
+
+    if (!open || !close || close < open)
+        return -EIO;
+    if (parse_int(&p, open, &v) != 0 || v <= 0 || v > INT32_MAX)
+        return -EIO;
+    out->pid = (int32_t)v;
+
+    size_t name_len = (size_t)(close - open - 1);
+    if (name_len > PT_NAME_MAX - 1)
+        name_len = PT_NAME_MAX - 1;
+    memcpy(out->name, open + 1, name_len);
+    memset(out->name + name_len, 0, PT_NAME_MAX - name_len);
+
+    p = close + 1;
+    if (end - p < 3 || p[0] != ' ' || p[2] != ' ')
+        return -EIO;
+    out->state = p[1];
+    p += 3; /* now at field 4 */
+
+    for (int field = F_PPID; field <= F_STARTTIME; field++) {
+        if (parse_int(&p, end, &v) != 0)
+            return -EIO;
+        switch (field) {
+        case F_PPID: out->ppid = (int32_t)v; break;
+        case F_PGRP: out->pgid = (int32_t)v; break;
+        case F_SESSION: out->sid = (int32_t)v; break;
+        case F_NUM_THREADS: extra->num_threads = v; break;
+        case F_STARTTIME: out->start_time = (uint64_t)v; break;
+        default: break;
+        }
+        if (field < F_STARTTIME) {
+            if (p >= end || *p != ' ')
+                return -EIO;
+            p++;
+        }
+    }
+    return 0;
+}
+
+/* Returns 0 with *out filled from <dirfd>/<path>, -ESRCH if the process is gone, or -errno. */
+static int read_stat_at(int dirfd, const char *path, struct pt_proc *out, struct stat_extra *extra)
+{
+    char buf[STAT_BUF];
+    struct stat st;
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
+    ssize_t n = read(fd, buf, sizeof buf);
+    int err = n < 0 ? errno : 0;
+    int st_rc = fstat(fd, &st);
+    int st_err = st_rc < 0 ? errno : 0;
+    close(fd);
+    if (n < 0)
+        return (err == ESRCH || err == ENOENT) ? -ESRCH : -err;
+    if (n == 0)
+        return -ESRCH; /* the task was reaped between open and read */
+    if (st_rc < 0)
+        return (st_err == ESRCH || st_err == ENOENT) ? -ESRCH : -st_err;
+    if ((size_t)n == sizeof buf)
+        return -EIO; /* cannot happen with today's kernels; never parse a cut line */
+    int rc = parse_stat(buf, (size_t)n, out, extra);
+    if (rc != 0)
+        return rc;
+    out->uid = (uint32_t)st.st_uid;
+    return 0;
+}
+
+/* Returns the length of name if it is all digits (a /proc/<pid> entry) and short enough to be a pid, else 0. */
+static size_t pid_name_len(const char *name)
+{
+    size_t len = 0;
+    for (; name[len]; len++)
+        if (name[len] < '0' || name[len] > '9' || len >= 10)
+            return 0;
+    return len;
+}
+
+/* Returns an fd for path opened as a directory, or -errno. */
+static int open_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int pt_snapshot(struct pt_proc *out, int cap)
+{
+    char path[32];
+    int count = 0, rc = 0;
+    int dfd = open_dir("/proc");
+    if (dfd < 0)
+        return dfd;
+    DIR *dir = fdopendir(dfd);
+    if (!dir) {
+        rc = -errno;
+        close(dfd);
+        return rc;
+    }
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dir);
+        if (!de) {
+            if (errno)
+                rc = -errno;
+            break;
+        }
+        size_t len = pid_name_len(de->d_name);
+        if (len == 0)
+            continue;
+        if (count >= cap) {
+            rc = -ENOBUFS;
+            break;
+        }
+        memcpy(path, de->d_name, len);
+        memcpy(path + len, "/stat", sizeof "/stat");
+        struct stat_extra extra;
+        int r = read_stat_at(dfd, path, &out[count], &extra);
+        if (r == -ESRCH)
+            continue; /* exited while we scanned: not part of the table */
+        if (r != 0) {
+            rc = r;
+            break;
+        }
+        count++;
+    }
+    closedir(dir); /* also closes dfd */
+    return rc != 0 ? rc : count;
+}
+
+/* Returns 0 with *out filled for pid, -ESRCH, or -errno; also fills *extra. */
+static int read_pid_stat(int32_t pid, struct pt_proc *out, struct stat_extra *extra)
+{
+    char path[48];
+    if (pid <= 0)
+        return -ESRCH;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return read_stat_at(AT_FDCWD, path, out, extra);
+}
+
+int pt_proc(int32_t pid, struct pt_proc *out)
+{
+    struct stat_extra extra;
+    return read_pid_stat(pid, out, &extra);
+}
+
+/* Returns the number of pids appended to out[*n..cap) from one children file,
+ * 0 if the thread is gone, -ENOBUFS, or -errno. The file is read to its end:
+ * each read() yields at most a page, and the caller validates the result. */
+static int read_children_file(const char *path, int32_t *out, int *n, int cap)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return (errno == ENOENT || errno == ESRCH) ? 0 : -errno;
+    int64_t cur = -1; /* the number being parsed, carried across reads */
+    int rc = 0;
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0) {
+            rc = (errno == ESRCH || errno == ENOENT) ? 0 : -errno;
+            break;
+        }
+        if (got == 0)
+            break;
+        for (ssize_t i = 0; i < got; i++) {
+            char c = buf[i];
+            if (c >= '0' && c <= '9') {
+                cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
+                if (cur > INT32_MAX) {
+                    rc = -EIO;
+                    goto out;
+                }
+            } else if (cur >= 0) {
+                if (*n >= cap) {
+                    rc = -ENOBUFS;
+                    goto out;
+                }
+                out[(*n)++] = (int32_t)cur;
+                cur = -1;
+            }
+        }
+    }
+    if (rc == 0 && cur >= 0) {
+        if (*n >= cap)
+            rc = -ENOBUFS;
+        else
+            out[(*n)++] = (int32_t)cur;
+    }
+out:
+    close(fd);
+    return rc;
+}
+
+/* Returns the number of thread ids of pid written to tids (at most cap), -ESRCH, or -errno.
+ * More than cap threads gives -ENOBUFS. */
+static int list_threads(int32_t pid, int32_t *tids, int cap)
+{
+    char path[48];
+    int n = 0, rc = 0;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dir);
+        if (!de) {
+            if (errno)
+                rc = -errno;
+            break;
+        }
+        if (pid_name_len(de->d_name) == 0)
+            continue;
+        if (n >= cap) {
+            rc = -ENOBUFS;
+            break;
+        }
+        long tid = strtol(de->d_name, NULL, 10);
+        tids[n++] = (int32_t)tid;
+    }
+    closedir(dir);
+    return rc != 0 ? rc : n;
+}
+
+/* Returns 1 if thread tid of pid still exists and has not exited, 0 if not, or -errno. */
+static int thread_alive(int32_t pid, int32_t tid)
+{
+    char path[64];
+    struct pt_proc t;
+    struct stat_extra extra;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    int rc = read_stat_at(AT_FDCWD, path, &t, &extra);
+    if (rc == -ESRCH)
+        return 0;
+    if (rc != 0)
+        return rc;
+    return (t.state == 'Z' || t.state == 'X') ? 0 : 1;
+}
+
+/* Most processes have one thread; beyond this we ask the caller to scan. */
+#define MAX_THREADS 1024
+
+/*
+ * /proc/<pid>/task/<tid>/children lists the children forked by one thread and
+ * is documented as unreliable while children exit: the kernel resumes its walk
+ * by position when the child it returned last has left the list, which can
+ * skip a sibling. That can only happen when a child we returned is reaped (or
+ * reparented) during the read, so the binding re-reads every listed child and
+ * retries when one vanished or changed parent. What this function guards
+ * itself is the thread side: children move between a process's threads when a
+ * thread exits, so it returns -EAGAIN when any thread it read exited meanwhile.
+ */
+int pt_children(int32_t pid, int32_t *out, int cap)
+{
+    struct pt_proc before, after;
+    struct stat_extra xb, xa;
+    char path[64];
+    int n = 0;
+    int rc = read_pid_stat(pid, &before, &xb);
+    if (rc != 0)
+        return rc;
+
+    if (xb.num_threads == 1 && before.state != 'Z') {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        rc = read_children_file(path, out, &n, cap);
+        if (rc < 0)
+            return rc;
+    } else {
+        int32_t tids[MAX_THREADS];
+        int nt = list_threads(pid, tids, MAX_THREADS);
+        if (nt == -ENOBUFS)
+            return -EAGAIN;
+        if (nt < 0)
+            return nt;
+        for (int i = 0; i < nt; i++) {
+            snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)tids[i]);
+            rc = read_children_file(path, out, &n, cap);
+            if (rc < 0)
+                return rc;
+        }
+        for (int i = 0; i < nt; i++) {
+            int alive = thread_alive(pid, tids[i]);
+            if (alive < 0)
+                return alive;
+            /* The leader of a live process stays listed as a zombie after it exits. */
+            if (!alive && !(tids[i] == pid && before.state == 'Z'))
+                return -EAGAIN;
+        }
+    }
+
+    rc = read_pid_stat(pid, &after, &xa);
+    if (rc != 0)
+        return rc;
+    if (after.start_time != before.start_time)
+        return -ESRCH; /* pid was reused: the process we were asked about is gone */
+    if (before.state != 'Z' && after.state == 'Z')
+        return -EAGAIN; /* its leader exited: its children moved while we read */
+    if (xa.num_threads != xb.num_threads && (xa.num_threads > 1 || xb.num_threads > 1))
+        return -EAGAIN;
+    return n;
+}
+
+int pt_now(uint64_t *out)
+{
+    struct timespec ts;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0)
+        return -EINVAL;
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+        return -errno;
+    /* stat's starttime is boot time in clock ticks, rounded down. */
+    *out = (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000UL / (uint64_t)hz);
+    return 0;
+}

@@ -1,0 +1,106 @@
+"""The only importer of proctree._core (the cffi module).
+
+Turns the core's -errno returns into exceptions and its rows into Proc
+records. Nothing here reads ffi.errno: the C functions return the error.
+"""
+import errno
+import os
+
+from . import _core
+from ._errors import AccessDenied, NoSuchProcess
+from ._model import Proc, Snapshot
+
+ffi = _core.ffi
+lib = _core.lib
+
+ROW_SIZE = ffi.sizeof("struct pt_proc")
+_INTS_PER_ROW = ROW_SIZE // 4
+assert ROW_SIZE % 4 == 0 and ffi.offsetof("struct pt_proc", "ppid") == 4
+
+
+class Incomplete(Exception):
+    """The core could not give a complete answer this time (-EAGAIN): retry or scan."""
+
+
+def check(rc, pid=None):
+    """Return rc if it is not an error; otherwise raise the matching exception."""
+    if rc >= 0:
+        return rc
+    code = -rc
+    if code in (errno.ESRCH, errno.ENOENT):
+        raise NoSuchProcess(pid)
+    if code in (errno.EPERM, errno.EACCES):
+        raise AccessDenied(pid)
+    if code == errno.EAGAIN:
+        raise Incomplete(pid)
+    try:
+        raise OSError(code, os.strerror(code))
+    except OSError as exc:
+        if pid is None:
+            raise
+        raise OSError(code, f"{os.strerror(code)} (pid={pid})") from exc
+
+
+def _row_to_proc(row):
+    return Proc(
+        row.pid,
+        row.ppid,
+        row.pgid,
+        row.sid,
+        row.uid,
+        row.state.decode("ascii", "replace"),
+        row.start_time,
+        os.fsdecode(ffi.string(row.name)),
+    )
+
+
+def proc(pid):
+    """One process by pid (already validated). Raises NoSuchProcess/AccessDenied."""
+    row = ffi.new("struct pt_proc *")
+    check(lib.pt_proc(pid, row), pid)
+    return _row_to_proc(row)
+
+
+# Start from room for the last table seen, so a busy machine rarely retries.
+_last_count = 512
+
+
+def snapshot():
+    """Every visible process, as a Snapshot (rows stay in C memory until asked for)."""
+    global _last_count
+    cap = _last_count + _last_count // 4 + 64
+    while True:
+        rows = ffi.new("struct pt_proc[]", cap)
+        n = lib.pt_snapshot(rows, cap)
+        if n == -errno.ENOBUFS:
+            cap *= 2
+            continue
+        check(n)
+        break
+    _last_count = n
+    # Rows are 24 int32s each with pid first and ppid second: strided views of
+    # the raw buffer give both columns at C speed without touching each row.
+    ints = memoryview(ffi.buffer(rows, n * ROW_SIZE)).cast("i")
+    pids = ints[0::_INTS_PER_ROW].tolist()
+    ppids = ints[1::_INTS_PER_ROW]
+    return Snapshot._from_rows(pids, lambda i: _row_to_proc(rows[i]), ppids.__getitem__)
+
+
+def child_pids(pid):
+    """Pids of pid's direct children as the kernel lists them; may raise Incomplete."""
+    cap = 256
+    while True:
+        out = ffi.new("int32_t[]", cap)
+        n = lib.pt_children(pid, out, cap)
+        if n == -errno.ENOBUFS:
+            cap *= 4
+            continue
+        check(n, pid)
+        return list(out[0:n])
+
+
+def now():
+    """The current time in start_time units."""
+    out = ffi.new("uint64_t *")
+    check(lib.pt_now(out))
+    return out[0]

@@ -1,0 +1,161 @@
+"""Process records and snapshot tree walks: pure Python, no system calls.
+
+A Snapshot is the process table at one moment. It is built either from rows
+the C core read (lazily turned into Proc records, so a snapshot of 10,000
+processes stays small) or from Proc records given directly (tests, tools).
+"""
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ._errors import NoSuchProcess
+
+# Linux's one-letter states; macOS states are mapped onto these by the core.
+STATES = frozenset("RSDZTtXIWPKw")
+
+
+class Proc(NamedTuple):
+    """One process at one moment. (pid, start_time) is its identity."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    uid: int
+    state: str
+    start_time: int
+    name: str
+
+    @property
+    def is_zombie(self):
+        """True for a process that exited and waits to be reaped (or is being)."""
+        return self.state in ("Z", "X")
+
+    @property
+    def identity(self):
+        """(pid, start_time): equal only for the very same process."""
+        return (self.pid, self.start_time)
+
+
+def _check_key(pid):
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+    if pid < 0:
+        raise ValueError(f"pid must be >= 0, got {pid}")
+    return pid
+
+
+class Snapshot(Mapping):
+    """An immutable Mapping[int, Proc] of every process visible at one moment.
+
+    Snapshot(procs) builds one from Proc records (pids must be unique).
+    Tree queries accept 0 as the parent of the table's roots (init, kthreadd).
+    """
+
+    __slots__ = ("_pids", "_row_at", "_ppid_at", "_kids")
+
+    def __init__(self, procs=()):
+        procs = sorted(procs, key=lambda p: p.pid)
+        pids = [p.pid for p in procs]
+        for a, b in zip(pids, pids[1:]):
+            if a == b:
+                raise ValueError(f"pid {a} appears twice")
+        self._init(pids, procs.__getitem__, lambda i: procs[i].ppid)
+
+    @classmethod
+    def _from_rows(cls, pids, row_at, ppid_at):
+        """pids: ascending list; row_at(i) -> Proc; ppid_at(i) -> int. For the binding."""
+        self = cls.__new__(cls)
+        self._init(pids, row_at, ppid_at)
+        return self
+
+    def _init(self, pids, row_at, ppid_at):
+        self._pids = pids
+        self._row_at = row_at
+        self._ppid_at = ppid_at
+        self._kids = None
+
+    # Mapping protocol
+    def _find(self, pid):
+        i = bisect_left(self._pids, pid)
+        if i < len(self._pids) and self._pids[i] == pid:
+            return i
+        return -1
+
+    def __getitem__(self, pid):
+        i = self._find(pid) if isinstance(pid, int) and not isinstance(pid, bool) else -1
+        if i < 0:
+            raise KeyError(pid)
+        return self._row_at(i)
+
+    def __contains__(self, pid):
+        return isinstance(pid, int) and not isinstance(pid, bool) and self._find(pid) >= 0
+
+    def __iter__(self):
+        return iter(self._pids)
+
+    def __len__(self):
+        return len(self._pids)
+
+    def __repr__(self):
+        return f"<proctree.Snapshot of {len(self)} processes>"
+
+    # Tree walks
+    def _children_index(self):
+        if self._kids is None:
+            kids = {}
+            pids = self._pids
+            ppid_at = self._ppid_at
+            for i in range(len(pids)):
+                kids.setdefault(ppid_at(i), []).append(pids[i])
+            self._kids = kids
+        return self._kids
+
+    def _require(self, pid):
+        _check_key(pid)
+        if pid != 0 and pid not in self:
+            raise NoSuchProcess(pid, msg="process not in this snapshot")
+
+    def child_pids(self, pid):
+        """Pids whose parent is pid, ascending."""
+        self._require(pid)
+        return [c for c in self._children_index().get(pid, ()) if c != pid]
+
+    def children(self, pid):
+        """Direct children of pid, as Proc records in pid order."""
+        return [self[c] for c in self.child_pids(pid)]
+
+    def descendant_pids(self, pid):
+        """Pids below pid, breadth-first, pid itself excluded; safe against cycles."""
+        self._require(pid)
+        kids = self._children_index()
+        seen = {pid}
+        out = []
+        queue = deque([pid])
+        while queue:
+            for c in kids.get(queue.popleft(), ()):
+                if c not in seen:
+                    seen.add(c)
+                    out.append(c)
+                    queue.append(c)
+        return out
+
+    def descendants(self, pid):
+        """Every process below pid, breadth-first, as Proc records; pid itself excluded."""
+        return [self[c] for c in self.descendant_pids(pid)]
+
+    def ancestors(self, pid):
+        """pid's parent, its parent, and so on up to the table's root; stops at a gap or cycle."""
+        self._require(pid)
+        if pid == 0:
+            return []
+        out = []
+        seen = {pid}
+        cur = self[pid].ppid
+        while cur not in seen and cur in self:
+            seen.add(cur)
+            p = self[cur]
+            out.append(p)
+            cur = p.ppid
+        return out

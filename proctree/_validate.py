@@ -1,0 +1,35 @@
+"""Argument checks shared by every public function: refuse bad input before any system call."""
+import math
+
+# Linux caps pid_max at 2**22; macOS at 99999. Anything above cannot be a pid.
+PID_MAX = 2**22
+
+
+def check_pid(pid, what="pid"):
+    """Return pid as an int, or raise TypeError/ValueError. bool is not a pid."""
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"{what} must be an int, not {type(pid).__name__}")
+    if pid <= 0:
+        raise ValueError(f"{what} must be a positive integer, got {pid}")
+    if pid > PID_MAX:
+        raise ValueError(f"{what} {pid} is larger than any pid the system can assign ({PID_MAX})")
+    return int(pid)
+
+
+def check_seconds(value, what):
+    """Return value as a float of seconds >= 0, or raise TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value}")
+    return value
+
+
+def check_positive_int(value, what):
+    """Return value as an int >= 1, or raise TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{what} must be >= 1, got {value}")
+    return int(value)
