@@ -1,0 +1,58 @@
+"""TeardownReport: what a teardown found, and how each member ended."""
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from ._model import Proc
+
+
+@dataclass(frozen=True)
+class TeardownReport:
+    """The outcome of one teardown. Every tuple holds Proc records.
+
+    found:     every process taken as part of the tree (late joiners included)
+    exited:    ended after the polite signals, within the grace
+    killed:    needed SIGKILL
+    survivors: still alive after everything (empty unless something is unkillable)
+    late:      joined the tree during the teardown and were handled too
+    denied:    members the caller may not signal (AccessDenied); also in survivors if alive
+    truncated: the tree exceeded max_procs; what was found was still ended
+    elapsed:   seconds from the call to the report
+    """
+
+    root: Optional[Proc]
+    found: Tuple[Proc, ...] = ()
+    exited: Tuple[Proc, ...] = ()
+    killed: Tuple[Proc, ...] = ()
+    survivors: Tuple[Proc, ...] = ()
+    late: Tuple[Proc, ...] = ()
+    denied: Tuple[Proc, ...] = ()
+    truncated: bool = False
+    elapsed: float = 0.0
+    mode: str = "plain"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def ok(self):
+        """True when nothing of the tree survived."""
+        return not self.survivors
+
+    def to_dict(self):
+        """A JSON-ready dict (Proc records become dicts)."""
+
+        def procs(ps):
+            return [p._asdict() for p in ps]
+
+        return {
+            "root": self.root._asdict() if self.root else None,
+            "ok": self.ok,
+            "found": procs(self.found),
+            "exited": procs(self.exited),
+            "killed": procs(self.killed),
+            "survivors": procs(self.survivors),
+            "late": procs(self.late),
+            "denied": procs(self.denied),
+            "truncated": self.truncated,
+            "elapsed": round(self.elapsed, 6),
+            "mode": self.mode,
+            **({"extra": self.extra} if self.extra else {}),
+        }
