@@ -83,7 +83,7 @@ def snapshot():
     ints = memoryview(ffi.buffer(rows, n * ROW_SIZE)).cast("i")
     pids = ints[0::_INTS_PER_ROW].tolist()
     ppids = ints[1::_INTS_PER_ROW]
-    return Snapshot._from_rows(pids, lambda i: _row_to_proc(rows[i]), ppids.__getitem__)
+    return Snapshot._from_rows(pids, ppids, lambda i: _row_to_proc(rows[i]))
 
 
 def child_pids(pid):

@@ -53,7 +53,7 @@ class Snapshot(Mapping):
     Tree queries accept 0 as the parent of the table's roots (init, kthreadd).
     """
 
-    __slots__ = ("_pids", "_row_at", "_ppid_at", "_kids")
+    __slots__ = ("_pids", "_ppids", "_row_at", "_kids")
 
     def __init__(self, procs=()):
         procs = sorted(procs, key=lambda p: p.pid)
@@ -61,19 +61,19 @@ class Snapshot(Mapping):
         for a, b in zip(pids, pids[1:]):
             if a == b:
                 raise ValueError(f"pid {a} appears twice")
-        self._init(pids, procs.__getitem__, lambda i: procs[i].ppid)
+        self._init(pids, [p.ppid for p in procs], procs.__getitem__)
 
     @classmethod
-    def _from_rows(cls, pids, row_at, ppid_at):
-        """pids: ascending list; row_at(i) -> Proc; ppid_at(i) -> int. For the binding."""
+    def _from_rows(cls, pids, ppids, row_at):
+        """For the binding: pids ascending; ppids a parallel sequence; row_at(i) -> Proc."""
         self = cls.__new__(cls)
-        self._init(pids, row_at, ppid_at)
+        self._init(pids, ppids, row_at)
         return self
 
-    def _init(self, pids, row_at, ppid_at):
+    def _init(self, pids, ppids, row_at):
         self._pids = pids
+        self._ppids = ppids
         self._row_at = row_at
-        self._ppid_at = ppid_at
         self._kids = None
 
     # Mapping protocol
@@ -105,10 +105,8 @@ class Snapshot(Mapping):
     def _children_index(self):
         if self._kids is None:
             kids = {}
-            pids = self._pids
-            ppid_at = self._ppid_at
-            for i in range(len(pids)):
-                kids.setdefault(ppid_at(i), []).append(pids[i])
+            for pid, ppid in zip(self._pids, self._ppids):
+                kids.setdefault(ppid, []).append(pid)
             self._kids = kids
         return self._kids
 
