@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Compile-checks the C core for platforms this machine cannot run, with zig's
+# bundled clang and libc headers (PyPI package `ziglang`), so that every
+# _Static_assert on a kernel struct layout is evaluated against the macOS SDK
+# headers on every CI run. Nothing is linked or run: `-c -o /dev/null` (zig's
+# -fsyntax-only is broken, and a full compile evaluates the asserts anyway).
+#
+# Checks, each with -std=c11 -Wall -Wextra -Werror:
+#   csrc/proctree_macos.c          aarch64-macos.11.0, x86_64-macos.10.13
+#   cffi's generated _core.c       the same two macOS targets
+#   csrc/proctree_linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
+#   a negative control             a copy of proctree_macos.c with one offset
+#                                  made wrong must FAIL to compile
+#
+# Installs nothing except, if missing, `ziglang` and `cffi` via pip into the
+# Python it runs with ($PYTHON, default python3).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+"$PY" -c 'import ziglang' 2>/dev/null || "$PY" -m pip install --quiet ziglang
+"$PY" -c 'import cffi' 2>/dev/null || "$PY" -m pip install --quiet cffi
+
+ZIG_DIR=$("$PY" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')
+echo "zig $("$PY" -m ziglang version) from $ZIG_DIR"
+
+# zig ships the macOS libc headers (from Apple's SDK) for every darwin target
+# in one folder; libproc.h and sys/proc_info.h must be among them, or the
+# macOS check below would prove nothing.
+DARWIN_INC="$ZIG_DIR/lib/libc/include/any-darwin-any"
+for h in libproc.h sys/proc_info.h sys/sysctl.h sys/proc.h; do
+    if [ ! -f "$DARWIN_INC/$h" ]; then
+        echo "error: zig's darwin headers lack $h (looked in $DARWIN_INC)" >&2
+        exit 1
+    fi
+done
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+CFLAGS=(-c -std=c11 -Wall -Wextra -Werror -Icsrc)
+MAC_TARGETS=(aarch64-macos.11.0 x86_64-macos.10.13)
+LINUX_TARGETS=(aarch64-linux-gnu.2.17 x86_64-linux-musl)
+
+zcc() { "$PY" -m ziglang cc "$@"; }
+
+check() { # target file [extra flags...]
+    local target=$1 file=$2
+    shift 2
+    printf '  %-24s %s ... ' "$target" "$file"
+    zcc -target "$target" "${CFLAGS[@]}" "$@" "$file" -o /dev/null
+    echo ok
+}
+
+echo "== macOS core =="
+for t in "${MAC_TARGETS[@]}"; do
+    check "$t" csrc/proctree_macos.c
+done
+
+echo "== cffi-generated module C for macOS =="
+# The C that `pip wheel` would compile on a Mac: build_ffi.py's own ffibuilder
+# (its cdef and set_source preamble), emitted without compiling.
+"$PY" - "$WORK/_core.c" <<'PYEOF'
+import runpy, sys
+ffibuilder = runpy.run_path("build_ffi.py")["ffibuilder"]
+ffibuilder.emit_c_code(sys.argv[1])
+PYEOF
+# The generated C includes Python.h. There are no macOS CPython headers here,
+# so this machine's are used. Python's headers are the same on every POSIX
+# platform except pyconfig.h, and under the limited API (3.10, the wheel's
+# abi3 floor) what pyconfig.h contributes to the module's ABI is type sizes
+# and byte order. Both macOS targets are LP64 and little-endian like the
+# build host, and the wrapper below asserts exactly that against the target
+# compiler, so a host whose pyconfig.h differs in anything that matters
+# fails here instead of passing vacuously.
+PY_INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+cat > "$WORK/core_check.c" <<'CEOF'
+#include "_core.c"
+#include <wchar.h>
+_Static_assert(SIZEOF_INT == sizeof(int), "pyconfig.h: int size differs on target");
+_Static_assert(SIZEOF_LONG == sizeof(long), "pyconfig.h: long size differs on target");
+_Static_assert(SIZEOF_VOID_P == sizeof(void *), "pyconfig.h: pointer size differs on target");
+_Static_assert(SIZEOF_SIZE_T == sizeof(size_t), "pyconfig.h: size_t size differs on target");
+_Static_assert(SIZEOF_WCHAR_T == sizeof(wchar_t), "pyconfig.h: wchar_t size differs on target");
+#if defined(WORDS_BIGENDIAN) != (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+#error "pyconfig.h: byte order differs on target"
+#endif
+CEOF
+for t in "${MAC_TARGETS[@]}"; do
+    check "$t" "$WORK/core_check.c" -I"$WORK" -I"$PY_INC" -DPy_LIMITED_API=0x030A0000
+done
+
+echo "== Linux core =="
+for t in "${LINUX_TARGETS[@]}"; do
+    check "$t" csrc/proctree_linux.c
+done
+
+echo "== negative control: a wrong struct offset must fail the macOS check =="
+# If the asserts were not evaluated (a header not found, a preprocessor branch
+# skipped), every check above would pass vacuously. Break one offset in a
+# copy and require the compile to fail on that assert.
+mkdir -p "$WORK/neg"
+cp csrc/proctree.h "$WORK/neg/"
+sed 's/offsetof(struct proc_bsdinfo, pbi_ppid) == 16/offsetof(struct proc_bsdinfo, pbi_ppid) == 20/' \
+    csrc/proctree_macos.c > "$WORK/neg/proctree_macos.c"
+if cmp -s csrc/proctree_macos.c "$WORK/neg/proctree_macos.c"; then
+    echo "error: the negative control found no pbi_ppid assert to break" >&2
+    exit 1
+fi
+for t in "${MAC_TARGETS[@]}"; do
+    printf '  %-24s pbi_ppid asserted at 20 ... ' "$t"
+    if zcc -target "$t" -c -std=c11 -Wall -Wextra -Werror -I"$WORK/neg" \
+        "$WORK/neg/proctree_macos.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
+        echo "compiled: the layout asserts are NOT being evaluated" >&2
+        exit 1
+    fi
+    if ! grep -q 'static assertion failed.*pbi_ppid' "$WORK/neg/err.txt"; then
+        echo "failed, but not on the pbi_ppid assert:" >&2
+        cat "$WORK/neg/err.txt" >&2
+        exit 1
+    fi
+    echo "fails as it must:"
+    grep -A3 'error:' "$WORK/neg/err.txt" | sed 's/^/      /'
+done
+
+echo "cross-compile checks passed"
