@@ -71,18 +71,20 @@ def parse_stat(raw):
 
 
 def read_proc(pid, root="/proc"):
-    """Parse root/<pid>/stat plus the owner of root/<pid>; None if the process is gone.
+    """Parse root/<pid>/stat plus the owner of the root/<pid> directory; None if the process is gone.
 
     Returns a tuple ordered like proctree.Proc:
     (pid, ppid, pgid, sid, uid, state, start_time, name-as-str).
     """
+    # The owner of the /proc/<pid> DIRECTORY is the euid (procfs special-cases
+    # it); files inside are root's when the process is not dumpable.
     try:
+        uid = os.stat(f"{root}/{pid}").st_uid
         fd = os.open(f"{root}/{pid}/stat", os.O_RDONLY)
     except (FileNotFoundError, ProcessLookupError):
         return None
     try:
         raw = os.read(fd, 65536)
-        uid = os.fstat(fd).st_uid
     except (FileNotFoundError, ProcessLookupError):
         return None
     finally:
