@@ -22,7 +22,8 @@
  * - proc_pidinfo may return fewer bytes than the struct: that is a layout
  *   mismatch, an error, never a half-filled row (psutil checks the same).
  * - getsid() uses proc_find(), which skips zombies: a zombie's sid is
- *   reported as 0 (zombies count as gone; no caller may act on their sid).
+ *   reported as 0, "unknown" (zombies count as gone; no session rule may
+ *   match them).
  * - pid 0 (kernel_task) is left out of the table, as on Linux: 0 is the
  *   parent of the roots (launchd has ppid 0), never a process to signal.
  * - No allocation: pt_snapshot keeps the pid list in the tail of the
@@ -78,9 +79,9 @@ _Static_assert(sizeof(struct kinfo_proc) == 648, "kinfo_proc size");
 _Static_assert(offsetof(struct kinfo_proc, kp_proc.p_stat) == 36, "kp_proc.p_stat");
 _Static_assert(offsetof(struct kinfo_proc, kp_proc.p_pid) == 40, "kp_proc.p_pid");
 
-/* pt_snapshot stores pids inside the row buffer; that only works if a row
- * is at least as large as a pid (see the proof in pt_snapshot). */
-_Static_assert(sizeof(struct pt_proc) >= sizeof(int32_t), "row holds a pid");
+/* pt_snapshot keeps its pid list inside the row buffer; the proof above
+ * pt_snapshot needs a row of at least two pids. */
+_Static_assert(sizeof(struct pt_proc) >= 2 * sizeof(int32_t), "row holds two pids");
 
 /* Returns the Linux letter for a BSD p_stat value. */
 static char state_letter(uint32_t st)
@@ -168,7 +169,7 @@ static int fill_from_kinfo(const struct kinfo_proc *kp, struct pt_proc *out)
     return copy_name(out->name, kp->kp_proc.p_comm, sizeof kp->kp_proc.p_comm);
 }
 
-/* Returns 0 with out->sid set, -ESRCH if pid is gone, or -errno. A zombie gets sid 0 (getsid refuses it). */
+/* Returns 0 with out->sid set (0 where getsid refuses a process that is still there), -ESRCH if pid is gone, or -errno. */
 static int fill_sid(int32_t pid, struct pt_proc *out)
 {
     pid_t sid = getsid(pid);
@@ -179,15 +180,17 @@ static int fill_sid(int32_t pid, struct pt_proc *out)
     int err = errno;
     if (err != ESRCH)
         return -err;
-    /* getsid skips zombies: it may have died since we read it. Ask sysctl. */
+    /* getsid() goes through proc_find(), which skips zombies (and processes
+     * still being created): ask sysctl whether the process we read is there. */
     struct kinfo_proc kp;
     int rc = kinfo(pid, &kp);
     if (rc != 0)
         return rc;
-    if (kp.kp_proc.p_stat != SZOMB)
-        return -ESRCH; /* gone and the pid reused? never guess a sid */
-    out->state = 'Z';
-    out->sid = 0;
+    if (kinfo_start(&kp) != out->start_time)
+        return -ESRCH; /* the process we read is gone; this is another one */
+    if (kp.kp_proc.p_stat == SZOMB)
+        out->state = 'Z';
+    out->sid = 0; /* unknown, never guessed: no session rule can match it */
     return 0;
 }
 
@@ -252,13 +255,14 @@ static int cmp_pid(const void *a, const void *b)
 #define PIDS_REQUEST_MAX (1 << 24)
 
 /*
- * The pid list lives in the tail of the caller's buffer: with n <= cap pids
- * stored at byte offset B = cap*R - 4n (R = sizeof(struct pt_proc)), writing
- * row k <= i after reading pid i never touches an unread pid j > i, because
- * row k ends at R(k+1) <= R(i+1) and pid i+1 starts at B + 4(i+1); the
- * inequality R(i+1) <= cap*R - 4n + 4(i+1) holds for i <= n-1 iff n <= cap.
- * So the table needs no allocation beyond the rows the caller sized, and the
- * kernel's answer (taken under its process-list lock) is one consistent list.
+ * The pid list lives in the tail of the caller's buffer, so the table needs
+ * no allocation beyond the rows the caller sized. With R = sizeof(struct
+ * pt_proc), w <= cap + 1 pid slots ending at byte cap*R, and n <= cap pids
+ * returned, pid j sits at cap*R - 4w + 4j. Row k <= i is written only after
+ * pid i was read, and ends at R(i+1); the next unread pid (j = i+1 <= n-1
+ * <= cap-1) starts at cap*R - 4w + 4(i+1) >= R(i+1) whenever R >= 8, so no
+ * row ever covers a pid not yet read. The kernel builds its answer under
+ * its process-list lock: one consistent list.
  */
 int pt_snapshot(struct pt_proc *out, int cap)
 {
@@ -282,16 +286,13 @@ int pt_snapshot(struct pt_proc *out, int cap)
     if (n > cap || n >= want)
         return -ENOBUFS;
 
-    /* Move the n pids flush against the end (the layout the proof needs),
-     * then sort them so rows come out in ascending pid order. */
-    char *tail = base + total - (size_t)n * sizeof(int32_t);
-    memmove(tail, pids, (size_t)n * sizeof(int32_t));
-    qsort(tail, (size_t)n, sizeof(int32_t), cmp_pid);
+    /* Sort the pids in place so rows come out in ascending pid order. */
+    qsort(pids, (size_t)n, sizeof(int32_t), cmp_pid);
 
     int count = 0;
     for (int i = 0; i < n; i++) {
         int32_t pid;
-        memcpy(&pid, tail + (size_t)i * sizeof(int32_t), sizeof pid);
+        memcpy(&pid, pids + (size_t)i * sizeof(int32_t), sizeof pid);
         if (pid <= 0)
             continue; /* kernel_task (pid 0) is not part of the table */
         struct pt_proc p;

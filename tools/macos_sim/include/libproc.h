@@ -1,0 +1,13 @@
+/* Simulated <libproc.h>: just the calls csrc/proctree_macos.c makes. */
+#pragma once
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/proc_info.h>
+
+int proc_listallpids(void *buffer, int buffersize);
+int proc_listchildpids(pid_t ppid, void *buffer, int buffersize);
+int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize);
+
+/* getsid() must answer from the simulated table, not this machine's. */
+#define getsid sim_getsid
+pid_t sim_getsid(pid_t pid);

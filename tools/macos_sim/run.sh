@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs csrc/proctree_macos.c on this (Linux) machine against a simulated
+# libproc/sysctl (sim_kernel.c, which says which real behaviours it mimics),
+# under AddressSanitizer and UBSan. It checks the core's logic and memory
+# handling; only the macOS wheel tests say anything about macOS itself.
+set -euo pipefail
+cd "$(dirname "$0")"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# -D_GNU_SOURCE: on macOS _DARWIN_C_SOURCE exposes strnlen/getsid; glibc
+# needs its own feature macro under -std=c11.
+${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
+    -fsanitize=address,undefined -fno-sanitize-recover=all \
+    -Iinclude -I../../csrc \
+    ../../csrc/proctree_macos.c sim_kernel.c sim_test.c -o "$out/sim_test"
+"$out/sim_test"
