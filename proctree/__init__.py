@@ -5,6 +5,8 @@ descendants(), and the exceptions Error, NoSuchProcess, AccessDenied.
 """
 from ._errors import AccessDenied, Error, NoSuchProcess
 from ._model import Proc, Snapshot
+from ._report import TeardownReport
+from ._teardown import terminate_tree, terminate_tree_async
 from ._validate import check_pid as _check_pid
 
 __version__ = "0.1.0"
@@ -15,10 +17,13 @@ __all__ = [
     "NoSuchProcess",
     "Proc",
     "Snapshot",
+    "TeardownReport",
     "children",
     "descendants",
     "proc",
     "snapshot",
+    "terminate_tree",
+    "terminate_tree_async",
 ]
 
 

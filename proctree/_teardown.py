@@ -1,0 +1,443 @@
+"""The teardown engine: end a process and everything it started, and nothing else.
+
+One implementation, a step-wise state machine (_Teardown.steps, a generator),
+with two faces: terminate_tree drives it with blocking waits, and
+terminate_tree_async drives it from the asyncio loop (waits become
+add_reader/sleep, long loops yield to the loop every few dozen members), so
+the loop is never blocked for long.
+
+The policy (docs/teardown.md says why):
+  1. take the tree (one snapshot) before signalling anything, by identity;
+  2. hang up the root's process group when the root leads it and it holds
+     no protected process; SIGTERM + SIGCONT every member by identity;
+  3. wait for exits by events (pidfds / kqueue), rescanning on a backoff so
+     late forks join the tree (and get the same signals);
+  4. after the grace: SIGSTOP every survivor and rescan until nothing new
+     appears (a stopped process cannot fork), then SIGKILL them all and
+     confirm; reap the caller's own children among the members.
+
+Must never: signal pid 0, pid 1, a negative pid other than the root's
+verified group, the caller or an ancestor (refused up front, and guarded at
+every send); block the event loop; hold more than max_procs members.
+"""
+import asyncio
+import os
+import select
+import signal
+import time
+from typing import NamedTuple, Optional
+
+from . import _binding, _exitwait, _membership, _signals
+from ._errors import AccessDenied, NoSuchProcess
+from ._report import TeardownReport
+from ._validate import check_pid, check_positive_int, check_seconds
+
+# Rescans while waiting: soon after the signals (that is when forks race
+# them), then backing off so a long grace costs few scans.
+RESCAN_FIRST = 0.005
+RESCAN_MAX = 0.1
+# After SIGKILL a process needs only to be scheduled; one stuck longer is in
+# uninterruptible sleep and is reported, not waited for forever.
+KILL_CONFIRM = 2.0
+# Stop-the-world before SIGKILL: rounds of (stop new members, rescan), and how
+# long to wait for a stopped member to actually show as stopped.
+FREEZE_ROUNDS = 50
+FREEZE_WAIT = 0.5
+# Async face: hand control back to the loop after this many members' worth of syscalls.
+BATCH = 64
+
+
+class _Wait(NamedTuple):
+    """What the engine waits for next: fd readable, or timeout seconds (0: just yield)."""
+
+    fd: Optional[int]
+    timeout: float
+
+
+def _validated(pid, grace, include_root, signal_group, max_procs):
+    pid = check_pid(pid)
+    grace = check_seconds(grace, "grace")
+    max_procs = check_positive_int(max_procs, "max_procs")
+    for name, flag in (("include_root", include_root), ("signal_group", signal_group)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+    if pid == 1:
+        raise ValueError("refusing to tear down pid 1 (init)")
+    return pid, grace, include_root, signal_group, max_procs
+
+
+class _Member:
+    __slots__ = ("proc", "target", "status", "late", "signalled")
+
+    def __init__(self, proc, late):
+        self.proc = proc
+        self.target = None
+        self.status = "live"  # live | exited | killed | denied
+        self.late = late
+        self.signalled = False
+
+
+class _Teardown:
+    """One teardown. steps() yields _Wait requests and returns the TeardownReport."""
+
+    def __init__(self, pid, grace, include_root, signal_group, max_procs):
+        self.pid = pid
+        self.grace = grace
+        self.include_root = include_root
+        self.signal_group = signal_group
+        self.max_procs = max_procs
+        self.use_pidfd = _signals.pidfds_available()
+        self.members = {}  # (pid, start_time) -> _Member, in discovery order
+        self.anchors = {}  # pid -> start_time of the root and every member
+        self.spared = {}
+        self.truncated = False
+        self.killing = False
+        self.reaped = {}
+        self.group_note = "not signalled"
+        self.waiter = None
+        self.fd_budget = self._fd_budget()
+
+    @staticmethod
+    def _fd_budget():
+        """How many pidfds to hold at once: at most half the caller's fd limit, so
+        the caller keeps room; members beyond it use start-time checks and polling."""
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY or soft <= 0:
+            soft = 65536
+        return max(0, min(soft // 2 - 64, 16384))
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _live(self):
+        return [m for m in self.members.values() if m.status == "live"]
+
+    def _add(self, proc, late):
+        m = _Member(proc, late)
+        self.members[proc.identity] = m
+        self.anchors[proc.pid] = proc.start_time
+        use_fd = self.use_pidfd and self.fd_budget > 0
+        try:
+            m.target = _signals.open_target(proc, self.guard, use_fd)
+        except AccessDenied:
+            m.status = "denied"
+            return m
+        if m.target is None:
+            m.status = "exited"  # ended (or its pid is someone else's) before we got to it
+            return m
+        if m.target.pidfd is not None:
+            self.fd_budget -= 1
+        if not self.waiter.watch(m.target):
+            self._ended(m)
+        return m
+
+    def _ended(self, m):
+        m.status = "killed" if self.killing and m.signalled else "exited"
+        if m.target is not None:
+            code = _signals.reap_if_own_child(m.target, self.guard.me)
+            if code is not None:
+                self.reaped[m.proc.pid] = code
+            if m.target.pidfd is not None:
+                self.fd_budget += 1
+            m.target.close()
+
+    def _collect(self):
+        by_target = {id(m.target): m for m in self.members.values() if m.status == "live"}
+        for t in self.waiter.ready():
+            m = by_target.get(id(t))
+            if m is not None:
+                self._ended(m)
+
+    def _rescan(self, late):
+        """Take a snapshot and add members not seen before. Returns the new _Members."""
+        snap = _binding.snapshot()
+        sel = _membership.select(snap, self.anchors, self.guard.protected, self.max_procs, self.owners)
+        self.truncated = self.truncated or sel.truncated
+        for p in sel.spared:
+            self.spared[p.pid] = p
+        return [self._add(p, late) for p in sel.new]
+
+    def _signal(self, m, sig):
+        if m.status != "live":
+            return
+        outcome = _signals.send(m.target, sig, self.guard)
+        if outcome == _signals.DENIED:
+            m.status = "denied"
+        elif outcome == _signals.SENT and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP):
+            m.signalled = True
+
+    def _polite(self, ms):
+        """SIGTERM then SIGCONT each member (yields to the loop between batches)."""
+        for i, m in enumerate(ms):
+            self._signal(m, signal.SIGTERM)
+            self._signal(m, signal.SIGCONT)
+            if i % BATCH == BATCH - 1:
+                yield _Wait(None, 0)
+
+    def _wait_spec(self, until):
+        timeout = max(0.0, until - time.monotonic())
+        interval = self.waiter.poll_interval()
+        if interval is not None:
+            timeout = min(timeout, interval)
+        return _Wait(self.waiter.fileno(), timeout)
+
+    # -- the state machine ---------------------------------------------------
+
+    def steps(self):
+        t0 = time.monotonic()
+        self.guard = _signals.Guard()
+        if self.pid in self.guard.protected:
+            raise ValueError(
+                f"refusing to tear down pid {self.pid}: it is the caller or one of its ancestors"
+            )
+        root = _binding.proc(self.pid)  # NoSuchProcess for a pid that is not there
+        self.owners = (self.guard.protected - {0, 1}) | {self.guard.me}
+        self.waiter = _exitwait.make_waiter(self.use_pidfd)
+        try:
+            report = yield from self._run(t0, root)
+        finally:
+            self._close()
+        return report
+
+    def _run(self, t0, root):
+        # 1. The tree, before any signal.
+        self.anchors[root.pid] = root.start_time
+        root_member = None
+        if self.include_root:
+            root_member = self._add(root, late=False)
+        first = self._rescan(late=False)
+        yield _Wait(None, 0)
+
+        # 2. Hang up the root's group, then TERM + CONT every member.
+        if root_member is not None and self.signal_group:
+            self._hangup_group(root_member)
+        polite = ([root_member] if root_member else []) + first
+        yield from self._polite(polite)
+
+        # 3. Wait for the members to end, keeping the tree current.
+        deadline = time.monotonic() + self.grace
+        interval = RESCAN_FIRST
+        next_scan = time.monotonic() + interval
+        while True:
+            self._collect()
+            if not self._live():
+                late = self._rescan(late=True)  # confirm nothing joined meanwhile
+                if not late:
+                    break
+                yield from self._polite(late)
+                continue
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if now >= next_scan:
+                late = self._rescan(late=True)
+                yield from self._polite(late)
+                interval = min(interval * 2, RESCAN_MAX)
+                next_scan = time.monotonic() + interval
+                continue
+            yield self._wait_spec(min(deadline, next_scan))
+
+        # 4. Escalate: freeze, kill, confirm.
+        if self._live():
+            yield from self._freeze_and_kill()
+
+        self._collect()
+        return self._report(t0, root)
+
+    def _hangup_group(self, root_member):
+        pgid = root_member.proc.pgid
+        if root_member.status != "live":
+            self.group_note = "root already gone"
+        elif pgid != root_member.proc.pid:
+            self.group_note = f"skipped: the root does not lead its group {pgid}"
+        elif not self.guard.allows_group(pgid):
+            self.group_note = f"skipped: group {pgid} holds the caller or an ancestor"
+        else:
+            outcome = _signals.send_group(pgid, signal.SIGHUP, self.guard, root_member.target)
+            self.group_note = f"SIGHUP to group {pgid}: {outcome}"
+
+    def _freeze_and_kill(self):
+        """SIGSTOP until the tree is closed (nothing new while all are stopped), then SIGKILL."""
+        self.killing = True
+        frozen = set()
+        for _ in range(FREEZE_ROUNDS):
+            for i, m in enumerate(self._live()):
+                if m.proc.identity not in frozen:
+                    self._signal(m, signal.SIGSTOP)
+                    frozen.add(m.proc.identity)
+                if i % BATCH == BATCH - 1:
+                    yield _Wait(None, 0)
+            # Wait (briefly) until each frozen member shows as stopped: only
+            # then can a rescan be sure it forks no more.
+            until = time.monotonic() + FREEZE_WAIT
+            while not self._all_stopped() and time.monotonic() < until:
+                yield _Wait(None, 0.001)
+            self._collect()
+            if not self._rescan(late=True):
+                break
+        for i, m in enumerate(self._live()):
+            self._signal(m, signal.SIGKILL)
+            if i % BATCH == BATCH - 1:
+                yield _Wait(None, 0)
+        until = time.monotonic() + KILL_CONFIRM
+        while self._live() and time.monotonic() < until:
+            self._collect()
+            if self._live():
+                yield self._wait_spec(until)
+        # Anything that slipped in at the last moment gets the same, once more.
+        for m in self._rescan(late=True):
+            self._signal(m, signal.SIGKILL)
+        until = time.monotonic() + 0.2
+        while self._live() and time.monotonic() < until:
+            self._collect()
+            if self._live():
+                yield self._wait_spec(until)
+
+    def _all_stopped(self):
+        for m in self._live():
+            try:
+                state = _binding.proc(m.proc.pid).state
+            except (NoSuchProcess, AccessDenied):
+                continue
+            if state not in ("T", "t", "Z", "X", "D"):
+                return False
+        return True
+
+    def abort(self):
+        """Cancelled or interrupted: SIGKILL what is left at once, without waiting."""
+        if self.waiter is None:
+            return
+        self.killing = True
+        for m in self._live():
+            try:
+                self._signal(m, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        self._close()
+
+    def _close(self):
+        for m in self.members.values():
+            if m.target is not None:
+                m.target.close()
+        if self.waiter is not None:
+            self.waiter.close()
+
+    def _report(self, t0, root):
+        ms = list(self.members.values())
+
+        def having(*statuses):
+            return tuple(m.proc for m in ms if m.status in statuses)
+
+        survivors = tuple(m.proc for m in ms if m.status in ("live", "denied") and self._alive(m))
+        return TeardownReport(
+            root=root,
+            found=tuple(m.proc for m in ms),
+            exited=having("exited"),
+            killed=having("killed"),
+            survivors=survivors,
+            late=tuple(m.proc for m in ms if m.late),
+            denied=having("denied"),
+            truncated=self.truncated,
+            elapsed=time.monotonic() - t0,
+            mode="plain",
+            extra={
+                "group": self.group_note,
+                "pidfds": self.use_pidfd,
+                **({"spared": sorted(self.spared)} if self.spared else {}),
+                **({"reaped": dict(self.reaped)} if self.reaped else {}),
+            },
+        )
+
+    @staticmethod
+    def _alive(m):
+        if m.target is None:
+            return True  # could not be checked: unknown is not dead
+        if m.target.pidfd is not None:
+            r, _, _ = select.select([m.target.pidfd], [], [], 0)
+            return not r
+        return not _exitwait._ended_by_reading(m.target)
+
+
+# -- drivers -----------------------------------------------------------------
+
+
+def _block(req):
+    if req.timeout <= 0:
+        return
+    if req.fd is None:
+        time.sleep(req.timeout)
+        return
+    p = select.poll()
+    p.register(req.fd, select.POLLIN)
+    p.poll(req.timeout * 1000.0)
+
+
+async def _wait_async(loop, req):
+    if req.timeout <= 0:
+        await asyncio.sleep(0)
+        return
+    if req.fd is None:
+        await asyncio.sleep(req.timeout)
+        return
+    fut = loop.create_future()
+
+    def wake():
+        if not fut.done():
+            fut.set_result(None)
+
+    try:
+        loop.add_reader(req.fd, wake)
+    except NotImplementedError:  # a loop without add_reader: poll instead
+        await asyncio.sleep(min(req.timeout, _exitwait.POLL_MAX))
+        return
+    try:
+        await asyncio.wait_for(fut, req.timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(req.fd)
+
+
+def terminate_tree(pid, *, grace=2.0, include_root=True, signal_group=True, max_procs=16384):
+    """End pid and every process it started, and nothing else; return a TeardownReport.
+
+    Polite first (SIGHUP to the root's own group, SIGTERM + SIGCONT to every
+    member), SIGKILL for whatever is left after `grace` seconds; returns as soon
+    as the whole tree is gone. Raises TypeError/ValueError for bad arguments
+    (pid 1, the caller, its ancestors) and NoSuchProcess for a pid that is not
+    there, before anything is signalled.
+    """
+    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs))
+    gen = engine.steps()
+    try:
+        req = next(gen)
+        while True:
+            _block(req)
+            req = gen.send(None)
+    except StopIteration as done:
+        return done.value
+    except BaseException:
+        engine.abort()
+        raise
+
+
+async def terminate_tree_async(pid, *, grace=2.0, include_root=True, signal_group=True, max_procs=16384):
+    """terminate_tree for asyncio: the same engine, waiting without blocking the loop.
+
+    Cancelling it skips the rest of the grace: what is left is SIGKILLed at
+    once, then CancelledError propagates.
+    """
+    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs))
+    loop = asyncio.get_running_loop()
+    gen = engine.steps()
+    try:
+        req = next(gen)
+        while True:
+            await _wait_async(loop, req)
+            req = gen.send(None)
+    except StopIteration as done:
+        return done.value
+    except BaseException:
+        engine.abort()
+        raise
