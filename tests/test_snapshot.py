@@ -99,10 +99,32 @@ class Spawner:
                 return
         raise AssertionError(f"{pid} was not started by this test")
 
+    def adopt_descendants(self):
+        """Register every process below the ones we know (helpers fork without telling us)."""
+        table = read_all()
+        kids = {}
+        for row in table.values():
+            kids.setdefault(row[1], []).append(row)
+        known = {pid for pid, _ in self.known}
+        queue = [pid for pid in known if pid in table and table[pid][6] == dict(self.known).get(pid)]
+        while queue:
+            for row in kids.get(queue.pop(), ()):
+                if row[0] not in known:
+                    known.add(row[0])
+                    self.known.append((row[0], row[6]))
+                    queue.append(row[0])
+
     def close(self):
+        self.adopt_descendants()
         for p in self.popens:
             if p.stdin:
-                p.stdin.close()
+                p.stdin.close()  # helpers park on stdin: EOF lets them exit and reap by themselves
+        deadline = time.monotonic() + 5
+        for p in self.popens:
+            try:
+                p.wait(timeout=max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
         for pid, start in reversed(self.known):
             row = read_proc(pid)
             if row is None or row[6] != start or pid in (0, 1, os.getpid()):
