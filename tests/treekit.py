@@ -1,0 +1,390 @@
+"""Adversarial process trees for tests, started for real and always cleaned up.
+
+Every builder starts a real tree whose processes report "role pid" lines back
+through a pipe once they are in place (never guessed by sleeping), then a
+final "ready". The kit records each reported process by identity (pid + start
+time) as soon as it hears of it, and `cleanup()` (run by the `kit` fixture
+even when the test fails) SIGCONTs and SIGKILLs whichever of those are still
+the same process, then reaps its own children. It never signals anything it
+was not told about by its own trees.
+
+Use:  from treekit import kit   # the fixture
+      tree = kit.term_ignorer()
+      tree.root, tree.pids, tree.role("ignorer")
+"""
+import functools
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import proctree
+
+READY_TIMEOUT = 30.0
+
+# Shared prologue of every tree script: `say(role)` reports this process.
+_PROLOGUE = r"""
+import os, signal, sys, threading, time
+FD = int(sys.argv[1])
+def say(role, pid=None):
+    os.write(FD, ("%s %d\n" % (role, pid or os.getpid())).encode())
+def ready():
+    os.write(FD, b"ready 0\n")
+def idle():
+    while True:
+        time.sleep(1000)
+def child(fn):
+    # Fork a child that runs fn() and never returns into the caller's code.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn()
+        finally:
+            os._exit(0)
+    return pid
+"""
+
+
+class Tree:
+    """A started tree: root (Popen), reported (role, pid) pairs in order."""
+
+    def __init__(self, popen, reports):
+        self.popen = popen
+        self.reports = reports
+
+    @property
+    def root(self):
+        return self.popen.pid
+
+    @property
+    def pids(self):
+        """Every reported pid, root first if it reported itself."""
+        return [pid for _, pid in self.reports]
+
+    def role(self, name):
+        """The pid reported under name (the first, if several)."""
+        return self.roles(name)[0]
+
+    def roles(self, name):
+        return [pid for r, pid in self.reports if r == name]
+
+
+def alive(pid, start_time=None):
+    """True if pid is a live (non-zombie) process, the same one if start_time is given."""
+    try:
+        p = proctree.proc(pid)
+    except proctree.NoSuchProcess:
+        return False
+    if start_time is not None and p.start_time != start_time:
+        return False
+    return not p.is_zombie
+
+
+class Kit:
+    def __init__(self):
+        self.known = {}  # pid -> start_time of every process our trees reported
+        self.popens = []
+
+    # -- the machinery -----------------------------------------------------
+
+    def start(self, body, *, new_session=True, extra_args=(), env=None, pass_fds=()):
+        """Run body (after the prologue) as a tree root; return a Tree once it says ready."""
+        r, w = os.pipe()
+        script = _PROLOGUE + textwrap.dedent(body)
+        popen = subprocess.Popen(
+            [sys.executable, "-c", script, str(w), *map(str, extra_args)],
+            pass_fds=(w, *pass_fds),
+            start_new_session=new_session,
+            env=env,
+        )
+        self.popens.append(popen)
+        self._register(popen.pid)
+        os.close(w)
+        reports = []
+        buf = b""
+        deadline = time.monotonic() + READY_TIMEOUT
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([r], [], [], left)[0]:
+                    raise RuntimeError(f"tree did not get ready in time; heard {reports}")
+                data = os.read(r, 65536)
+                if not data:
+                    raise RuntimeError(f"tree closed its pipe before ready; heard {reports}")
+                buf += data
+                *lines, buf = buf.split(b"\n")
+                done = False
+                for line in lines:
+                    role, pid = line.decode().split()
+                    if role == "ready":
+                        done = True
+                        continue
+                    reports.append((role, int(pid)))
+                    self._register(int(pid))
+                if done:
+                    return Tree(popen, reports)
+        finally:
+            os.close(r)
+
+    def _register(self, pid):
+        try:
+            self.known.setdefault(pid, proctree.proc(pid).start_time)
+        except proctree.NoSuchProcess:
+            pass  # already gone: nothing to clean up
+
+    def register(self, pid, start_time):
+        """Register a process a test learnt of another way (e.g. from a report)."""
+        self.known.setdefault(pid, start_time)
+
+    def still_alive(self):
+        """Registered processes that are still the same, live process."""
+        return [pid for pid, st in self.known.items() if alive(pid, st)]
+
+    def python_env(self):
+        """An environment in which a tree's own Python code can import proctree."""
+        return dict(os.environ, PYTHONPATH=_CHECKOUT)
+
+    def cleanup(self):
+        """CONT + KILL every registered process that is still the same one; reap ours."""
+        for _ in range(3):
+            left = self.still_alive()
+            for pid in left:
+                if pid in (0, 1, os.getpid()):
+                    continue
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if not left:
+                break
+            time.sleep(0.05)
+        for p in self.popens:
+            try:
+                p.wait(timeout=5)
+            except (subprocess.TimeoutExpired, ChildProcessError):
+                pass
+
+    # -- the builders --------------------------------------------------------
+
+    def sleeper(self, **kw):
+        """A root with one sleeping child: the cooperative case."""
+        return self.start(
+            """
+            say("root")
+            c = child(idle)
+            say("child", c)
+            ready()
+            idle()
+            """,
+            **kw,
+        )
+
+    def hup_ignorer_behind_shell(self):
+        """The seed's reproduction: sh runs a job that ignores SIGHUP in its own process group."""
+        return self.start(
+            """
+            say("root")
+            JOB = (
+                "import os, signal, time\\n"
+                "signal.signal(signal.SIGHUP, signal.SIG_IGN)\\n"
+                "os.setpgid(0, 0)\\n"
+                "os.write(%d, b'job %%d\\\\nready 0\\\\n' %% os.getpid())\\n"
+                "time.sleep(1000)\\n"
+            ) % 3
+            if os.fork() == 0:
+                # The shell reports itself (dash takes one-digit fds only), then
+                # runs the job in the foreground.
+                os.dup2(FD, 3)
+                os.execv("/bin/sh", ["sh", "-c", 'echo "shell $$" >&3; "$0" -c "$1"; sleep 1000',
+                                     sys.executable, JOB])
+            idle()
+            """
+        )
+
+    def term_ignorer(self, depth=1):
+        """A child that ignores SIGTERM and SIGHUP: needs the escalation."""
+        return self.start(
+            """
+            say("root")
+            def ignorer():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                say("ignorer")
+                ready()
+                idle()
+            child(ignorer)
+            idle()
+            """
+        )
+
+    def stopped(self):
+        """A child stopped by SIGSTOP (reported once the parent saw it stop)."""
+        return self.start(
+            """
+            say("root")
+            def stopper():
+                os.kill(os.getpid(), signal.SIGSTOP)
+                idle()
+            c = child(stopper)
+            os.waitpid(c, os.WUNTRACED)
+            say("stopped", c)
+            ready()
+            idle()
+            """
+        )
+
+    def setsid_descendant(self):
+        """A grandchild that started its own session but is still parented in the tree."""
+        return self.start(
+            """
+            say("root")
+            def middle():
+                def leader():
+                    os.setsid()
+                    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                    say("session_leader")
+                    ready()
+                    idle()
+                child(leader)
+                idle()
+            say("middle", child(middle))
+            idle()
+            """
+        )
+
+    def forker(self, limit=300):
+        """Ignores SIGTERM, and on it starts forking: up to `limit` children, one per ms."""
+        return self.start(
+            """
+            LIMIT = int(sys.argv[2])
+            go = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *a: go.set())
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            say("forker")
+            ready()
+            while not go.is_set():
+                time.sleep(0.01)
+            for i in range(LIMIT):
+                child(idle)
+                time.sleep(0.001)
+            idle()
+            """,
+            extra_args=(limit,),
+        )
+
+    def zombie_keeper(self):
+        """A parent that never reaps its exited child (reported once it is a zombie)."""
+        return self.start(
+            """
+            say("root")
+            c = child(lambda: None)
+            os.waitid(os.P_PID, c, os.WEXITED | os.WNOWAIT)
+            say("zombie", c)
+            ready()
+            idle()
+            """
+        )
+
+    def chain(self, depth=300):
+        """A chain `depth` processes deep below the root; the deepest says ready."""
+        return self.start(
+            """
+            DEPTH = int(sys.argv[2])
+            say("root")
+            for level in range(DEPTH):
+                pid = os.fork()
+                if pid:
+                    idle()
+                say("link")
+            ready()
+            idle()
+            """,
+            extra_args=(depth,),
+        )
+
+    def wide(self, width=1000):
+        """A root with `width` sleeping children, reported by the root in one go."""
+        return self.start(
+            """
+            WIDTH = int(sys.argv[2])
+            say("root")
+            kids = [child(idle) for _ in range(WIDTH)]
+            os.write(FD, "".join("kid %d\\n" % k for k in kids).encode())
+            ready()
+            idle()
+            """,
+            extra_args=(width,),
+        )
+
+    def thread_forker(self, n=3):
+        """Children forked by a non-main thread (their parent link names a thread's list)."""
+        return self.start(
+            """
+            say("root")
+            def spawn():
+                for _ in range(3):
+                    say("thread_child", child(idle))
+                ready()
+            t = threading.Thread(target=spawn)
+            t.start()
+            t.join()
+            idle()
+            """
+        )
+
+
+@pytest.fixture
+def kit():
+    k = Kit()
+    try:
+        yield k
+    finally:
+        k.cleanup()
+
+
+# -- a fresh PID namespace, for tests whose failure mode is a wide kill ---------
+
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@functools.lru_cache(maxsize=None)
+def pid_namespace_available():
+    """(True, "") if `unshare --pid --fork --mount-proc` works here, else (False, why)."""
+    try:
+        r = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"unshare unavailable: {exc}"
+    if r.returncode != 0 or r.stdout.strip() != "1":
+        return False, f"unshare --pid failed: {r.stderr.strip()[:200]}"
+    return True, ""
+
+
+def run_in_pid_namespace(script, timeout=60, env=None):
+    """Run a Python script as pid 1 of a fresh PID namespace (with its own /proc).
+
+    Whatever the script signals stays inside the namespace, and everything in
+    it dies with it. Skips the calling test if namespaces are unavailable.
+    """
+    ok, why = pid_namespace_available()
+    if not ok:
+        pytest.skip(why)
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([_CHECKOUT, os.path.join(_CHECKOUT, "tests")]))
+    full_env.update(env or {})
+    return subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
