@@ -34,18 +34,12 @@ def pidfds_available():
         if os.environ.get("PROCTREE_NO_PIDFD") != "1" and hasattr(os, "pidfd_open") and hasattr(
             signal, "pidfd_send_signal"
         ):
+            # pidfd_send_signal (5.1) predates pidfd_open (5.3): one probe covers both.
             try:
-                fd = os.pidfd_open(os.getpid())
+                os.close(os.pidfd_open(os.getpid()))
+                _pidfd_ok = True
             except OSError:
                 pass
-            else:
-                try:
-                    signal.pidfd_send_signal(fd, 0)
-                    _pidfd_ok = True
-                except OSError:
-                    pass
-                finally:
-                    os.close(fd)
     return _pidfd_ok
 
 

@@ -1,0 +1,333 @@
+"""Teardown tests whose failure mode is a wide kill, run as pid 1 of a fresh PID namespace.
+
+Bad input (0, -1, 1, the caller, an ancestor, wrong types) and deterministic
+pid reuse (via the namespace's own /proc/sys/kernel/ns_last_pid, which must
+never be written outside a namespace). If the engine got it wrong, the damage
+stays inside the namespace, which dies with its pid 1. Each script prints one
+JSON line; the test asserts on it. Skipped where PID namespaces are unavailable.
+"""
+import json
+import os
+import signal
+
+import pytest
+
+import proctree
+from treekit import run_in_pid_namespace
+
+# Helpers every namespace script starts with: a canary that records every
+# catchable signal it receives, and a way to read what it recorded.
+_NS_PROLOGUE = r"""
+import json, math, os, signal, sys, time
+import proctree
+from proctree import _signals
+
+CATCHABLE = [s for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)]
+
+def canary(new_session=False):
+    # A process that writes every signal it gets to a pipe; (pid, read end).
+    r, w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if new_session:
+            os.setsid()
+        for s in CATCHABLE:
+            try:
+                signal.signal(s, lambda n, f: os.write(w, b"%d " % n))
+            except (OSError, ValueError, RuntimeError):
+                pass
+        os.write(ready_w, b"x")
+        while True:
+            time.sleep(1000)
+    os.close(w)
+    os.read(ready_r, 1)
+    os.set_blocking(r, False)
+    return pid, r
+
+def heard(r):
+    try:
+        return [int(x) for x in os.read(r, 65536).split()]
+    except BlockingIOError:
+        return []
+
+def state(pid):
+    try:
+        return proctree.proc(pid).state
+    except proctree.NoSuchProcess:
+        return "gone"
+
+def age_past_one_tick(p):
+    # start_time has clock-tick resolution (10 ms on Linux): a pid reused within
+    # the same tick has the same start time, which only a pidfd can tell apart
+    # (docs/teardown.md). Make the member older than that before reusing its pid.
+    from proctree import _binding
+    while _binding.now() <= p.start_time + 1:
+        time.sleep(0.005)
+
+def done(**result):
+    print(json.dumps(result), flush=True)
+"""
+
+
+def run(script, **env):
+    r = run_in_pid_namespace(_NS_PROLOGUE + script, env=env)
+    assert r.returncode == 0, f"namespace script failed:\n{r.stdout}\n{r.stderr}"
+    assert "BYSTANDER GOT" not in r.stdout, r.stdout
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+BAD_INPUTS = r"""
+canary_pid, canary_r = canary()          # in our process group: kill(0) or kill(-1) would hit it
+loner_pid, loner_r = canary(True)        # in its own session: kill(-1) would hit it
+results = {}
+# The caller is not pid 1 (init is immune to most signals, which would hide a bug).
+r, w = os.pipe()
+caller = os.fork()
+if caller == 0:
+    os.close(r)
+    out = {}
+    cases = {
+        "0": lambda: proctree.terminate_tree(0),
+        "-1": lambda: proctree.terminate_tree(-1),
+        "1": lambda: proctree.terminate_tree(1),
+        "self": lambda: proctree.terminate_tree(os.getpid()),
+        "parent": lambda: proctree.terminate_tree(os.getppid()),
+        "'12'": lambda: proctree.terminate_tree("12"),
+        "True": lambda: proctree.terminate_tree(True),
+        "1.0": lambda: proctree.terminate_tree(float(canary_pid)),
+        "grace=-1": lambda: proctree.terminate_tree(canary_pid, grace=-1),
+        "grace=nan": lambda: proctree.terminate_tree(canary_pid, grace=float("nan")),
+        "grace=inf": lambda: proctree.terminate_tree(canary_pid, grace=float("inf")),
+        "grace='1'": lambda: proctree.terminate_tree(canary_pid, grace="1"),
+        "max_procs=0": lambda: proctree.terminate_tree(canary_pid, max_procs=0),
+        "max_procs=1.5": lambda: proctree.terminate_tree(canary_pid, max_procs=1.5),
+        "include_root=1": lambda: proctree.terminate_tree(canary_pid, include_root=1),
+        "2**40": lambda: proctree.terminate_tree(2**40),
+        "no such pid": lambda: proctree.terminate_tree(30000),
+    }
+    # An ancestor that is not pid 1: a grandchild asks to tear down this caller.
+    def ancestor_case():
+        rr, ww = os.pipe()
+        g = os.fork()
+        if g == 0:
+            try:
+                proctree.terminate_tree(os.getppid())
+                os.write(ww, b"no error")
+            except Exception as exc:
+                os.write(ww, type(exc).__name__.encode())
+            os._exit(0)
+        os.close(ww)
+        got = os.read(rr, 100).decode()
+        os.waitpid(g, 0)
+        return got
+    for name, call in cases.items():
+        try:
+            call()
+            out[name] = "no error"
+        except Exception as exc:
+            out[name] = type(exc).__name__
+    out["ancestor"] = ancestor_case()
+    out["caller alive"] = True
+    os.write(w, json.dumps(out).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while True:
+    chunk = os.read(r, 65536)
+    if not chunk:
+        break
+    data += chunk
+os.waitpid(caller, 0)
+time.sleep(0.05)  # let a stray signal (there should be none) be delivered
+done(
+    results=json.loads(data or b"{}"),
+    canary=[state(canary_pid), heard(canary_r)],
+    loner=[state(loner_pid), heard(loner_r)],
+)
+"""
+
+
+def test_bad_input_is_refused_before_any_signal_in_a_pid_namespace():
+    res = run(BAD_INPUTS)
+    expected = {
+        "0": "ValueError",
+        "-1": "ValueError",
+        "1": "ValueError",
+        "self": "ValueError",
+        "parent": "ValueError",  # pid 1 here: refused as init and as an ancestor
+        "'12'": "TypeError",
+        "True": "TypeError",
+        "1.0": "TypeError",
+        "grace=-1": "ValueError",
+        "grace=nan": "ValueError",
+        "grace=inf": "ValueError",
+        "grace='1'": "TypeError",
+        "max_procs=0": "ValueError",
+        "max_procs=1.5": "TypeError",
+        "include_root=1": "TypeError",
+        "2**40": "ValueError",
+        "no such pid": "NoSuchProcess",
+        "ancestor": "ValueError",
+        "caller alive": True,
+    }
+    assert res["results"] == expected
+    assert res["canary"][1] == [] and res["canary"][0] not in ("gone", "Z", "T")
+    assert res["loner"][1] == [] and res["loner"][0] not in ("gone", "Z", "T")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: proctree.terminate_tree(0),
+    lambda: proctree.terminate_tree(-1),
+    lambda: proctree.terminate_tree(1),
+    lambda: proctree.terminate_tree(os.getpid()),
+    lambda: proctree.terminate_tree(os.getppid()),
+    lambda: proctree.terminate_tree("12"),
+    lambda: proctree.terminate_tree(True),
+    lambda: proctree.terminate_tree(os.getpid() + 1, grace=-1),
+    lambda: proctree.terminate_tree(os.getpid() + 1, grace=float("nan")),
+    lambda: proctree.terminate_tree(os.getpid() + 1, max_procs=0),
+])
+def test_bad_input_never_reaches_a_signal_call(monkeypatch, call):
+    # Outside a namespace, but with every way to send a signal replaced by a tripwire.
+    def tripwire(*args):
+        raise AssertionError(f"a signal was sent: {args}")
+
+    monkeypatch.setattr(os, "kill", tripwire)
+    monkeypatch.setattr(os, "killpg", tripwire)
+    monkeypatch.setattr(signal, "pidfd_send_signal", tripwire)
+    with pytest.raises((ValueError, TypeError)):
+        call()
+
+
+PID_REUSE = r"""
+# root R (own session, ignores TERM/HUP) -> member A (ignores TERM/HUP).
+# When R gets SIGTERM it kills and reaps A, asks the factory F (not in the tree)
+# for a bystander B at A's pid (ns_last_pid), waits for it, and carries on
+# ignoring. After the grace the engine escalates: B must be left alone.
+to_f_r, to_f_w = os.pipe()
+to_r_r, to_r_w = os.pipe()
+
+factory = os.fork()
+if factory == 0:
+    want = int(os.read(to_f_r, 100))
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(want - 1))
+    br, bw = os.pipe()
+    b = os.fork()
+    if b == 0:
+        for s in CATCHABLE:
+            try:
+                signal.signal(s, lambda n, fr: os.write(1, b"BYSTANDER GOT %d\n" % n))
+            except (OSError, ValueError, RuntimeError):
+                pass
+        os.write(bw, b"x")
+        while True:
+            time.sleep(1000)
+    os.read(br, 1)
+    os.write(to_r_w, b"%d" % b)
+    while True:
+        time.sleep(1000)
+
+ready_r, ready_w = os.pipe()
+root = os.fork()
+if root == 0:
+    os.setsid()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    a = os.fork()
+    if a == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(1000)
+    def on_term(n, f):
+        os.kill(a, signal.SIGKILL)
+        os.waitpid(a, 0)
+        os.write(to_f_w, b"%d" % a)
+        os.read(to_r_r, 100)
+    signal.signal(signal.SIGTERM, on_term)
+    os.write(ready_w, b"%d" % a)
+    while True:
+        time.sleep(1000)
+
+a_pid = int(os.read(ready_r, 100))
+a_before = proctree.proc(a_pid)
+age_past_one_tick(a_before)
+rep = proctree.terminate_tree(root, grace=1.0)
+b_now = proctree.proc(a_pid)
+assert root in rep.extra.get("reaped", {})  # the engine reaped its caller's child
+done(
+    pidfds=rep.extra["pidfds"],
+    a=a_pid,
+    reused=b_now.start_time != a_before.start_time and b_now.ppid == factory,
+    b_state=b_now.state,
+    found=sorted(p.identity for p in rep.found),
+    exited=[p.pid for p in rep.exited],
+    killed=[p.pid for p in rep.killed],
+    a_identity=list(a_before.identity),
+    root=root,
+    ok=rep.ok,
+)
+"""
+
+# The same trap one level down: a Target recorded for A, A replaced by B.
+TARGET_REUSE = r"""
+guard = _signals.Guard()
+def bystander_at(pid):
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+    pid_b, r = canary()
+    return pid_b, r
+out = {}
+# "pidfd-same-tick": reused within one clock tick, where start times are equal
+# and only the pidfd tells the two apart.
+for mode, age in (("pidfd", True), ("start-time", True), ("pidfd-same-tick", False)):
+    a = os.fork()
+    if a == 0:
+        while True:
+            time.sleep(1000)
+    a_proc = proctree.proc(a)
+    if age:
+        age_past_one_tick(a_proc)
+    use_pidfd = mode.startswith("pidfd")
+    target = _signals.open_target(a_proc, guard, use_pidfd=use_pidfd)
+    os.kill(a, signal.SIGKILL)
+    os.waitpid(a, 0)
+    b, r = bystander_at(a)
+    results = {
+        "reused": b == a,
+        "send": _signals.send(target, signal.SIGTERM, guard),
+        "same_tick": proctree.proc(b).start_time == a_proc.start_time,
+        "open_again": _signals.open_target(a_proc, guard, use_pidfd=use_pidfd) is None,
+    }
+    time.sleep(0.05)
+    results["b_heard"] = heard(r)
+    results["b_state"] = state(b)
+    out[mode] = results
+    target.close()
+    os.kill(b, signal.SIGKILL)
+    os.waitpid(b, 0)
+done(**out)
+"""
+
+
+@pytest.mark.parametrize("mode", ["pidfd", "start-time"])
+def test_pid_reuse_bystander_is_never_signalled(mode):
+    env = {"PROCTREE_NO_PIDFD": "1"} if mode == "start-time" else {}
+    res = run(PID_REUSE, **env)
+    assert res["reused"], "the bystander did not get the member's pid"
+    assert res["pidfds"] is (mode == "pidfd")
+    assert res["b_state"] in ("S", "R"), "bystander was stopped or killed"
+    assert res["a_identity"] in res["found"]
+    assert res["a"] in res["exited"] and res["root"] in res["killed"]
+    assert res["ok"]
+
+
+def test_recorded_target_does_not_follow_its_pid_to_a_new_process():
+    res = run(TARGET_REUSE)
+    for mode in ("pidfd", "start-time", "pidfd-same-tick"):
+        r = res[mode]
+        assert r["reused"], f"{mode}: the bystander did not get the pid"
+        assert r["send"] == "gone", f"{mode}: {r}"
+        if mode != "pidfd-same-tick":
+            assert r["open_again"], f"{mode}: open_target took the new process for the old"
+        assert r["b_heard"] == [] and r["b_state"] in ("S", "R"), f"{mode}: {r}"
