@@ -4,9 +4,11 @@
  * - The name (field 2) sits between the FIRST '(' and the LAST ')': a name may
  *   itself hold spaces, parentheses and newlines, so stopping at the first
  *   ')' (as util-linux does) misparses every field after it.
- * - The uid comes from fstat() of the stat file we already hold open: procfs
- *   gives every inode under /proc/<pid> the same owner as the directory
- *   (task_dump_owner), and fstat on an open fd skips a second path walk.
+ * - The uid is the owner of the /proc/<pid> directory, not of the stat file:
+ *   procfs hands the files of a non-dumpable process (any setuid() drop) to
+ *   root, but keeps the directory's owner the process's euid (task_dump_owner).
+ * - A process whose main thread exited while others run shows the leader's
+ *   'Z'; it is alive, so we report the state of one of its live threads.
  * - A process that exits while we scan is skipped (ESRCH/ENOENT, or a read of
  *   0 bytes); a stat line that does not parse is an error, never a half row.
  */
@@ -36,6 +38,7 @@
 /* What one stat line tells beyond struct pt_proc. */
 struct stat_extra {
     int64_t num_threads;
+    char leader_state; /* the state stat printed: the leader thread's, even when others live */
 };
 
 /* Returns 0 with *out set, or -EINVAL if s..end does not start with a decimal. */
@@ -84,6 +87,7 @@ static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct s
     if (end - p < 3 || p[0] != ' ' || p[2] != ' ')
         return -EIO;
     out->state = p[1];
+    extra->leader_state = p[1];
     p += 3; /* now at field 4 */
 
     for (int field = F_PPID; field <= F_STARTTIME; field++) {
@@ -106,32 +110,52 @@ static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct s
     return 0;
 }
 
-/* Returns 0 with *out filled from <dirfd>/<path>, -ESRCH if the process is gone, or -errno. */
+/* Returns 0 with *out filled from <dirfd>/<path> (uid left alone), -ESRCH if the process is gone, or -errno. */
 static int read_stat_at(int dirfd, const char *path, struct pt_proc *out, struct stat_extra *extra)
 {
     char buf[STAT_BUF];
-    struct stat st;
     int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
     ssize_t n = read(fd, buf, sizeof buf);
     int err = n < 0 ? errno : 0;
-    int st_rc = fstat(fd, &st);
-    int st_err = st_rc < 0 ? errno : 0;
     close(fd);
     if (n < 0)
         return (err == ESRCH || err == ENOENT) ? -ESRCH : -err;
     if (n == 0)
         return -ESRCH; /* the task was reaped between open and read */
-    if (st_rc < 0)
-        return (st_err == ESRCH || st_err == ENOENT) ? -ESRCH : -st_err;
     if ((size_t)n == sizeof buf)
         return -EIO; /* cannot happen with today's kernels; never parse a cut line */
-    int rc = parse_stat(buf, (size_t)n, out, extra);
-    if (rc != 0)
-        return rc;
+    return parse_stat(buf, (size_t)n, out, extra);
+}
+
+/* Returns 0 with out->uid set from the owner of <dirfd>/<dir>, -ESRCH if gone, or -errno. */
+static int read_owner_at(int dirfd, const char *dir, struct pt_proc *out)
+{
+    struct stat st;
+    if (fstatat(dirfd, dir, &st, 0) != 0)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
     out->uid = (uint32_t)st.st_uid;
     return 0;
+}
+
+static int live_thread_state(int32_t pid, char *state);
+
+/* Returns 0 with *out filled for the process whose /proc entry is <dirfd>/<dir>, -ESRCH, or -errno. */
+static int read_process_at(int dirfd, const char *dir, size_t dir_len, struct pt_proc *out, struct stat_extra *extra)
+{
+    char path[48];
+    if (dir_len + sizeof "/stat" > sizeof path)
+        return -EINVAL;
+    memcpy(path, dir, dir_len);
+    memcpy(path + dir_len, "/stat", sizeof "/stat");
+    int rc = read_stat_at(dirfd, path, out, extra);
+    path[dir_len] = '\0';
+    if (rc == 0)
+        rc = read_owner_at(dirfd, path, out);
+    if (rc == 0 && out->state == 'Z' && extra->num_threads > 1)
+        rc = live_thread_state(out->pid, &out->state);
+    return rc;
 }
 
 /* Returns the length of name if it is all digits (a /proc/<pid> entry) and short enough to be a pid, else 0. */
@@ -153,7 +177,6 @@ static int open_dir(const char *path)
 
 int pt_snapshot(struct pt_proc *out, int cap)
 {
-    char path[32];
     int count = 0, rc = 0;
     int dfd = open_dir("/proc");
     if (dfd < 0)
@@ -179,10 +202,8 @@ int pt_snapshot(struct pt_proc *out, int cap)
             rc = -ENOBUFS;
             break;
         }
-        memcpy(path, de->d_name, len);
-        memcpy(path + len, "/stat", sizeof "/stat");
         struct stat_extra extra;
-        int r = read_stat_at(dfd, path, &out[count], &extra);
+        int r = read_process_at(dfd, de->d_name, len, &out[count], &extra);
         if (r == -ESRCH)
             continue; /* exited while we scanned: not part of the table */
         if (r != 0) {
@@ -198,11 +219,11 @@ int pt_snapshot(struct pt_proc *out, int cap)
 /* Returns 0 with *out filled for pid, -ESRCH, or -errno; also fills *extra. */
 static int read_pid_stat(int32_t pid, struct pt_proc *out, struct stat_extra *extra)
 {
-    char path[48];
+    char dir[32];
     if (pid <= 0)
         return -ESRCH;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    return read_stat_at(AT_FDCWD, path, out, extra);
+    int len = snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+    return read_process_at(AT_FDCWD, dir, (size_t)len, out, extra);
 }
 
 int pt_proc(int32_t pid, struct pt_proc *out)
@@ -305,6 +326,42 @@ static int thread_alive(int32_t pid, int32_t tid)
     return (t.state == 'Z' || t.state == 'X') ? 0 : 1;
 }
 
+/* Returns 0 with *state set to the state of a live thread of pid other than
+ * its (exited) leader, leaving it alone if there is none, or -errno. */
+static int live_thread_state(int32_t pid, char *state)
+{
+    char path[64];
+    struct pt_proc t;
+    struct stat_extra extra;
+    char dir[48];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno)
+                rc = -errno;
+            break;
+        }
+        if (pid_name_len(de->d_name) == 0)
+            continue;
+        long tid = strtol(de->d_name, NULL, 10);
+        if (tid == pid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%ld/stat", (int)pid, tid);
+        if (read_stat_at(AT_FDCWD, path, &t, &extra) == 0 && t.state != 'Z' && t.state != 'X') {
+            *state = t.state;
+            break;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 /* Most processes have one thread; beyond this we ask the caller to scan. */
 #define MAX_THREADS 1024
 
@@ -328,7 +385,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     if (rc != 0)
         return rc;
 
-    if (xb.num_threads == 1 && before.state != 'Z') {
+    if (xb.num_threads == 1 && xb.leader_state != 'Z') {
         snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
         rc = read_children_file(path, out, &n, cap);
         if (rc < 0)
@@ -351,7 +408,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
             if (alive < 0)
                 return alive;
             /* The leader of a live process stays listed as a zombie after it exits. */
-            if (!alive && !(tids[i] == pid && before.state == 'Z'))
+            if (!alive && !(tids[i] == pid && xb.leader_state == 'Z'))
                 return -EAGAIN;
         }
     }
@@ -361,7 +418,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
         return rc;
     if (after.start_time != before.start_time)
         return -ESRCH; /* pid was reused: the process we were asked about is gone */
-    if (before.state != 'Z' && after.state == 'Z')
+    if (xb.leader_state != 'Z' && xa.leader_state == 'Z')
         return -EAGAIN; /* its leader exited: its children moved while we read */
     if (xa.num_threads != xb.num_threads && (xa.num_threads > 1 || xb.num_threads > 1))
         return -EAGAIN;

@@ -477,8 +477,6 @@ def test_children_of_a_process_whose_main_thread_exited(spawn):
 
 
 @pytest.mark.skipif(SYS_EXIT is None, reason="SYS_exit number unknown on this machine")
-@pytest.mark.xfail(strict=True, reason="BUG: a live process whose main thread exited shows state 'Z' "
-                                       "(the leader's), so is_zombie says it is gone while its threads run")
 def test_process_with_exited_main_thread_is_not_a_zombie(spawn):
     helper, _ = spawn.start(f"SYS_EXIT = {SYS_EXIT}\n" + textwrap.dedent(ZOMBIE_LEADER))
     wait_state(helper, "Z")
@@ -486,8 +484,6 @@ def test_process_with_exited_main_thread_is_not_a_zombie(spawn):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another uid")
-@pytest.mark.xfail(strict=True, reason="BUG: uid comes from fstat of <pid>/stat, which procfs gives to root "
-                                       "for non-dumpable processes (any setuid() drop); the directory has the euid")
 def test_uid_of_a_process_that_dropped_privileges(spawn):
     _, [[pid]] = spawn.start("os.setuid(65534); report(os.getpid()); park()")
     assert os.stat(f"/proc/{pid}").st_uid == 65534
