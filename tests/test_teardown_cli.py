@@ -85,3 +85,13 @@ def test_kill_exits_1_when_something_survives(kit):
     assert os.waitstatus_to_exitcode(status) == 1, out
     assert "SURVIVORS:" in out and str(tree.root) in out.split("SURVIVORS:")[1]
     assert alive(tree.root) and not alive(tree.role("nobody"))
+
+
+def test_demo_teardown_scene_shows_the_leak_and_leaves_nothing():
+    from proctree.demo import teardown_scene
+
+    out = io.StringIO()
+    assert teardown_scene.run(out) is True, out.getvalue()
+    text = out.getvalue()
+    assert "LEFT RUNNING" in text and "0 survived" in text
+    # conftest's leak check proves the scene ended both trees.
