@@ -1,0 +1,261 @@
+"""cgroup v2 plumbing for contained spawning: find the hierarchy, make, end and remove a tree's cgroup.
+
+Layout: ``<v2 mount><caller's cgroup>/proctree-<owner pid>-<owner start>/<tree>``.
+The per-owner parent is created by us and named after our identity, and every
+tree cgroup lives under it. This module must never kill, freeze or remove a
+cgroup that is not below such a parent it made: ``is_ours`` is checked by every
+function that writes to a cgroup.
+
+Stdlib only and no relative imports: the keeper process loads this file
+directly, without importing the proctree package.
+"""
+import errno
+import os
+import select
+import time
+
+PARENT_PREFIX = "proctree-"
+
+
+class Unavailable(OSError):
+    """cgroup containment cannot work here; str() says why."""
+
+
+def _unescape(field):
+    # mountinfo escapes space, tab, newline and backslash as \ooo. (No re:
+    # the keeper imports this module, and re costs it 4 ms of startup.)
+    out, i = [], 0
+    while i < len(field):
+        c = field[i]
+        if c == "\\" and len(field) - i >= 4 and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _is_parent_name(name):
+    # proctree-<digits>-<digits>
+    parts = name.split("-")
+    return len(parts) == 3 and parts[0] == "proctree" and parts[1].isdigit() and parts[2].isdigit()
+
+
+def find_mount(mountinfo="/proc/self/mountinfo"):
+    """The mount point of the cgroup v2 hierarchy, or None. Reads mountinfo, assumes no path."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        fstype = right.split(" ", 1)[0]
+        fields = left.split(" ")
+        if fstype == "cgroup2" and len(fields) >= 5 and fields[3] == "/":
+            return _unescape(fields[4])
+    return None
+
+
+def own_cgroup(pid="self"):
+    """This process's cgroup v2 path (relative to the mount, starting with '/'), or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                if line.startswith("0::"):
+                    path = line[3:].rstrip("\n")
+                    # A process in a cgroup removed under it reads "/x (deleted)".
+                    return None if path.endswith(" (deleted)") else path
+    except OSError:
+        pass
+    return None
+
+
+def base_dir():
+    """Where per-owner parents go (the caller's own cgroup directory). Raises Unavailable."""
+    mount = find_mount()
+    if mount is None:
+        raise Unavailable(errno.ENOENT, "no cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)")
+    rel = own_cgroup()
+    if rel is None:
+        raise Unavailable(errno.ENOENT, "this process has no cgroup v2 path in /proc/self/cgroup")
+    base = os.path.normpath(mount + rel)
+    if not os.path.isdir(base):
+        raise Unavailable(errno.ENOENT, f"this process's cgroup {base} is not visible (another cgroup namespace?)")
+    return base
+
+
+def is_ours(path):
+    """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent."""
+    parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
+    return _is_parent_name(parent)
+
+
+def _require_ours(path):
+    if not is_ours(path):
+        raise ValueError(f"refusing to touch {path}: not a cgroup proctree created")
+
+
+def create(owner_pid, owner_start, name):
+    """Make <base>/proctree-<owner>-<start>/<name> and return its path. Raises Unavailable."""
+    base = base_dir()
+    parent = os.path.join(base, f"{PARENT_PREFIX}{owner_pid}-{owner_start}")
+    path = os.path.join(parent, name)
+    for _ in range(3):  # the parent can be removed by our own cleanup between the two mkdirs
+        try:
+            os.mkdir(parent)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise Unavailable(exc.errno, f"cannot create a cgroup under {base}: {os.strerror(exc.errno)}"
+                              " (cgroup v2 needs root or a delegated subtree)") from exc
+        try:
+            os.mkdir(path)
+            break
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise Unavailable(exc.errno, f"cannot create cgroup {path}: {os.strerror(exc.errno)}") from exc
+    else:
+        raise Unavailable(errno.ENOENT, f"cannot create cgroup {path}: its parent keeps disappearing")
+    if not os.access(os.path.join(path, "cgroup.procs"), os.W_OK):
+        remove(path)
+        raise Unavailable(errno.EACCES, f"cgroup {path} was created but its cgroup.procs is not writable")
+    return path
+
+
+def pids(path):
+    """Pids in the cgroup (cgroup.procs), or [] when it is gone."""
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    except OSError as exc:
+        if exc.errno == errno.ENODEV:  # removed while we read
+            return []
+        raise
+
+
+def populated(path):
+    """True while any process (zombies excluded, as the kernel counts) is in the cgroup."""
+    try:
+        with open(os.path.join(path, "cgroup.events")) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k == "populated":
+                    return v.strip() != "0"
+    except (FileNotFoundError, OSError):
+        return False
+    return bool(pids(path))
+
+
+def wait_empty(path, timeout):
+    """Wait (event-driven on cgroup.events) until the cgroup is empty; True if it is."""
+    deadline = time.monotonic() + timeout
+    try:
+        f = open(os.path.join(path, "cgroup.events"), "rb", buffering=0)
+    except OSError:
+        return not populated(path)
+    with f:
+        poller = select.poll()
+        poller.register(f, select.POLLPRI | select.POLLERR)
+        while True:
+            if not populated(path):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # The kernel notifies with POLLPRI|POLLERR on changes; cap each wait
+            # so a missed edge costs at most 50 ms.
+            poller.poll(min(left, 0.05) * 1000)
+            f.seek(0)
+            f.read()
+
+
+def has_kill(path):
+    return os.path.exists(os.path.join(path, "cgroup.kill"))
+
+
+def kill(path):
+    """SIGKILL everything in the cgroup: cgroup.kill (5.14+), else freeze, SIGKILL each, thaw."""
+    _require_ours(path)
+    if has_kill(path):
+        try:
+            with open(os.path.join(path, "cgroup.kill"), "w") as f:
+                f.write("1")
+            return
+        except FileNotFoundError:
+            return
+    _freeze_kill(path)
+
+
+def _freeze_kill(path):
+    # Frozen, nothing can fork or move out between reading cgroup.procs and the
+    # kill; SIGKILL is delivered to frozen tasks once they are thawed.
+    freeze = os.path.join(path, "cgroup.freeze")
+    frozen = False
+    try:
+        with open(freeze, "w") as f:
+            f.write("1")
+        frozen = True
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and not _events(path).get("frozen") == "1":
+            time.sleep(0.005)
+    except OSError:
+        pass
+    try:
+        for _ in range(10):
+            ps = pids(path)
+            if not ps:
+                break
+            for pid in ps:
+                try:
+                    os.kill(pid, 9)  # a member of our own cgroup: ours by construction
+                except ProcessLookupError:
+                    pass
+            if frozen:
+                break
+            time.sleep(0.01)
+    finally:
+        if frozen:
+            try:
+                with open(freeze, "w") as f:
+                    f.write("0")
+            except OSError:
+                pass
+
+
+def _events(path):
+    try:
+        with open(os.path.join(path, "cgroup.events")) as f:
+            return dict(line.split(" ", 1) for line in f.read().split("\n") if " " in line)
+    except OSError:
+        return {}
+
+
+def remove(path, timeout=1.0):
+    """rmdir the tree cgroup (waiting for the kernel to let go), then its parent if empty. True if gone."""
+    _require_ours(path)
+    deadline = time.monotonic() + timeout
+    gone = False
+    while True:
+        try:
+            os.rmdir(path)
+            gone = True
+            break
+        except FileNotFoundError:
+            gone = True
+            break
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)  # exiting tasks still charged to it
+    try:
+        os.rmdir(os.path.dirname(path))  # EBUSY while another tree of this owner lives
+    except OSError:
+        pass
+    return gone

@@ -1,0 +1,465 @@
+"""The keeper: the small process that holds a contained tree together.
+
+``spawn()`` starts this file as ``python -I -S _keeper.py ...``; the keeper
+becomes session leader (setsid, falling back to setpgid), a child subreaper
+(subreaper mode; in cgroup mode the cgroup holds the tree), forks the command into its own process group
+(and, in cgroup mode, into the tree's cgroup) and execs it. Then it:
+
+* reports to the owner on a status pipe: ``ok <pid> <start>`` once the command
+  runs, ``err <errno> <stage>`` if it could not start, ``exit <waitstatus>``
+  when it ends;
+* reaps every zombie that reparents to it;
+* forwards HUP, INT, QUIT, TERM, USR1, USR2 and WINCH to the command's process group;
+* when the command ends, tears down what it left (unless keep_orphans) and
+  exits with the command's status (re-raising a fatal signal on itself);
+* when the owner dies, however it dies, tears the whole tree down within about
+  the grace and exits. See _ownerwatch for how death is proven.
+
+It must never signal anything but its own descendants (or members of the
+tree's own cgroup), each checked by pid and start time, and never itself or
+its parent. Stdlib only, imported lazily where it costs startup time.
+
+The module also serves the owner: ``teardown()`` is the subreaper-aware
+teardown used here and, from the owner side, for cgroup trees.
+"""
+import errno
+import os
+import select
+import sys
+import time
+
+try:
+    import _signal as signal  # the C module: the signal wrapper imports enum (~5 ms of keeper startup)
+except ImportError:
+    import signal
+
+try:
+    from . import _cgroup, _ownerwatch
+except ImportError:  # run as a script (python -I puts no script dir on sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _cgroup
+    import _ownerwatch
+
+FORWARD = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
+           signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
+# Sent by PR_SET_PDEATHSIG where no pidfd can watch the owner: a wakeup, never forwarded.
+PDEATH_SIG = signal.SIGALRM
+MAX_PROCS = 16384
+
+
+# ---------------------------------------------------------------------------
+# /proc reading (Linux) -- kept here so the keeper needs no compiled core.
+
+def read_stat(pid):
+    """(pid, ppid, pgid, sid, uid, state, start_time, name) from /proc, or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    # The name may hold ')' and spaces: it runs from the first '(' to the last ')'.
+    lp, rp = data.find(b"("), data.rfind(b")")
+    if lp < 0 or rp < 0:
+        return None
+    rest = data[rp + 2:].split()
+    try:
+        return (pid, int(rest[1]), int(rest[2]), int(rest[3]), uid,
+                rest[0].decode("ascii", "replace"), int(rest[19]), os.fsdecode(data[lp + 1:rp]))
+    except (IndexError, ValueError):
+        return None
+
+
+def child_pids(pid):
+    """Direct children of pid, over all its threads (a thread may have forked)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def walk(root, cap=MAX_PROCS):
+    """Live descendants of root (root excluded) as {pid: stat}, breadth-first, at most cap."""
+    found = {}
+    queue = [root]
+    seen = {root}
+    while queue and len(found) < cap:
+        nxt = []
+        for parent in queue:
+            for c in child_pids(parent):
+                if c in seen:
+                    continue
+                seen.add(c)
+                st = read_stat(c)
+                if st is not None and st[1] == parent:
+                    found[c] = st
+                    nxt.append(c)
+        queue = nxt
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Identity-checked signalling and the teardown.
+
+def send(st, sig, protect=()):
+    """Signal the process recorded in st if it is still that process. Returns 'sent', 'gone' or 'denied'."""
+    pid, start = st[0], st[6]
+    if pid <= 1 or pid in protect or pid == os.getpid():
+        return "gone"
+    fd = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return "gone"
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        # With a pidfd held, this check cannot race a pid reuse; without one
+        # (old kernel) the window is the few microseconds to the kill.
+        now = read_stat(pid)
+        if now is None or now[6] != start:
+            return "gone"
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return "sent"
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:
+        return "denied"
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX_PROCS):
+    """End every live descendant of root (root itself spared) and every member of cgroup.
+
+    SIGTERM + SIGCONT each, wait up to grace (re-scanning, so late joiners are
+    handled too), then SIGKILL (cgroup.kill for a cgroup) and confirm.
+    reap() is called while waiting (the keeper reaps its zombies); wake(t)
+    sleeps up to t seconds or until something happened. Returns a dict of
+    stat tuples: found, exited, killed, survivors, late, denied; and elapsed.
+    """
+    t0 = time.monotonic()
+    protect = set(protect) | {os.getpid()}
+
+    def scan():
+        cur = {}
+        if cgroup is not None:
+            for pid in _cgroup.pids(cgroup)[:cap]:
+                st = read_stat(pid)
+                if st is not None:
+                    cur[pid] = st
+        if root is not None:
+            cur.update(walk(root, cap))
+        return {st[:1] + st[6:7]: st for pid, st in cur.items()
+                if st[5] not in ("Z", "X") and pid not in protect}
+
+    def nap(t):
+        if wake is not None:
+            wake(t)
+        else:
+            time.sleep(t)
+
+    found, late, killed, denied = {}, {}, {}, {}
+    cur = scan()
+    found.update(cur)
+    for key, st in cur.items():
+        if send(st, signal.SIGTERM, protect) == "denied":
+            denied[key] = st
+        send(st, signal.SIGCONT, protect)
+    deadline = t0 + grace
+    pause = 0.002
+    while cur:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        nap(min(pause, left))
+        pause = min(pause * 2, 0.02)
+        if reap is not None:
+            reap()
+        cur = scan()
+        for key, st in cur.items():
+            if key not in found:
+                found[key] = late[key] = st
+                send(st, signal.SIGTERM, protect)
+                send(st, signal.SIGCONT, protect)
+    for _ in range(100):  # bounded: ~2 s of SIGKILL rounds at most
+        if not cur:
+            break
+        if cgroup is not None:
+            try:
+                _cgroup.kill(cgroup)
+            except OSError:
+                pass
+        for key, st in cur.items():
+            found.setdefault(key, st)
+            if send(st, signal.SIGKILL, protect) == "denied":
+                denied[key] = st
+            else:
+                killed.setdefault(key, st)
+        nap(0.005)
+        if reap is not None:
+            reap()
+        cur = scan()
+    exited = {k: v for k, v in found.items() if k not in killed and k not in cur}
+    return {"found": found, "exited": exited, "killed": killed, "survivors": cur,
+            "late": late, "denied": denied, "elapsed": time.monotonic() - t0}
+
+
+# ---------------------------------------------------------------------------
+# The keeper process.
+
+class _Keeper:
+    def __init__(self, status_fd, mode, owner, grace, keep_orphans, cgroup, restore_signals):
+        self.status_fd = status_fd
+        self.mode = mode
+        self.owner = owner
+        self.grace = grace
+        self.keep_orphans = keep_orphans
+        self.cgroup = cgroup
+        self.restore_signals = restore_signals
+        self.cmd = None
+        self.cmd_status = None
+        self.pending = []
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def say(self, line):
+        if self.status_fd is None:
+            return
+        try:
+            os.write(self.status_fd, line.encode() + b"\n")
+        except OSError:  # the owner is gone; its death is handled by the main loop
+            pass
+
+    def _on_signal(self, signum, frame):
+        if signum in FORWARD:
+            self.pending.append(signum)
+
+    def install_signals(self):
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        for sig in FORWARD + (signal.SIGCHLD, PDEATH_SIG):
+            signal.signal(sig, self._on_signal)
+
+    def wake(self, timeout, extra=()):
+        try:
+            r, _, _ = select.select([self.wake_r, *extra], [], [], max(timeout, 0))
+        except InterruptedError:
+            r = []
+        if self.wake_r in r:
+            try:
+                while os.read(self.wake_r, 512):
+                    pass
+            except OSError:
+                pass
+        return r
+
+    def reap(self):
+        """Reap every zombie child; record the command's status."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False  # no children left
+            if pid == 0:
+                return True
+            if pid == self.cmd and self.cmd_status is None:
+                self.cmd_status = status
+                self.say(f"exit {status}")
+
+    def forward(self):
+        while self.pending:
+            sig = self.pending.pop(0)
+            if self.cmd is None or self.cmd_status is not None:
+                continue  # not reaped yet <=> its pid (and group) is still ours
+            try:
+                os.killpg(self.cmd, sig)
+            except OSError:
+                try:
+                    os.kill(self.cmd, sig)
+                except OSError:
+                    pass
+
+    def start(self, exe, argv):
+        """Fork and exec the command; returns True once it runs, else reports and returns False."""
+        r, w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # the command, until exec
+            stage = "setup"
+            try:
+                for sig in FORWARD + (signal.SIGCHLD, PDEATH_SIG):
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.set_wakeup_fd(-1)
+                if self.restore_signals:
+                    for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+                        if hasattr(signal, name):
+                            signal.signal(getattr(signal, name), signal.SIG_DFL)
+                if self.cgroup is not None:
+                    stage = "cgroup"
+                    with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
+                        f.write("0")
+                stage = "setpgid"
+                try:
+                    os.setpgid(0, 0)  # its own group, so forwarded signals reach its children too
+                except OSError:
+                    pass
+                stage = "exec"
+                os.execvp(exe, argv)
+            except OSError as exc:
+                os.write(w, f"{exc.errno or 0} {stage}".encode())
+            except BaseException:
+                os.write(w, f"0 {stage}".encode())
+            finally:
+                os._exit(127)
+        os.close(w)
+        chunks = []
+        while True:
+            try:
+                b = os.read(r, 256)
+            except InterruptedError:
+                continue
+            if not b:
+                break
+            chunks.append(b)
+        os.close(r)
+        self.cmd = pid
+        if chunks:
+            code, _, stage = b"".join(chunks).decode().partition(" ")
+            os.waitpid(pid, 0)
+            self.cmd_status = 0
+            self.say(f"err {code} {stage}")
+            return False
+        st = read_stat(pid) if sys.platform.startswith("linux") else None
+        self.say(f"ok {pid} {st[6] if st else 0}")
+        return True
+
+    def owner_alive(self):
+        return os.getppid() == self.owner
+
+    def run(self, exe, argv):
+        self.install_signals()
+        watch = _ownerwatch.watch_owner(self.owner)
+        if watch is None:
+            _ownerwatch.parent_death_signal(PDEATH_SIG)  # a wakeup only; see _ownerwatch
+        if not self.owner_alive():  # it died before we could watch it
+            self.say("err 0 owner")
+            return 1
+        started = self.start(exe, argv)
+        # The command owns our stdio now; hold none of it ourselves, so the
+        # owner sees EOF on its pipes when the command's side closes them.
+        _detach_stdio()
+        if not started:
+            self.cleanup_cgroup()
+            return 127
+        extra = [watch] if watch is not None else []
+        while True:
+            children = self.reap()
+            if self.cgroup is not None:
+                children = children or _cgroup.populated(self.cgroup)
+            self.forward()
+            if not self.owner_alive():
+                self.status_fd = None
+                self.end_tree()
+                return self.exit_code()
+            if self.cmd_status is not None and (not self.keep_orphans or not children):
+                if children:
+                    self.end_tree()
+                self.cleanup_cgroup()
+                return self.exit_code()
+            # Without an owner watch (kernels before pidfds) getppid() is polled; so
+            # is a cgroup whose orphans (init's children, no SIGCHLD for us) we keep.
+            polling = not extra or (self.cmd_status is not None and self.cgroup is not None)
+            self.wake(0.25 if polling else 30.0, extra)
+
+    def end_tree(self):
+        teardown(os.getpid(), self.grace, cgroup=self.cgroup, reap=self.reap,
+                 protect={self.owner}, wake=self.wake)
+        self.reap()
+        self.cleanup_cgroup()
+
+    def cleanup_cgroup(self):
+        if self.cgroup is not None:
+            try:
+                _cgroup.remove(self.cgroup)
+            except (OSError, ValueError):
+                pass
+
+    def exit_code(self):
+        status = self.cmd_status or 0
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            # Die of the same signal, as a shell does, so our parent sees it.
+            try:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            except (ImportError, ValueError, OSError):
+                pass
+            signal.set_wakeup_fd(-1)
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+            return 128 + sig
+        return os.waitstatus_to_exitcode(status)
+
+
+def main(argv):
+    # argv: status_fd mode owner_pid grace keep_orphans cgroup|- restore exe -- args...
+    status_fd, mode, owner, grace, keep, cgroup, restore, exe, dashdash = argv[1:10]
+    assert dashdash == "--", "keeper: bad command line"
+    status_fd = int(status_fd)
+    os.set_inheritable(status_fd, False)
+    cmd_argv = argv[10:]
+    cgroup = None if cgroup == "-" else cgroup
+    try:
+        os.setsid()  # leave the caller's session and terminal (SIGTTIN/SIGTTOU)
+    except OSError:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # never fail the spawn for it
+    keeper = _Keeper(status_fd, mode, int(owner), float(grace), keep == "1", cgroup, restore == "1")
+    # In cgroup mode the cgroup already holds every member, so the keeper skips
+    # PR_SET_CHILD_SUBREAPER (and the ctypes import it costs); orphans are reaped by init.
+    if mode == "subreaper":
+        try:
+            _ownerwatch.become_subreaper()
+        except OSError as exc:
+            keeper.say(f"err {exc.errno or 0} subreaper")
+            return 126
+    return keeper.run(exe if exe != "-" else cmd_argv[0], cmd_argv)
+
+
+def _detach_stdio():
+    """Hand our stdio and passed fds to the command alone: /dev/null on 0-2, close the rest we inherited."""
+    fd = os.open(os.devnull, os.O_RDWR)
+    for i in (0, 1, 2):
+        os.dup2(fd, i)
+    if fd > 2:
+        os.close(fd)
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        # Inheritable means inherited from the owner (pass_fds): ours are all CLOEXEC.
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    os.close(fd)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,80 @@
+"""The PROCTREE_OWNER environment marker: who spawned a contained tree.
+
+Every process of a tree spawned by proctree carries
+``PROCTREE_OWNER=<owner pid>:<owner start time>[:<tag>]`` in its environment,
+and keeps it after it double-forks and reparents: the environment is the one
+handle that survives the events that break ppid, pgid, sid and tty links. The
+orphan reaper attributes a leftover to its owner with it, and (pid, start
+time) tells a live owner from a reused pid without any external oracle.
+
+Stdlib only and no relative imports: the keeper process loads this file
+directly, without importing the proctree package.
+"""
+import re
+from typing import NamedTuple, Optional
+
+ENV = "PROCTREE_OWNER"
+
+TAG_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_VALUE_RE = re.compile(r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?")
+
+
+class Marker(NamedTuple):
+    """A parsed PROCTREE_OWNER value. (pid, start_time) is the owner's identity."""
+
+    pid: int
+    start_time: int
+    tag: Optional[str] = None
+
+    def __str__(self):
+        return format_marker(self.pid, self.start_time, self.tag)
+
+
+def check_tag(tag):
+    """Return tag (a str matching [A-Za-z0-9_.-]{1,64}) or None; raise TypeError/ValueError otherwise."""
+    if tag is None:
+        return None
+    if not isinstance(tag, str):
+        raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
+    if not TAG_RE.fullmatch(tag):
+        raise ValueError(f"tag must match [A-Za-z0-9_.-]{{1,64}}, got {tag!r}")
+    return tag
+
+
+def format_marker(pid, start_time, tag=None):
+    """The marker value for an owner: 'pid:start_time' or 'pid:start_time:tag'."""
+    for name, v in (("pid", pid), ("start_time", start_time)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"marker {name} must be a non-negative int, got {v!r}")
+    if pid == 0:
+        raise ValueError("marker pid must be positive")
+    tag = check_tag(tag)
+    return f"{pid}:{start_time}" + (f":{tag}" if tag else "")
+
+
+def parse_marker(value):
+    """Parse a marker value (str or bytes). Returns a Marker, or None if it is not one.
+
+    Never raises on garbage: the reaper reads this from other processes'
+    environments, where anything can appear.
+    """
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(value, str):
+        return None
+    m = _VALUE_RE.fullmatch(value)
+    if not m:
+        return None
+    return Marker(int(m.group(1)), int(m.group(2)), m.group(3))
+
+
+def from_environ_block(data):
+    """The Marker in a raw NUL-separated environment block (/proc/<pid>/environ), or None."""
+    key = ENV.encode() + b"="
+    for entry in bytes(data).split(b"\0"):
+        if entry.startswith(key):
+            return parse_marker(entry[len(key):])
+    return None

@@ -1,0 +1,538 @@
+"""Contained spawning on real processes: spawn(), Tree, every mode, owner death.
+
+Every test registers what it starts through the Tree (or pids reported on a
+pipe, never guessed) and ends it in a finally/fixture; the autouse leak check
+in conftest catches anything that survives, keepers included (they carry the
+test run's environment marker like every other process).
+"""
+import asyncio
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import proctree
+from proctree import _cgroup, _marker
+from proctree._spawn import ContainmentUnavailable, Tree, spawn, spawn_async
+
+LINUX = sys.platform.startswith("linux")
+
+
+def _cgroup_ok():
+    if not LINUX:
+        return False, "cgroups are Linux-only"
+    try:
+        path = _cgroup.create(os.getpid(), proctree.proc(os.getpid()).start_time, "probe")
+    except _cgroup.Unavailable as exc:
+        return False, str(exc)
+    _cgroup.remove(path)
+    return True, ""
+
+
+CGROUP_OK, CGROUP_WHY = _cgroup_ok()
+CONTAINING = [
+    pytest.param("cgroup", marks=pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")),
+    pytest.param("subreaper", marks=pytest.mark.skipif(not LINUX, reason="PR_SET_CHILD_SUBREAPER is Linux-only")),
+]
+ALL_MODES = CONTAINING + ["session"]
+
+# A command that double-forks a daemon into its own session (reparented away
+# from the command at once), reports the daemon's pid on fd W, then either
+# sleeps or exits. argv: W ignore_sigterm(0/1) then(sleep|exit)
+DAEMONIZER = textwrap.dedent(r"""
+    import os, signal, sys, time
+    w, ignore, then = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            if ignore:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.write(w, b"daemon %d\n" % os.getpid())
+            os.close(w)
+            time.sleep(300)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    os.write(w, b"cmd %d\n" % os.getpid())
+    if then == "exit":
+        os._exit(3)
+    time.sleep(300)
+""")
+
+
+def read_lines(fd, n, timeout=15.0):
+    """n lines from fd as a dict {word: int}, within timeout (never sleeps to guess)."""
+    out, buf = {}, b""
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError(f"timed out waiting for pids, got {out}")
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            k, v = line.decode().split()
+            out[k] = int(v)
+    return out
+
+
+def alive(pid, start=None):
+    try:
+        p = proctree.proc(pid)
+    except proctree.NoSuchProcess:
+        return False
+    return not p.is_zombie and (start is None or p.start_time == start)
+
+
+def wait_gone(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.01)
+    return not any(alive(p) for p in pids)
+
+
+def environ_marker(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return _marker.from_environ_block(f.read())
+
+
+def cgroup_dirs():
+    """Our own per-owner cgroup parents and the trees in them."""
+    try:
+        base = _cgroup.base_dir()
+    except _cgroup.Unavailable:
+        return []
+    me = f"proctree-{os.getpid()}-"
+    out = []
+    for name in os.listdir(base):
+        if name.startswith(me):
+            out.append(name)
+            out.extend(os.path.join(name, t) for t in os.listdir(os.path.join(base, name))
+                       if os.path.isdir(os.path.join(base, name, t)))
+    return out
+
+
+@pytest.fixture
+def trees():
+    """Trees a test spawns; each is torn down afterwards, whatever happened."""
+    made = []
+    yield made
+    for t in made:
+        try:
+            t.terminate(grace=0.5)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def start_daemonizer(trees, pipe, mode, ignore=False, then="sleep", **kw):
+    r, w = pipe
+    t = spawn([sys.executable, "-c", DAEMONIZER, str(w), "1" if ignore else "0", then],
+              contain=mode, pass_fds=(w,), **kw)
+    trees.append(t)
+    os.close(w)
+    return t, read_lines(r, 2)
+
+
+# ---------------------------------------------------------------------------
+# Containment
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_double_forked_daemon_is_caught_and_named(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode)
+    assert t.mode == mode and t.pid == pids["cmd"]
+    daemon = proctree.proc(pids["daemon"])
+    assert daemon.sid != t.pid and daemon.ppid != t.pid  # it really left the command's tree
+    assert daemon.pid in {p.pid for p in t.members()}
+    rep = t.terminate(grace=2)
+    assert rep.ok and rep.mode == mode
+    assert daemon.identity in {p.identity for p in rep.found}
+    assert not alive(daemon.pid, daemon.start_time) and not alive(t.pid)
+    assert t.returncode == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_sigterm_ignorer_needs_the_kill(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode, ignore=True)
+    t0 = time.monotonic()
+    rep = t.terminate(grace=0.3)
+    assert rep.ok
+    assert pids["daemon"] in {p.pid for p in rep.killed}
+    assert time.monotonic() - t0 < 0.3 + 3.0
+    assert not alive(pids["daemon"])
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_marker_is_inherited_by_every_member(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode, tag="job-7.a_b")
+    me = proctree.proc(os.getpid())
+    m = _marker.parse_marker(t.marker)
+    assert m == (me.pid, me.start_time, "job-7.a_b")
+    assert t.marker == f"{me.pid}:{me.start_time}:job-7.a_b"
+    try:
+        for pid in (t.pid, pids["daemon"], t.keeper_pid):
+            assert environ_marker(pid) == m
+    finally:
+        if mode == "session":
+            _end_daemon(pids["daemon"])  # session mode's documented escape: the reaper's job
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_detached_from_the_callers_session(trees, mode):
+    t = spawn(["sleep", "60"], contain=mode)
+    trees.append(t)
+    keeper, cmd, me = (proctree.proc(p) for p in (t.keeper_pid, t.pid, os.getpid()))
+    assert keeper.sid == keeper.pid != me.sid  # the keeper leads a session of its own
+    assert cmd.sid == keeper.pid and cmd.pgid == cmd.pid  # the command: that session, its own group
+    assert cmd.ppid == keeper.pid
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_cat_round_trip_through_the_keeper(trees, mode):
+    t = spawn(["cat"], contain=mode, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    trees.append(t)
+    t.stdin.write(b"hello\n")
+    t.stdin.flush()
+    assert t.stdout.readline() == b"hello\n"
+    out, err = t.communicate(b"more bytes")
+    assert out == b"more bytes" and err is None
+    assert t.returncode == 0
+
+
+def test_text_mode_and_env_and_cwd(trees, tmp_path):
+    t = spawn(["sh", "-c", 'echo "$FOO $(pwd) $PROCTREE_OWNER"'], stdout=subprocess.PIPE, text=True,
+              env={**os.environ, "FOO": "bar"}, cwd=str(tmp_path))
+    trees.append(t)
+    out, _ = t.communicate(timeout=10)
+    assert out.split() == ["bar", str(tmp_path), t.marker]
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_exit_status_and_signal_status(trees, mode):
+    t = spawn(["sh", "-c", "exit 7"], contain=mode)
+    trees.append(t)
+    assert t.wait(timeout=10) == 7 and t.returncode == 7
+    t = spawn(["sh", "-c", "kill -9 $$"], contain=mode)
+    trees.append(t)
+    assert t.wait(timeout=10) == -9
+
+
+def test_wait_timeout(trees):
+    t = spawn(["sleep", "60"])
+    trees.append(t)
+    with pytest.raises(subprocess.TimeoutExpired):
+        t.wait(timeout=0.05)
+    assert t.poll() is None and t.returncode is None
+
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_leftovers_are_ended_when_the_command_exits(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode, then="exit")
+    assert t.wait(timeout=15) == 3
+    assert wait_gone([pids["daemon"]], 2.0), "the command's leftover survived it"
+
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_keep_orphans_keeps_them_until_terminate(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode, then="exit", keep_orphans=True)
+    assert t.wait(timeout=15) == 3
+    time.sleep(0.3)
+    assert alive(pids["daemon"])
+    assert [p.pid for p in t.members()] == [pids["daemon"]]
+    rep = t.terminate(grace=1)
+    assert rep.ok and pids["daemon"] in {p.pid for p in rep.found}
+    assert not alive(pids["daemon"])
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_signals_are_forwarded_to_the_command(trees, mode):
+    t = spawn(["sh", "-c", 'trap "echo got-usr1; exit 5" USR1; echo ready; while :; do sleep 0.05; done'],
+              contain=mode, stdout=subprocess.PIPE, text=True)
+    trees.append(t)
+    assert t.stdout.readline() == "ready\n"
+    t.send_signal(signal.SIGUSR1)
+    assert t.stdout.readline() == "got-usr1\n"
+    assert t.wait(timeout=10) == 5
+
+
+def test_context_manager_tears_down(pipe):
+    r, w = pipe
+    with spawn([sys.executable, "-c", DAEMONIZER, str(w), "0", "sleep"], pass_fds=(w,)) as t:
+        os.close(w)
+        pids = read_lines(r, 2)
+    assert not alive(pids["daemon"]) and not alive(pids["cmd"])
+    assert t.returncode is not None
+
+
+def test_async_flavour():
+    async def main():
+        t = await spawn_async(["sh", "-c", "sleep 0.1; exit 4"])
+        try:
+            assert await t.wait_async(timeout=10) == 4
+            t2 = await spawn_async(["sleep", "60"])
+            with pytest.raises(subprocess.TimeoutExpired):
+                await t2.wait_async(timeout=0.05)
+            rep = await t2.terminate_async(grace=1)
+            assert rep.ok and t2.returncode == -signal.SIGTERM
+        finally:
+            t.terminate(grace=0)
+
+    asyncio.run(main())
+
+
+def test_members_of_a_finished_tree_is_empty(trees):
+    t = spawn(["true"])
+    trees.append(t)
+    t.wait(timeout=10)
+    assert t.members() == []
+    assert t.terminate().ok
+
+
+# ---------------------------------------------------------------------------
+# Owner death
+
+OWNER = textwrap.dedent(r"""
+    import os, sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    from proctree._spawn import spawn
+    w, mode, how = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    daemonizer = sys.argv[5]
+    r2, w2 = os.pipe()
+    box = []
+    def go():
+        box.append(spawn([sys.executable, "-c", daemonizer, str(w2), "1", "sleep"],
+                         contain=mode, grace=0.5, pass_fds=(w2,)))
+    if how == "thread":
+        th = threading.Thread(target=go)
+        th.start()
+        th.join()  # the spawning thread is gone from here on
+    else:
+        go()
+    os.close(w2)
+    data = b""
+    while data.count(b"\n") < 2:
+        data += os.read(r2, 100)
+    os.write(w, data + b"keeper %d\nready 1\n" % box[0].keeper_pid)
+    time.sleep(300)
+""")
+
+
+def start_owner(pipe, mode, how):
+    r, w = pipe
+    root = os.path.dirname(os.path.dirname(proctree.__file__))
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, root, str(w), mode, how, DAEMONIZER], pass_fds=(w,))
+    os.close(w)
+    try:
+        pids = read_lines(r, 4, timeout=30)
+    except BaseException:
+        owner.kill()
+        owner.wait()
+        raise
+    return owner, pids
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_owner_sigkill_ends_the_tree(pipe, mode):
+    owner, pids = start_owner(pipe, mode, "main")
+    try:
+        tree = [pids["keeper"], pids["cmd"]] + ([pids["daemon"]] if mode != "session" else [])
+        assert all(alive(p) for p in tree)
+        owner.kill()
+        owner.wait()
+        t0 = time.monotonic()
+        # grace is 0.5 s and the daemon ignores SIGTERM: it needs the SIGKILL after the grace.
+        assert wait_gone(tree, 3 * 0.5 + 0.5), f"tree outlived its owner: {[p for p in tree if alive(p)]}"
+        assert time.monotonic() - t0 <= 3 * 0.5 + 0.5
+        if mode == "cgroup":
+            assert not cgroup_dirs_of(owner.pid)
+    finally:
+        owner.kill()
+        owner.wait()
+    if mode == "session":
+        _end_daemon(pids["daemon"])  # session mode's documented escape: the reaper's job
+
+
+def cgroup_dirs_of(pid):
+    try:
+        base = _cgroup.base_dir()
+    except _cgroup.Unavailable:
+        return []
+    return [n for n in os.listdir(base) if n.startswith(f"proctree-{pid}-")]
+
+
+def _end_daemon(pid):
+    """Kill a daemon we started if it is still ours (it carries this run's leak marker)."""
+    try:
+        p = proctree.proc(pid)
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if os.environ["PROCTREE_TEST_RUN"].encode() in f.read():
+                os.kill(p.pid, signal.SIGKILL)
+    except (OSError, proctree.NoSuchProcess):
+        pass
+
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_spawned_from_a_thread_survives_the_thread(pipe, mode):
+    owner, pids = start_owner(pipe, mode, "thread")
+    try:
+        time.sleep(0.5)  # long past the spawning thread's exit (PR_SET_PDEATHSIG would have fired)
+        assert all(alive(pids[k]) for k in ("keeper", "cmd", "daemon"))
+        owner.kill()
+        owner.wait()
+        assert wait_gone([pids[k] for k in ("keeper", "cmd", "daemon")], 3 * 0.5 + 0.5)
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+# ---------------------------------------------------------------------------
+# Bad input and limits
+
+def test_missing_executable_raises_like_popen_and_leaves_nothing():
+    with pytest.raises(FileNotFoundError) as popen_err:
+        subprocess.Popen(["/nonexistent/proctree-test-binary"])
+    before = cgroup_dirs()
+    for mode in ["auto", "subreaper", "session"] + (["cgroup"] if CGROUP_OK else []):
+        with pytest.raises(FileNotFoundError) as ours:
+            spawn(["/nonexistent/proctree-test-binary"], contain=mode)
+        assert (ours.value.errno, ours.value.filename, str(ours.value)) == \
+               (popen_err.value.errno, popen_err.value.filename, str(popen_err.value))
+        with pytest.raises(FileNotFoundError):
+            spawn(["proctree-no-such-command-on-path"], contain=mode)
+    assert cgroup_dirs() == before  # no keeper either: the leak check would see it
+
+
+def test_missing_cwd_raises_like_popen(tmp_path):
+    with pytest.raises(FileNotFoundError) as ours:
+        spawn(["true"], cwd=str(tmp_path / "nope"))
+    assert ours.value.filename == str(tmp_path / "nope")
+
+
+def test_not_executable_raises_permission_error(tmp_path):
+    f = tmp_path / "script"
+    f.write_text("#!/bin/sh\n")
+    with pytest.raises(PermissionError):
+        spawn([str(f)])
+
+
+@pytest.mark.parametrize("kw, exc", [
+    ({"contain": "docker"}, ValueError), ({"contain": ""}, ValueError), ({"contain": 1}, TypeError),
+    ({"grace": -1}, ValueError), ({"grace": float("nan")}, ValueError), ({"grace": float("inf")}, ValueError),
+    ({"grace": "1"}, TypeError), ({"grace": True}, TypeError),
+    ({"tag": ""}, ValueError), ({"tag": "a b"}, ValueError), ({"tag": "x" * 65}, ValueError),
+    ({"tag": "a:b"}, ValueError), ({"tag": "é"}, ValueError), ({"tag": 5}, TypeError),
+    ({"keep_orphans": 1}, TypeError),
+    ({"start_new_session": True}, ValueError), ({"process_group": 0}, ValueError),
+    ({"preexec_fn": os.getpid}, ValueError), ({"user": "nobody"}, ValueError),
+])
+def test_bad_arguments_are_refused_before_anything_starts(kw, exc):
+    before = cgroup_dirs()
+    with pytest.raises(exc) as e:
+        spawn(["sleep", "60"], **kw)
+    assert str(e.value)
+    assert cgroup_dirs() == before
+
+
+def test_rejected_kwarg_names_the_reason():
+    with pytest.raises(ValueError, match="start_new_session.*session of its own"):
+        spawn(["true"], start_new_session=True)
+
+
+def test_cgroup_unavailable_is_a_clear_error_and_auto_falls_back(monkeypatch, trees):
+    monkeypatch.setattr(_cgroup, "find_mount", lambda *a: None)
+    with pytest.raises(ContainmentUnavailable, match="cgroup.*no cgroup v2 hierarchy is mounted"):
+        spawn(["true"], contain="cgroup")
+    t = spawn(["sleep", "60"], contain="auto")
+    trees.append(t)
+    assert t.mode == ("subreaper" if LINUX else "session")
+    assert "no cgroup v2 hierarchy" in t.mode_reason
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_auto_picks_cgroup_here(trees):
+    t = spawn(["sleep", "60"])
+    trees.append(t)
+    assert t.mode == "cgroup" and t.mode_reason is None
+    assert _cgroup.pids(t.cgroup) == [t.pid]
+    assert _cgroup.own_cgroup(t.pid).endswith(os.path.basename(t.cgroup))
+    t.terminate()
+    assert not os.path.exists(t.cgroup)
+
+
+def test_two_hundred_trees_at_once():
+    made = []
+    try:
+        for i in range(200):
+            made.append(spawn(["sleep", "120"], grace=1))
+        assert len({t.pid for t in made}) == 200
+        keepers = [t.keeper_pid for t in made]
+        assert all(alive(k) for k in keepers)
+    finally:
+        reports = [t.terminate() for t in made]
+    assert all(r.ok for r in reports)
+    assert not any(alive(k) for k in keepers)
+    assert cgroup_dirs() == []
+
+
+def test_marker_format_and_parse():
+    assert _marker.format_marker(12, 345) == "12:345"
+    assert _marker.format_marker(12, 345, "t.1") == "12:345:t.1"
+    assert _marker.parse_marker("12:345:t.1") == (12, 345, "t.1")
+    assert _marker.parse_marker(b"12:345") == (12, 345, None)
+    for junk in ["", "12", "0:1", "-1:2", "1:2:", "1:2:a b", "1:x", "1:2:3:4", b"\xff", None, 5, "1:2:" + "x" * 65]:
+        assert _marker.parse_marker(junk) is None, junk
+    assert _marker.from_environ_block(b"A=1\0PROCTREE_OWNER=5:6:x\0B=2") == (5, 6, "x")
+    assert _marker.from_environ_block(b"A=1\0") is None
+    with pytest.raises(ValueError):
+        _marker.format_marker(0, 1)
+    with pytest.raises(ValueError):
+        _marker.format_marker(1, 2, "bad tag")
+
+
+def test_find_mount_parses_mountinfo(tmp_path):
+    f = tmp_path / "mountinfo"
+    f.write_text(
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw\n"
+        "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+        "41 31 0:38 / /odd\\040place/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n")
+    assert _cgroup.find_mount(str(f)) == "/odd place/unified"
+    f.write_text("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
+    assert _cgroup.find_mount(str(f)) is None
+
+
+def test_cgroup_functions_refuse_foreign_cgroups(tmp_path):
+    for path in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/unified/system.slice/x", str(tmp_path)]:
+        assert not _cgroup.is_ours(path)
+        with pytest.raises(ValueError):
+            _cgroup.kill(path)
+        with pytest.raises(ValueError):
+            _cgroup.remove(path)
+
+
+def test_tree_is_exported_type(trees):
+    t = spawn(["true"])
+    trees.append(t)
+    assert isinstance(t, Tree)
+    t.wait(timeout=10)
