@@ -175,7 +175,11 @@ def _choose(contain, owner_pid, owner_start, tag):
 
 def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker, kw):
     r, w = os.pipe()
-    pass_fds = tuple(kw.pop("pass_fds", ())) + (w,)
+    if kw.get("close_fds", True):
+        pass_fds = tuple(kw.pop("pass_fds", ())) + (w,)
+    else:  # every inheritable fd goes through anyway (and Popen warns about pass_fds)
+        os.set_inheritable(w, True)
+        pass_fds = tuple(kw.pop("pass_fds", ()))
     owner_pid = os.getpid()
     cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), mode, str(owner_pid), repr(grace),
            "1" if keep_orphans else "0", cgroup or "-", "1" if restore_signals else "0",
@@ -197,6 +201,14 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
     if parts[:1] == ["ok"] and len(parts) == 3:
         tree.pid = int(parts[1])
         tree._root = Proc(tree.pid, popen.pid, tree.pid, popen.pid, os.getuid(), "R", int(parts[2]), os.path.basename(exe))
+        try:
+            from . import _binding
+
+            p = _binding.proc(tree.pid)
+            if p.start_time == tree._root.start_time or not _LINUX:
+                tree._root = p
+        except (NoSuchProcess, OSError):
+            pass  # it already ended: keep what the keeper told us
         return tree
     tree._abandon()
     if parts[:1] == ["err"] and len(parts) == 3:
@@ -312,6 +324,18 @@ class Tree:
             except subprocess.TimeoutExpired:
                 pass
         return os.waitstatus_to_exitcode(self._status)
+
+    def join(self, timeout=None):
+        """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
+
+        Returns the command's returncode; raises subprocess.TimeoutExpired.
+        """
+        deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
+        rc = self.wait(timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._popen.wait(left)  # the keeper ends with its last member
+        self._finish()
+        return rc
 
     async def wait_async(self, timeout=None):
         """wait() without blocking the event loop."""

@@ -1,0 +1,95 @@
+"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [--json] -- CMD ARGS...`
+
+Runs CMD as a contained tree in the foreground: stdio and every inherited fd
+pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
+to CMD's process group, and the exit status is CMD's (128+N for a signal).
+Nothing it started is left running when this returns; if this process is
+killed outright, the keeper ends the tree (owner death).
+"""
+import argparse
+import json
+import signal
+import sys
+
+from ._common import fail
+
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
+
+
+def register(sub):
+    from proctree._spawn import MODES
+
+    p = sub.add_parser(
+        "run",
+        help="run CMD contained in the foreground; nothing it started outlives it",
+        description="Run CMD in the foreground as a contained tree; when it ends (or is "
+        "interrupted, or this command is killed) nothing it started is left running.",
+    )
+    p.add_argument("--contain", choices=MODES, default="auto",
+                   help="containment mode (default: auto, the strongest that works here)")
+    p.add_argument("--grace", default="2.0", metavar="S",
+                   help="seconds between SIGTERM and SIGKILL at teardown (default 2)")
+    p.add_argument("--keep-orphans", action="store_true",
+                   help="when CMD exits, let what it left run on; return once they end too")
+    p.add_argument("--json", action="store_true", help="print the teardown report as JSON on stderr")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    p.set_defaults(run=run)
+
+
+def _exit_code(rc):
+    return 128 - rc if rc < 0 else rc
+
+
+def run(args):
+    from proctree._spawn import spawn
+    from proctree._validate import check_seconds
+
+    cmd = list(args.cmd)
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        return fail("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
+    try:
+        grace = check_seconds(float(args.grace), "--grace")
+    except (TypeError, ValueError):
+        return fail(f"run: --grace must be a finite number of seconds >= 0, got {args.grace!r}")
+
+    # Signals that arrive before the tree exists are held, then forwarded.
+    box = {"tree": None, "pending": []}
+
+    def forward(signum, frame):
+        tree = box["tree"]
+        if tree is None:
+            box["pending"].append(signum)
+        else:
+            tree.send_signal(signum)
+
+    sigs = [getattr(signal, n) for n in FORWARDED if hasattr(signal, n)]
+    old = {s: signal.signal(s, forward) for s in sigs}
+    tree = report = None
+    try:
+        try:
+            # keep_orphans in the keeper either way: what CMD leaves is ended here,
+            # so that the report names it (the keeper still ends all if we die).
+            tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False)
+        except FileNotFoundError:
+            return fail(f"run: {cmd[0]}: command not found", 127)
+        except PermissionError:
+            return fail(f"run: {cmd[0]}: permission denied", 126)
+        except OSError as exc:
+            return fail(f"run: {exc}", 126)
+        box["tree"] = tree
+        for s in box["pending"]:
+            tree.send_signal(s)
+        rc = tree.wait()
+        if args.keep_orphans:
+            tree.join()  # until the last orphan has ended by itself
+        report = tree.terminate(grace)
+        if args.json:
+            sys.stderr.write(json.dumps({"returncode": rc, "mode": tree.mode, **report.to_dict()}) + "\n")
+        return _exit_code(rc)
+    finally:
+        if tree is not None and report is None:
+            tree.terminate(grace)  # interrupted in here: still leave nothing behind
+        for s, h in old.items():
+            signal.signal(s, h)
