@@ -35,7 +35,8 @@ def select(snap, anchors, protected, cap, owners=frozenset()):
     protected: pids never taken as members
     cap:       most identities ever held (anchors included)
     owners:    pids whose children are never taken by kinship (the caller and
-               its ancestors: what they start is theirs, not the tree's)
+               its ancestors: what they start is theirs, not the tree's);
+               None follows parent links only (no pass over the whole table)
     """
     new = []
     spared = []
@@ -73,7 +74,7 @@ def select(snap, anchors, protected, cap, owners=frozenset()):
                 leaders.add(p.pid)
             for c in snap.child_pids(p.pid):
                 take(snap[c])
-        if len(leaders) == checked:
+        if owners is None or len(leaders) == checked:
             break
         checked = len(leaders)
         # Kinship: one pass over the table per round of new leaders.

@@ -88,6 +88,8 @@ class _Teardown:
         self.max_procs = max_procs
         self.use_pidfd = _signals.pidfds_available()
         self.members = {}  # (pid, start_time) -> _Member, in discovery order
+        self.live = {}  # id(target) -> _Member still to end (kept so each wakeup is O(ended))
+        self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.anchors = {}  # pid -> start_time of the root and every member
         self.spared = {}
         self.truncated = False
@@ -111,7 +113,7 @@ class _Teardown:
     # -- bookkeeping ---------------------------------------------------------
 
     def _live(self):
-        return [m for m in self.members.values() if m.status == "live"]
+        return list(self.live.values())
 
     def _add(self, proc, late):
         m = _Member(proc, late)
@@ -128,11 +130,13 @@ class _Teardown:
             return m
         if m.target.pidfd is not None:
             self.fd_budget -= 1
+        self.live[id(m.target)] = m
         if not self.waiter.watch(m.target):
             self._ended(m)
         return m
 
     def _ended(self, m):
+        self.live.pop(id(m.target), None)
         m.status = "killed" if self.killing and m.signalled else "exited"
         if m.target is not None:
             code = _signals.reap_if_own_child(m.target, self.guard.me)
@@ -143,16 +147,24 @@ class _Teardown:
             m.target.close()
 
     def _collect(self):
-        by_target = {id(m.target): m for m in self.members.values() if m.status == "live"}
         for t in self.waiter.ready():
-            m = by_target.get(id(t))
+            m = self.live.get(id(t))
             if m is not None:
                 self._ended(m)
 
-    def _rescan(self, late):
-        """Take a snapshot and add members not seen before. Returns the new _Members."""
+    def _rescan(self, late, kin=True):
+        """Take a snapshot and add members not seen before. Returns the new _Members.
+
+        kin=False follows parent links only: enough for the periodic rescans,
+        whose job is to catch forks of live members, and it skips a pass over
+        the whole table.
+        """
+        t = time.monotonic()
         snap = _binding.snapshot()
-        sel = _membership.select(snap, self.anchors, self.guard.protected, self.max_procs, self.owners)
+        self.scan_cost = time.monotonic() - t
+        sel = _membership.select(
+            snap, self.anchors, self.guard.protected, self.max_procs, self.owners if kin else None
+        )
         self.truncated = self.truncated or sel.truncated
         for p in sel.spared:
             self.spared[p.pid] = p
@@ -164,6 +176,7 @@ class _Teardown:
         outcome = _signals.send(m.target, sig, self.guard)
         if outcome == _signals.DENIED:
             m.status = "denied"
+            self.live.pop(id(m.target), None)
         elif outcome == _signals.SENT and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP):
             m.signalled = True
 
@@ -231,10 +244,12 @@ class _Teardown:
             if now >= deadline:
                 break
             if now >= next_scan:
-                late = self._rescan(late=True)
+                late = self._rescan(late=True, kin=False)
                 yield from self._polite(late)
+                # Back off, and never spend more than about a fifth of the wait
+                # scanning (a snapshot of a big machine takes milliseconds).
                 interval = min(interval * 2, RESCAN_MAX)
-                next_scan = time.monotonic() + interval
+                next_scan = time.monotonic() + max(interval, 4 * self.scan_cost)
                 continue
             yield self._wait_spec(min(deadline, next_scan))
 
