@@ -22,7 +22,7 @@ import pytest
 
 import proctree
 from proctree import _binding
-from test_parse import read_all, read_proc
+from test_parse import parse_stat, read_all, read_proc
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc cross-checks")
 
@@ -207,15 +207,19 @@ def cross_check(compare, attempts=5):
     raise AssertionError(f"state keeps disagreeing for {sorted(suspects)}: {bad}")
 
 
-def known_uid_bug(pid, ours, ref):
-    """proctree's uid is the owner of <pid>/stat, root's for a non-dumpable process, while
-    ps and the parser give the euid (see test_uid_of_a_process_that_dropped_privileges).
-    Tolerated here only in exactly that shape, so other tests on the machine cannot make
-    the cross-checks flaky; once the core is fixed this never matches."""
+def leader_exited(pid):
+    """True if stat shows 'Z' for a process that still has live threads: proctree
+    reports a live thread's state for it (it is not gone), ps and stat say 'Z'."""
     try:
-        return ours == 0 != ref and os.stat(f"/proc/{pid}/stat").st_uid == 0
-    except OSError:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            st = parse_stat(f.read())
+    except (OSError, ValueError):
         return False
+    return st["state"] == "Z" and st["num_threads"] > 1
+
+
+def differs(field, pid, ours, ref):
+    return ours != ref and not (field == "state" and ref == "Z" and ours != "Z" and leader_exited(pid))
 
 
 class AgainstParser:
@@ -227,8 +231,7 @@ class AgainstParser:
         for pid, ref in stable.items():
             assert pid in snap, f"stable process {pid} {ref} missing from snapshot()"
             ours = fields(snap[pid])
-            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref)
-                 if a != b and not (f == "uid" and known_uid_bug(pid, a, b))]
+            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref) if differs(f, pid, a, b)]
             if m:
                 bad[pid] = m
         return bad
@@ -249,9 +252,9 @@ class AgainstPs:
             row = ps[pid]
             m = []
             for f, a, b in zip(("pid", "ppid", "pgid", "sid", "uid"), fields(p), row):
-                if a != b and not (f == "uid" and known_uid_bug(pid, a, b)):
+                if a != b:
                     m.append((f, a, b))
-            if p.state != row[5] and pid != me:  # we are R while reading, S while ps runs
+            if differs("state", pid, p.state, row[5]) and pid != me:  # we are R while reading, S while ps runs
                 m.append(("state", p.state, row[5]))
             if not ps_name_pattern(p.name).match(row[6]):
                 m.append(("name", p.name, row[6]))
@@ -284,6 +287,8 @@ def named(spawn):
     pid, _ = spawn.start(
         "open('/proc/self/comm', 'wb').write(b'via comm file, long'); report(os.getpid()); park()")
     out[pid] = "via comm file, "
+    for pid in out:
+        wait_state(pid, "S")  # parked, so the cross-checks' before/after reads agree
     return out
 
 
@@ -322,8 +327,7 @@ def test_proc_matches_the_python_parser(named):
                 ours = fields(proctree.proc(pid))
             except proctree.NoSuchProcess:
                 continue
-            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref)
-                 if a != b and not (f == "uid" and known_uid_bug(pid, a, b))]
+            m = [(f, a, b) for f, a, b in zip(proctree.Proc._fields, ours, ref) if differs(f, pid, a, b)]
             if m:
                 bad[pid] = m
         return bad
@@ -493,7 +497,13 @@ def test_children_of_a_process_whose_main_thread_exited(spawn):
 def test_process_with_exited_main_thread_is_not_a_zombie(spawn):
     helper, _ = spawn.start(f"SYS_EXIT = {SYS_EXIT}\n" + textwrap.dedent(ZOMBIE_LEADER))
     wait_state(helper, "Z")
-    assert not proctree.proc(helper).is_zombie
+    assert leader_exited(helper)
+    p = proctree.proc(helper)
+    assert not p.is_zombie and p.state in "SR"  # the live worker thread's state
+    assert not proctree.snapshot()[helper].is_zombie
+    assert read_ps()[helper][5] == "Z"  # ps shows the leader's state
+    # and the cross-check accepts exactly that difference
+    assert not AgainstParser()({helper: read_proc(helper)}, proctree.snapshot())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another uid")
