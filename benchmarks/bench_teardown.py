@@ -21,6 +21,7 @@ reports) and ends whatever a method leaves behind before the next round.
 import argparse
 import ctypes
 import os
+import resource
 import select
 import signal
 import statistics
@@ -60,14 +61,19 @@ for k in range(kids):
     if pid == 0:
         os.close(r)
         mine = [os.getpid()]
+        gr, gw = os.pipe()
         for _ in range(below):
             g = os.fork()
             if g == 0:
                 if IGNORE:
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
                     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                os.write(gw, b"%d\n" % os.getpid())  # in place, handlers set
                 idle()
-            mine.append(g)
+        got = b""
+        while got.count(b"\n") < below:
+            got += os.read(gr, 65536)
+        mine += [int(x) for x in got.split()]
         os.write(w, ("%s\n" % " ".join(map(str, mine))).encode())
         idle()
     made += 1 + below
@@ -183,12 +189,12 @@ def m_floor(p, ids):
 
 
 def timed(method, p, ids):
-    ru0 = os.times()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     method(p, ids)
     wall = time.perf_counter() - t0
-    ru1 = os.times()
-    cpu = (ru1.user - ru0.user) + (ru1.system - ru0.system)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     return wall, cpu
 
 

@@ -90,6 +90,7 @@ class _Teardown:
         self.members = {}  # (pid, start_time) -> _Member, in discovery order
         self.live = {}  # id(target) -> _Member still to end (kept so each wakeup is O(ended))
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
+        self.last_snap = None
         self.anchors = {}  # pid -> start_time of the root and every member
         self.spared = {}
         self.truncated = False
@@ -139,12 +140,28 @@ class _Teardown:
         self.live.pop(id(m.target), None)
         m.status = "killed" if self.killing and m.signalled else "exited"
         if m.target is not None:
-            code = _signals.reap_if_own_child(m.target, self.guard.me)
-            if code is not None:
-                self.reaped[m.proc.pid] = code
             if m.target.pidfd is not None:
                 self.fd_budget += 1
             m.target.close()
+
+    def _reap_own(self):
+        """Reap the members that are the caller's own zombie children, recording their status.
+
+        Done last, after the final snapshot: while the caller's child (often the
+        root) stays a zombie its pid still proves its group and session are the
+        tree's, so that snapshot can still find its orphans by kinship. A pid
+        that is our unreaped child cannot belong to anyone else, so a check of
+        (ppid, start time, zombie) followed by waitpid is race-free.
+        """
+        snap = self.last_snap
+        me = self.guard.me
+        for m in self.members.values():
+            p = snap.get(m.proc.pid) if snap is not None else None
+            if p is None or p.start_time != m.proc.start_time or p.ppid != me:
+                continue
+            code = _signals.reap_if_own_child(_signals.Target(m.proc, None), me)
+            if code is not None:
+                self.reaped[m.proc.pid] = code
 
     def _collect(self):
         for t in self.waiter.ready():
@@ -160,7 +177,7 @@ class _Teardown:
         the whole table.
         """
         t = time.monotonic()
-        snap = _binding.snapshot()
+        snap = self.last_snap = _binding.snapshot()
         self.scan_cost = time.monotonic() - t
         sel = _membership.select(
             snap, self.anchors, self.guard.protected, self.max_procs, self.owners if kin else None
@@ -169,6 +186,19 @@ class _Teardown:
         for p in sel.spared:
             self.spared[p.pid] = p
         return [self._add(p, late) for p in sel.new]
+
+    def _leader_present(self):
+        """True if a member that led its group or session still holds its pid (alive or zombie)."""
+        for m in self.members.values():
+            p = m.proc
+            if p.pid != p.pgid and p.pid != p.sid:
+                continue
+            try:
+                if _binding.proc(p.pid).start_time == p.start_time:
+                    return True
+            except (NoSuchProcess, AccessDenied):
+                continue
+        return False
 
     def _signal(self, m, sig):
         if m.status != "live":
@@ -233,9 +263,19 @@ class _Teardown:
         interval = RESCAN_FIRST
         next_scan = time.monotonic() + interval
         while True:
+            before = len(self.live)
             self._collect()
+            if len(self.live) < before:
+                # Still dying: a rescan now would only slow the exits down;
+                # forks of members that stay alive are caught once it stalls.
+                next_scan = max(next_scan, time.monotonic() + RESCAN_FIRST)
             if not self._live():
-                late = self._rescan(late=True)  # confirm nothing joined meanwhile
+                # Every known member has ended. Their orphans (if any) can now
+                # only be found by kinship, which needs a group or session
+                # leader still present: look once more if one is.
+                if not self._leader_present():
+                    break
+                late = self._rescan(late=True)
                 if not late:
                     break
                 yield from self._polite(late)
@@ -258,6 +298,7 @@ class _Teardown:
             yield from self._freeze_and_kill()
 
         self._collect()
+        self._reap_own()
         return self._report(t0, root)
 
     def _hangup_group(self, root_member):
