@@ -293,7 +293,12 @@ class _Keeper:
     def start(self, exe, argv):
         """Fork and exec the command; returns True once it runs, else reports and returns False."""
         r, w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
+        pid = None
+        if self.cgroup is not None:
+            pid = _ownerwatch.fork_into_cgroup(self.cgroup)
+        moved = pid is not None
+        if pid is None:
+            pid = os.fork()
         if pid == 0:  # the command, until exec
             stage = "setup"
             try:
@@ -304,7 +309,7 @@ class _Keeper:
                     for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
                         if hasattr(signal, name):
                             signal.signal(getattr(signal, name), signal.SIG_DFL)
-                if self.cgroup is not None:
+                if self.cgroup is not None and not moved:
                     stage = "cgroup"
                     with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
                         f.write("0")

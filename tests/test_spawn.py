@@ -49,6 +49,7 @@ ALL_MODES = CONTAINING + ["session"]
 DAEMONIZER = textwrap.dedent(r"""
     import os, signal, sys, time
     w, ignore, then = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+    ready_r, ready_w = os.pipe()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
@@ -56,10 +57,13 @@ DAEMONIZER = textwrap.dedent(r"""
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             os.write(w, b"daemon %d\n" % os.getpid())
             os.close(w)
+            os.write(ready_w, b"x")  # only now may the command go on (and perhaps exit)
             time.sleep(300)
             os._exit(0)
         os._exit(0)
+    os.close(ready_w)
     os.wait()
+    os.read(ready_r, 1)
     os.write(w, b"cmd %d\n" % os.getpid())
     if then == "exit":
         os._exit(3)
