@@ -382,6 +382,7 @@ def main():
     signal.signal(signal.SIGTERM, bail)
     signal.signal(signal.SIGHUP, bail)
 
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         lib, forker = build(tmp)
         crowd = Crowd(forker)
@@ -395,7 +396,8 @@ def main():
 
     lines = [
         f"proctree {proctree.__version__}, psutil {psutil.__version__}, Python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} CPUs, {os.uname().release}; medians of {rounds} interleaved rounds",
+        f"{os.cpu_count()} CPUs, {os.uname().release}; medians of {rounds} interleaved rounds; "
+        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
         "",
         "| measurement | value | target | |",
         "|---|---|---|---|",

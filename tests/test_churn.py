@@ -178,11 +178,23 @@ def naive_descendants(root, chunk=16):
     return out
 
 
-def loop_calls(root, seconds, call, what, direct=False, naive=None):
+def loop_until(seconds, min_rounds):
+    """Yield round numbers for `seconds`, and on until min_rounds on a slow machine (bounded)."""
+    start = time.monotonic()
+    rounds = 0
+    while True:
+        elapsed = time.monotonic() - start
+        if (elapsed >= seconds and rounds >= min_rounds) or elapsed >= seconds + 60:
+            break
+        yield rounds
+        rounds += 1
+    assert rounds >= min_rounds, f"only {rounds} rounds in {seconds + 60} s: something hangs"
+
+
+def loop_calls(root, seconds, call, what, direct=False, naive=None, min_calls=5):
     """Call call(root) repeatedly for `seconds`; check each answer; return (calls, naive misses)."""
     calls = misses = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    for _ in loop_until(seconds, min_calls):
         before = below(read_all(), root)
         answer = call(root)
         after = below(read_all(), root)
@@ -207,11 +219,8 @@ def test_snapshot_rows_are_whole_under_churn(spawn):
     me = proctree.proc(root)
     table = read_all()
     stable_rows = {pid: table[pid] for pid in stable}
-    deadline = time.monotonic() + 5
-    scans = 0
-    while time.monotonic() < deadline:
+    for _ in loop_until(5, 10):
         snap = proctree.snapshot()  # must never raise
-        scans += 1
         tree = set(snap.descendant_pids(root))
         for p in snap.values():
             assert p.pid > 0 and p.ppid >= 0 and p.pgid >= 0 and p.sid >= 0, p
@@ -224,27 +233,23 @@ def test_snapshot_rows_are_whole_under_churn(spawn):
         for pid, row in stable_rows.items():
             p = snap[pid]
             assert (p.pid, p.ppid, p.pgid, p.sid, p.uid, p.start_time, p.name) == row[:5] + row[6:], p
-    assert scans > 20
 
 
 def test_descendants_under_churn(spawn):
     root, _ = start_tree(spawn)
     calls, misses = loop_calls(root, 8, proctree.descendants, "descendants", naive=naive_descendants)
     print(f"descendants under churn: {calls} checked calls; a naive walk missed a stable pid in {misses}")
-    assert calls > 20
 
 
 def test_children_under_churn(spawn):
     root, _ = start_tree(spawn, depth=1, fanout=4, leaves=4, width=4)
     # the root's own list changes most: its churn kids come and go among stable siblings
-    calls, _ = loop_calls(root, 5, proctree.children, "children", direct=True)
-    assert calls > 20
+    loop_calls(root, 5, proctree.children, "children", direct=True)
 
 
 def test_snapshot_tree_queries_under_churn(spawn):
     root, _ = start_tree(spawn)
-    calls, _ = loop_calls(root, 3, lambda r: proctree.snapshot().descendants(r), "snapshot().descendants")
-    assert calls > 10
+    loop_calls(root, 3, lambda r: proctree.snapshot().descendants(r), "snapshot().descendants")
 
 
 # Threads that come and go and fork: children move between the per-thread
@@ -284,8 +289,7 @@ def test_children_forked_by_threads_that_exit(spawn):
     body = "STABLE, LIFETIME = 40, 30\n" + textwrap.dedent(THREADS)
     root, _ = spawn.start(body, lines=1)
     for call, what in ((proctree.children, "children"), (proctree.descendants, "descendants")):
-        calls, _ = loop_calls(root, 4, call, what, direct=(what == "children"))
-        assert calls > 10
+        loop_calls(root, 4, call, what, direct=(what == "children"))
 
 
 # A parent with more children than fit in one page of its children file
@@ -330,5 +334,4 @@ def test_parent_with_more_than_a_thousand_children(spawn, monkeypatch):
     calls, misses = loop_calls(root, 6, proctree.children, "children", direct=True, naive=naive_descendants)
     print(f"1,500 children: {calls} checked calls ({len(reads)} list reads: retries and scans happen); "
           f"a naive read missed a stable child in {misses} of {(calls + 3) // 4}")
-    calls2, _ = loop_calls(root, 3, proctree.descendants, "descendants")
-    assert calls > 10 and calls2 > 3
+    loop_calls(root, 3, proctree.descendants, "descendants")
