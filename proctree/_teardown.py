@@ -91,6 +91,8 @@ class _Teardown:
         self.live = {}  # id(target) -> _Member still to end (kept so each wakeup is O(ended))
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap = None
+        self.root_member = None
+        self.group_ok = False  # the root leads its group, which holds no protected process
         self.anchors = {}  # pid -> start_time of the root and every member
         self.spared = {}
         self.truncated = False
@@ -139,7 +141,9 @@ class _Teardown:
     def _ended(self, m):
         self.live.pop(id(m.target), None)
         m.status = "killed" if self.killing and m.signalled else "exited"
-        if m.target is not None:
+        # The root's pidfd stays open: while the root's pid is held (even as a
+        # zombie) its process group is provably the tree's, for _kill_group.
+        if m.target is not None and m is not self.root_member:
             if m.target.pidfd is not None:
                 self.fd_budget += 1
             m.target.close()
@@ -248,7 +252,7 @@ class _Teardown:
         self.anchors[root.pid] = root.start_time
         root_member = None
         if self.include_root:
-            root_member = self._add(root, late=False)
+            root_member = self.root_member = self._add(root, late=False)
         first = self._rescan(late=False)
         yield _Wait(None, 0)
 
@@ -310,8 +314,24 @@ class _Teardown:
         elif not self.guard.allows_group(pgid):
             self.group_note = f"skipped: group {pgid} holds the caller or an ancestor"
         else:
+            self.group_ok = True
             outcome = _signals.send_group(pgid, signal.SIGHUP, self.guard, root_member.target)
             self.group_note = f"SIGHUP to group {pgid}: {outcome}"
+
+    def _kill_group(self):
+        """Truncated tree: SIGKILL the root's group too, to reach members we could not hold.
+
+        Only the group checked by _hangup_group, and only while the root still
+        holds its pid (its pidfd says so), so the group id cannot name another.
+        """
+        root = self.root_member
+        if not (self.truncated and self.group_ok and root is not None and root.target is not None):
+            return
+        try:
+            outcome = _signals.send_group(root.proc.pid, signal.SIGKILL, self.guard, root.target)
+        except ValueError as exc:  # the guard says no (a protected process joined)
+            outcome = str(exc)
+        self.group_note += f"; SIGKILL to group {root.proc.pid} (truncated): {outcome}"
 
     def _freeze_and_kill(self):
         """SIGSTOP until the tree is closed (nothing new while all are stopped), then SIGKILL."""
@@ -336,6 +356,7 @@ class _Teardown:
             self._signal(m, signal.SIGKILL)
             if i % BATCH == BATCH - 1:
                 yield _Wait(None, 0)
+        self._kill_group()
         until = time.monotonic() + KILL_CONFIRM
         while self._live() and time.monotonic() < until:
             self._collect()

@@ -140,6 +140,17 @@ def test_max_procs_bounds_the_work_and_says_truncated(kit):
     # The other 30 were orphaned (their parent is gone); the kit ends them.
 
 
+def test_truncated_fork_bomb_is_still_ended_through_the_verified_group(kit):
+    # A forker whose children inherit its TERM handler and HUP ignore: the
+    # members past max_procs cannot be held, so only the group SIGKILL reaches them.
+    tree = kit.forker(limit=120)
+    report = proctree.terminate_tree(tree.root, grace=0.3, max_procs=20)
+    assert report.truncated and len(report.found) == 20
+    assert "SIGKILL to group" in report.extra["group"] and report.extra["group"].endswith("sent")
+    assert not any(alive(p.pid, p.start_time) for p in report.found)
+    # conftest's leak check proves the unheld children died too.
+
+
 def test_include_root_false_spares_the_root(kit):
     tree = kit.sleeper()
     report = proctree.terminate_tree(tree.root, grace=60, include_root=False)
