@@ -61,7 +61,8 @@ class Spawner:
         line numbers in not_pids (thread ids and the like)."""
         r, w = os.pipe()
         try:
-            p = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(w)],
+            p = subprocess.Popen([sys.executable, "-W", "ignore::DeprecationWarning", "-c",
+                                  PRELUDE + textwrap.dedent(body), str(w)],
                                  pass_fds=(w,), stdin=subprocess.PIPE)
         finally:
             os.close(w)
