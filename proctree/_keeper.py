@@ -50,8 +50,30 @@ MAX_PROCS = 16384
 # ---------------------------------------------------------------------------
 # /proc reading (Linux) -- kept here so the keeper needs no compiled core.
 
+_HAVE_PROC = os.path.isdir("/proc/self/task")
+_binding = None
+
+
+def _core():
+    """The package's compiled core, for systems without /proc (macOS); loaded only when needed."""
+    global _binding
+    if _binding is None:
+        parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if parent not in sys.path:
+            sys.path.append(parent)
+        from proctree import _binding as b
+
+        _binding = b
+    return _binding
+
+
 def read_stat(pid):
-    """(pid, ppid, pgid, sid, uid, state, start_time, name) from /proc, or None if gone."""
+    """(pid, ppid, pgid, sid, uid, state, start_time, name) -- a Proc's fields -- or None if gone."""
+    if not _HAVE_PROC:
+        try:
+            return tuple(_core().proc(pid))
+        except Exception:
+            return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -86,8 +108,32 @@ def child_pids(pid):
     return out
 
 
+def session_members(sid, cap=MAX_PROCS):
+    """Processes in session sid (its leader excluded) as {pid: stat}: a full scan, for session mode."""
+    out = {}
+    if not _HAVE_PROC:
+        snap = _core().snapshot()
+        for pid in snap:
+            p = snap[pid]
+            if p.sid == sid and pid != sid and len(out) < cap:
+                out[pid] = tuple(p)
+        return out
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != sid and len(out) < cap:
+            st = read_stat(int(name))
+            if st is not None and st[3] == sid:
+                out[st[0]] = st
+    return out
+
+
 def walk(root, cap=MAX_PROCS):
     """Live descendants of root (root excluded) as {pid: stat}, breadth-first, at most cap."""
+    if not _HAVE_PROC:
+        snap = _core().snapshot()
+        try:
+            return {pid: tuple(snap[pid]) for pid in snap.descendant_pids(root)[:cap]}
+        except Exception:  # root gone
+            return {}
     found = {}
     queue = [root]
     seen = {root}
@@ -116,7 +162,8 @@ def send(st, sig, protect=()):
         return "gone"
     fd = None
     try:
-        fd = os.pidfd_open(pid)
+        if os.environ.get("PROCTREE_NO_PIDFD") != "1":
+            fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return "gone"
     except (AttributeError, OSError):
@@ -141,8 +188,9 @@ def send(st, sig, protect=()):
             os.close(fd)
 
 
-def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX_PROCS):
-    """End every live descendant of root (root itself spared) and every member of cgroup.
+def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX_PROCS, session=None):
+    """End every live descendant of root (root itself spared), every member of cgroup,
+    and every process in session (when given: session mode, where that is all we know).
 
     SIGTERM + SIGCONT each, wait up to grace (re-scanning, so late joiners are
     handled too), then SIGKILL (cgroup.kill for a cgroup) and confirm.
@@ -162,6 +210,8 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
                     cur[pid] = st
         if root is not None:
             cur.update(walk(root, cap))
+        if session is not None:
+            cur.update(session_members(session, cap))
         return {st[:1] + st[6:7]: st for pid, st in cur.items()
                 if st[5] not in ("Z", "X") and pid not in protect}
 
@@ -387,8 +437,8 @@ class _Keeper:
             self.wake(0.25 if polling else 30.0, extra)
 
     def end_tree(self):
-        teardown(os.getpid(), self.grace, cgroup=self.cgroup, reap=self.reap,
-                 protect={self.owner}, wake=self.wake)
+        teardown(os.getpid(), self.grace, cgroup=self.cgroup, reap=self.reap, protect={self.owner},
+                 wake=self.wake, session=os.getpid() if self.mode == "session" else None)
         self.reap()
         self.cleanup_cgroup()
 

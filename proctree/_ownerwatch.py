@@ -59,6 +59,9 @@ if sys.platform.startswith("linux"):
     def watch_owner(pid):
         # A pidfd of a thread-group leader polls readable when the whole
         # process has exited, not when one thread (the spawning one) does.
+        # PROCTREE_NO_PIDFD=1 (tests) takes the old-kernel path: PDEATHSIG + getppid.
+        if os.environ.get("PROCTREE_NO_PIDFD") == "1":
+            return None
         try:
             return _Fd(os.pidfd_open(pid))
         except (AttributeError, OSError):
@@ -84,6 +87,8 @@ if sys.platform.startswith("linux"):
         Only for a single-threaded caller that execs or _exits in the child
         (like vfork): Python's after-fork hooks do not run there.
         """
+        if os.environ.get("PROCTREE_NO_CLONE3") == "1":  # tests: the pre-5.7 path
+            return None
         import ctypes
 
         global _libc

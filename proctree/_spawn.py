@@ -408,10 +408,14 @@ class Tree:
                 rep = self._report_from(_keeper.teardown(None, grace, cgroup=self.cgroup, protect=_protected()))
             elif self._keeper_is_ours():
                 engine = _teardown_engine()
+                rep = None
                 if engine is not None:
-                    rep = engine(self.keeper_pid, grace=grace, include_root=False, signal_group=False)
-                    rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
-                else:
+                    try:
+                        rep = engine(self.keeper_pid, grace=grace, include_root=False, signal_group=False)
+                        rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+                    except NoSuchProcess:
+                        rep = None  # cannot be (the keeper is unreaped); the fallback below still ends the tree
+                if rep is None:
                     rep = self._report_from(_keeper.teardown(self.keeper_pid, grace, protect=_protected()))
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
@@ -459,10 +463,12 @@ class Tree:
                 _cgroup.remove(self.cgroup)
 
     def _abandon(self):
-        """spawn() failed: make sure the keeper is gone and reaped."""
+        """spawn() failed or was interrupted: make sure the keeper and anything it started are gone."""
         try:
-            self._popen.wait(5)
+            # After an error report the keeper exits at once; otherwise (interrupted) do not linger.
+            self._popen.wait(5 if self._eof or self._buf else 0.2)
         except subprocess.TimeoutExpired:
+            _keeper.teardown(self.keeper_pid, 0, cgroup=self.cgroup, protect=_protected())
             self._popen.kill()
             self._popen.wait()
         for f in (self.stdin, self.stdout, self.stderr):

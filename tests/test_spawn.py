@@ -314,6 +314,42 @@ def test_members_of_a_finished_tree_is_empty(trees):
     assert t.terminate().ok
 
 
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_cgroup_without_clone3_moves_the_command(trees, pipe, monkeypatch):
+    monkeypatch.setenv("PROCTREE_NO_CLONE3", "1")  # the keeper forks, then writes cgroup.procs (Linux < 5.7)
+    t, pids = start_daemonizer(trees, pipe, "cgroup", ignore=True)
+    assert sorted(_cgroup.pids(t.cgroup)) == sorted([pids["cmd"], pids["daemon"]])
+    rep = t.terminate(grace=0.2)
+    assert rep.ok and pids["daemon"] in {p.pid for p in rep.killed}
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_cgroup_freeze_then_kill_without_cgroup_kill(trees, pipe, monkeypatch):
+    monkeypatch.setattr(_cgroup, "has_kill", lambda path: False)  # kernels before 5.14
+    t, pids = start_daemonizer(trees, pipe, "cgroup", ignore=True)
+    rep = t.terminate(grace=0.2)
+    assert rep.ok and pids["daemon"] in {p.pid for p in rep.killed}
+    assert not alive(pids["daemon"]) and not os.path.exists(t.cgroup)
+
+
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_without_pidfds_teardown_still_works(trees, pipe, monkeypatch, mode):
+    monkeypatch.setenv("PROCTREE_NO_PIDFD", "1")
+    t, pids = start_daemonizer(trees, pipe, mode, ignore=True)
+    rep = t.terminate(grace=0.2)
+    assert rep.ok and pids["daemon"] in {p.pid for p in rep.found}
+
+
+def test_session_mode_catches_what_kept_the_session(trees):
+    t = spawn(["sh", "-c", "(sleep 100 &); echo ok; sleep 100"], contain="session", stdout=subprocess.PIPE)
+    trees.append(t)
+    assert t.stdout.readline() == b"ok\n"
+    orphan = [p for p in t.members() if p.ppid != t.pid and p.pid != t.pid]
+    assert orphan and all(p.sid == t.keeper_pid for p in orphan)
+    rep = t.terminate()
+    assert rep.ok and {p.identity for p in orphan} <= {p.identity for p in rep.found}
+
+
 # ---------------------------------------------------------------------------
 # Owner death
 
@@ -343,10 +379,11 @@ OWNER = textwrap.dedent(r"""
 """)
 
 
-def start_owner(pipe, mode, how):
+def start_owner(pipe, mode, how, **env):
     r, w = pipe
     root = os.path.dirname(os.path.dirname(proctree.__file__))
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, root, str(w), mode, how, DAEMONIZER], pass_fds=(w,))
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, root, str(w), mode, how, DAEMONIZER], pass_fds=(w,),
+                             env={**os.environ, **env})
     os.close(w)
     try:
         pids = read_lines(r, 4, timeout=30)
@@ -358,8 +395,9 @@ def start_owner(pipe, mode, how):
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_owner_sigkill_ends_the_tree(pipe, mode):
-    owner, pids = start_owner(pipe, mode, "main")
+@pytest.mark.parametrize("watch", ["pidfd", "pdeathsig"])
+def test_owner_sigkill_ends_the_tree(pipe, mode, watch):
+    owner, pids = start_owner(pipe, mode, "main", **({"PROCTREE_NO_PIDFD": "1"} if watch == "pdeathsig" else {}))
     try:
         tree = [pids["keeper"], pids["cmd"]] + ([pids["daemon"]] if mode != "session" else [])
         assert all(alive(p) for p in tree)
@@ -398,8 +436,12 @@ def _end_daemon(pid):
 
 
 @pytest.mark.parametrize("mode", CONTAINING)
-def test_spawned_from_a_thread_survives_the_thread(pipe, mode):
-    owner, pids = start_owner(pipe, mode, "thread")
+@pytest.mark.parametrize("watch", ["pidfd", "pdeathsig"])
+def test_spawned_from_a_thread_survives_the_thread(pipe, mode, watch):
+    # "pdeathsig": the keeper's path for kernels without pidfds, where
+    # PR_SET_PDEATHSIG fires when the spawning THREAD exits: it must only wake
+    # the keeper, never end the tree while the owner process lives.
+    owner, pids = start_owner(pipe, mode, "thread", **({"PROCTREE_NO_PIDFD": "1"} if watch == "pdeathsig" else {}))
     try:
         time.sleep(0.5)  # long past the spawning thread's exit (PR_SET_PDEATHSIG would have fired)
         assert all(alive(pids[k]) for k in ("keeper", "cmd", "daemon"))
