@@ -1,0 +1,309 @@
+"""The teardown state machine's decisions, table-driven, on a simulated process table.
+
+The engine (_teardown._Teardown) is driven here against a fake world: a
+table of Proc records, each with a behaviour on signals, a fake clock, and
+fake signalling/waiting modules swapped in for _binding, _signals and
+_exitwait. Nothing real is started or signalled. Each case checks which
+signals went to whom, in what order, and what the report says.
+"""
+import signal
+
+import pytest
+
+from proctree import NoSuchProcess, Proc, Snapshot
+from proctree import _signals as real_signals
+from proctree import _teardown
+
+ME = 60  # the caller
+
+
+class World:
+    """Processes, their behaviour on signals, a clock, and a log of every signal sent."""
+
+    def __init__(self, procs, behaviour):
+        self.procs = {p.pid: p for p in procs}
+        self.behaviour = behaviour  # pid -> {"TERM": "die"|"ignore"|("fork", [Proc...]), "deny": bool}
+        self.now = 0.0
+        self.log = []  # (pid or -pgid, signal name)
+        self.stopped = set()
+
+    # --- _binding ---
+    def proc(self, pid):
+        if pid not in self.procs:
+            raise NoSuchProcess(pid)
+        p = self.procs[pid]
+        return p._replace(state="T") if pid in self.stopped else p
+
+    def snapshot(self):
+        return Snapshot(self.proc(pid) for pid in self.procs)
+
+    # --- effects ---
+    def die(self, pid):
+        p = self.procs.get(pid)
+        if p is None or p.is_zombie:
+            return
+        self.procs[pid] = p._replace(state="Z")
+        for c in list(self.procs.values()):  # orphans go to init, zombies of pid are reaped
+            if c.ppid == pid:
+                self.procs[c.pid] = c._replace(ppid=1)
+        self.stopped.discard(pid)
+
+    def deliver(self, pid, sig):
+        b = self.behaviour.get(pid, {})
+        name = signal.Signals(sig).name[3:]
+        if name == "KILL":
+            self.die(pid)
+        elif name == "STOP":
+            self.stopped.add(pid)
+        elif name in ("TERM", "HUP"):
+            what = b.get(name, "die" if name == "TERM" else "ignore")
+            if what == "die":
+                self.die(pid)
+            elif isinstance(what, tuple) and what[0] == "fork":
+                for child in what[1]:
+                    self.procs[child.pid] = child
+                b[name] = "ignore"
+
+    def kill(self, pid, sig):
+        self.log.append((pid, signal.Signals(sig).name[3:]))
+        if self.behaviour.get(pid, {}).get("deny"):
+            return real_signals.DENIED
+        if pid not in self.procs:
+            return real_signals.GONE
+        self.deliver(pid, sig)
+        return real_signals.SENT
+
+
+class FakeTarget:
+    def __init__(self, proc, pidfd=None):
+        self.proc = proc
+        self.pidfd = None
+
+    def close(self):
+        pass
+
+
+class FakeSignals:
+    SENT, GONE, DENIED = real_signals.SENT, real_signals.GONE, real_signals.DENIED
+    Target = FakeTarget
+
+    def __init__(self, world):
+        self.w = world
+
+    def pidfds_available(self):
+        return False
+
+    def Guard(self):
+        return real_signals.Guard(me=ME, ancestors=[50, 1])
+
+    def _same(self, proc):
+        p = self.w.procs.get(proc.pid)
+        return p is not None and p.start_time == proc.start_time
+
+    def open_target(self, proc, guard, use_pidfd):
+        assert guard.allows(proc.pid), f"tried to open protected {proc.pid}"
+        return FakeTarget(proc) if self._same(proc) else None
+
+    def send(self, target, sig, guard):
+        assert guard.allows(target.proc.pid), f"tried to signal protected {target.proc.pid}"
+        if sig == 0:
+            return self.SENT if self._same(target.proc) else self.GONE
+        if not self._same(target.proc):
+            return self.GONE  # the start-time check
+        return self.w.kill(target.proc.pid, sig)
+
+    def send_group(self, pgid, sig, guard, leader):
+        assert pgid == leader.proc.pid and guard.allows_group(pgid)
+        self.w.log.append((-pgid, signal.Signals(sig).name[3:]))
+        for p in list(self.w.procs.values()):
+            if p.pgid == pgid:
+                self.w.deliver(p.pid, sig)
+        return self.SENT
+
+    def reap_if_own_child(self, target, me):
+        p = self.w.procs.get(target.proc.pid)
+        if p is not None and p.ppid == me and p.is_zombie:
+            del self.w.procs[p.pid]
+            return 0
+        return None
+
+
+class FakeWaiter:
+    def __init__(self, world):
+        self.w = world
+        self.targets = []
+
+    def _ended(self, t):
+        p = self.w.procs.get(t.proc.pid)
+        return p is None or p.start_time != t.proc.start_time or p.is_zombie
+
+    def watch(self, t):
+        if self._ended(t):
+            return False
+        self.targets.append(t)
+        return True
+
+    def ready(self):
+        done = [t for t in self.targets if self._ended(t)]
+        self.targets = [t for t in self.targets if t not in done]
+        return done
+
+    def fileno(self):
+        return None
+
+    def poll_interval(self):
+        return 0.01 if self.targets else None
+
+    def close(self):
+        pass
+
+
+class FakeExitwait:
+    POLL_MAX = 0.02
+
+    def __init__(self, world):
+        self.w = world
+
+    def make_waiter(self, use_pidfd):
+        return FakeWaiter(self.w)
+
+    def _ended_by_reading(self, t):
+        return FakeWaiter(self.w)._ended(t)
+
+
+class FakeClock:
+    def __init__(self, world):
+        self.w = world
+
+    def monotonic(self):
+        return self.w.now
+
+
+def drive(world, monkeypatch, pid=100, grace=1.0, include_root=True, signal_group=True, max_procs=1000):
+    monkeypatch.setattr(_teardown, "_binding", world)
+    monkeypatch.setattr(_teardown, "_signals", FakeSignals(world))
+    monkeypatch.setattr(_teardown, "_exitwait", FakeExitwait(world))
+    monkeypatch.setattr(_teardown, "time", FakeClock(world))
+    monkeypatch.setattr(_teardown._Teardown, "_fd_budget", staticmethod(lambda: 0))
+    engine = _teardown._Teardown(pid, grace, include_root, signal_group, max_procs)
+    gen = engine.steps()
+    steps = 0
+    try:
+        req = next(gen)
+        while True:
+            steps += 1
+            assert steps < 10000, "the state machine does not finish"
+            world.now += max(req.timeout, 0.0)
+            req = gen.send(None)
+    except StopIteration as done:
+        return done.value
+
+
+def P(pid, ppid, pgid=100, sid=100, start=None, state="S"):
+    return Proc(pid, ppid, pgid, sid, 0, state, start if start is not None else pid, f"p{pid}")
+
+
+BASE = [P(1, 0, 1, 1), P(50, 1, 50, 50), P(ME, 50, 50, 50)]
+
+
+def world(*procs, **behaviour):
+    return World(BASE + list(procs), {int(k[1:]): v for k, v in behaviour.items()})
+
+
+def sigs(w, name=None):
+    return [(pid, s) for pid, s in w.log if name is None or s == name]
+
+
+def test_cooperative_tree_gets_hup_term_cont_and_no_kill(monkeypatch):
+    w = world(P(100, ME), P(101, 100), P(102, 101, pgid=102))
+    rep = drive(w, monkeypatch)
+    assert w.log[0] == (-100, "HUP")
+    assert sigs(w, "TERM") == [(100, "TERM"), (101, "TERM"), (102, "TERM")]
+    assert sigs(w, "CONT") == [(100, "CONT"), (101, "CONT"), (102, "CONT")]
+    assert not sigs(w, "KILL") and not sigs(w, "STOP")
+    assert sorted(p.pid for p in rep.exited) == [100, 101, 102] and rep.ok
+    assert rep.elapsed < 1.0, "returned before the grace"
+
+
+def test_term_ignorer_is_stopped_then_killed_after_the_grace(monkeypatch):
+    w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
+    rep = drive(w, monkeypatch, grace=2.0)
+    assert [s for pid, s in w.log if pid == 101] == ["TERM", "CONT", "STOP", "KILL"]
+    assert [p.pid for p in rep.killed] == [101] and [p.pid for p in rep.exited] == [100]
+    assert rep.elapsed >= 2.0
+
+
+def test_fork_on_term_adds_late_members_that_get_the_same_signals(monkeypatch):
+    kids = [P(200, 101), P(201, 101)]
+    w = world(P(100, ME), P(101, 100), p101={"TERM": ("fork", kids)}, p200={"TERM": "ignore"})
+    rep = drive(w, monkeypatch, grace=1.0)
+    assert sorted(p.pid for p in rep.late) == [200, 201]
+    assert (200, "TERM") in w.log and (201, "TERM") in w.log
+    assert (200, "KILL") in w.log and (101, "KILL") in w.log
+    assert rep.ok and not rep.truncated
+
+
+def test_caller_in_the_trees_session_is_never_signalled(monkeypatch):
+    w = World(
+        [P(1, 0, 1, 1), P(100, 1), P(101, 100), P(ME, 1, pgid=ME, sid=100)],  # caller: orphan in root's session
+        {},
+    )
+    rep = drive(w, monkeypatch)
+    assert all(pid != ME for pid, _ in w.log)
+    assert rep.extra["spared"] == [ME] and rep.ok
+
+
+def test_root_sharing_the_callers_group_gets_no_group_signal(monkeypatch):
+    w = world(P(100, ME, pgid=50, sid=50), P(101, 100, pgid=50, sid=50))
+    rep = drive(w, monkeypatch)
+    assert all(pid > 0 for pid, _ in w.log), "no group signal"
+    assert rep.extra["group"].startswith("skipped")
+
+
+def test_denied_member_is_reported_and_not_waited_for(monkeypatch):
+    w = world(P(100, ME), P(101, 100), p101={"deny": True})
+    rep = drive(w, monkeypatch, grace=30.0)
+    assert [p.pid for p in rep.denied] == [101] and [p.pid for p in rep.survivors] == [101]
+    assert not rep.ok and rep.elapsed < 30.0
+
+
+def test_member_whose_pid_is_reused_before_escalation_is_not_signalled_again(monkeypatch):
+    # 101 ignores TERM; before the grace ends it dies and pid 101 goes to a stranger.
+    w = world(P(100, ME), P(101, 100), P(102, 100), p101={"TERM": "ignore"}, p102={"TERM": "ignore"})
+    orig = w.deliver
+
+    def deliver(pid, sig):
+        orig(pid, sig)
+        if pid == 102 and sig == signal.SIGCONT:  # after the polite round
+            w.procs[101] = P(101, 1, pgid=101, sid=101, start=9999)
+
+    w.deliver = deliver
+    rep = drive(w, monkeypatch, grace=1.0)
+    stranger = [s for pid, s in w.log if pid == 101][2:]
+    assert stranger == [], f"the stranger at pid 101 got {stranger}"
+    assert 101 in [p.pid for p in rep.exited]
+    assert [p.pid for p in rep.killed] == [102]
+
+
+def test_max_procs_truncates_and_kills_the_verified_group(monkeypatch):
+    kids = [P(101 + i, 100) for i in range(10)]
+    w = world(P(100, ME), *kids, **{f"p{k.pid}": {"TERM": "ignore", "HUP": "ignore"} for k in kids})
+    rep = drive(w, monkeypatch, grace=0.5, max_procs=4)
+    assert rep.truncated and len(rep.found) == 4
+    assert (-100, "KILL") in w.log
+    assert all(w.procs.get(k.pid) is None or w.procs[k.pid].is_zombie for k in kids)
+
+
+def test_include_root_false_never_signals_the_root_or_its_group(monkeypatch):
+    w = world(P(100, ME), P(101, 100))
+    rep = drive(w, monkeypatch, include_root=False)
+    assert all(pid not in (100, -100) for pid, _ in w.log)
+    assert [p.pid for p in rep.found] == [101]
+
+
+@pytest.mark.parametrize("grace", [0, 0.001, 5])
+def test_grace_zero_still_sends_term_first(monkeypatch, grace):
+    w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
+    drive(w, monkeypatch, grace=grace)
+    seq = [s for pid, s in w.log if pid == 101]
+    assert seq.index("TERM") < seq.index("KILL")
