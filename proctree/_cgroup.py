@@ -127,8 +127,7 @@ def create(owner_pid, owner_start, name):
     return path
 
 
-def pids(path):
-    """Pids in the cgroup (cgroup.procs), or [] when it is gone."""
+def _procs_of(path):
     try:
         with open(os.path.join(path, "cgroup.procs")) as f:
             return [int(x) for x in f.read().split()]
@@ -138,6 +137,25 @@ def pids(path):
         if exc.errno == errno.ENODEV:  # removed while we read
             return []
         raise
+
+
+def pids(path, limit=4096):
+    """Pids in the cgroup and the cgroups nested below it (a member's own trees), or [] when gone."""
+    out = _procs_of(path)
+    try:
+        subdirs = [e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return out
+    seen = 0
+    while subdirs and seen < limit:  # bounded: at most limit nested cgroups
+        d = subdirs.pop()
+        seen += 1
+        out.extend(_procs_of(d))
+        try:
+            subdirs.extend(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
+    return out
 
 
 def populated(path):
@@ -242,6 +260,17 @@ def remove(path, timeout=1.0):
     _require_ours(path)
     deadline = time.monotonic() + timeout
     gone = False
+    # Cgroups nested below ours (a tree member that spawned trees of its own,
+    # whose keepers died in our kill) go first, deepest first; bounded.
+    try:
+        nested = [d for d, _, _ in os.walk(path, topdown=False) if d != path][:4096]
+    except OSError:
+        nested = []
+    for d in nested:
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
     while True:
         try:
             os.rmdir(path)

@@ -366,8 +366,24 @@ class Tree:
         return out
 
     def send_signal(self, sig):
-        """Send sig to the command's process group (the keeper forwards it)."""
-        self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
+        """Send sig to the command: the keeper forwards it to the command's process group.
+
+        SIGKILL and SIGSTOP cannot be forwarded (they would hit the keeper
+        itself): they go to the command alone, by pidfd after checking its
+        start time, while the keeper still holds it unreaped.
+        """
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            self._send_direct(sig)
+        else:
+            self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
+
+    def _send_direct(self, sig):
+        if self.poll() is not None or self._root is None or not self._keeper_is_ours():
+            return
+        st = _keeper.read_stat(self.pid)
+        if st is None or st[1] != self.keeper_pid or (_LINUX and st[6] != self._root.start_time):
+            return
+        _keeper.send(st, sig, _protected())
 
     # -- membership and teardown --------------------------------------------
     def _keeper_is_ours(self):

@@ -281,6 +281,31 @@ def test_signals_are_forwarded_to_the_command(trees, mode):
     assert t.wait(timeout=10) == 5
 
 
+@pytest.mark.parametrize("mode", CONTAINING)
+def test_sigkill_goes_to_the_command_not_the_keeper(trees, pipe, mode):
+    t, pids = start_daemonizer(trees, pipe, mode)
+    t.send_signal(signal.SIGKILL)
+    assert t.wait(timeout=10) == -signal.SIGKILL
+    assert wait_gone([pids["daemon"]], 3.0)  # the keeper lived to end the leftovers
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_nested_trees_are_removed_with_the_outer_one(trees, pipe):
+    r, w = pipe
+    inner = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); from proctree._spawn import spawn; "
+             "t = spawn(['sleep', '300'], contain='cgroup'); "
+             "os.write(int(sys.argv[2]), b'inner %d\\n' % t.pid); time.sleep(300)")
+    root = os.path.dirname(os.path.dirname(proctree.__file__))
+    t = spawn([sys.executable, "-c", inner, root, str(w)], contain="cgroup", pass_fds=(w,))
+    trees.append(t)
+    os.close(w)
+    pid = read_lines(r, 1)["inner"]
+    assert _cgroup.own_cgroup(pid).startswith(_cgroup.own_cgroup(t.pid) + "/proctree-")
+    rep = t.terminate(grace=1)
+    assert rep.ok and pid in {p.pid for p in rep.found}
+    assert not os.path.exists(t.cgroup)
+
+
 def test_context_manager_tears_down(pipe):
     r, w = pipe
     with spawn([sys.executable, "-c", DAEMONIZER, str(w), "0", "sleep"], pass_fds=(w,)) as t:
