@@ -411,4 +411,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # the helpers are already ended by main()'s finally
+        sys.exit(130)
