@@ -25,7 +25,7 @@ import os
 import select
 import signal
 import time
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from . import _binding, _exitwait, _membership, _signals
 from ._errors import AccessDenied, NoSuchProcess
@@ -52,6 +52,17 @@ class _Wait(NamedTuple):
 
     fd: Optional[int]
     timeout: float
+
+
+class _Call(NamedTuple):
+    """A blocking call (a snapshot of a big table, a group signal) for the driver to run.
+
+    The sync driver calls it inline; the async driver runs it in a worker
+    thread (the C core releases the GIL), so the loop keeps running. Its
+    result, or exception, is sent back into the engine.
+    """
+
+    fn: Callable[[], Any]
 
 
 def _validated(pid, grace, include_root, signal_group, max_procs):
@@ -174,14 +185,15 @@ class _Teardown:
                 self._ended(m)
 
     def _rescan(self, late, kin=True):
-        """Take a snapshot and add members not seen before. Returns the new _Members.
+        """Take a snapshot and add members not seen before (a generator: use
+        `yield from`). Returns the new _Members.
 
         kin=False follows parent links only: enough for the periodic rescans,
         whose job is to catch forks of live members, and it skips a pass over
         the whole table.
         """
         t = time.monotonic()
-        snap = self.last_snap = _binding.snapshot()
+        snap = self.last_snap = yield _Call(_binding.snapshot)
         self.scan_cost = time.monotonic() - t
         sel = _membership.select(
             snap, self.anchors, self.guard.protected, self.max_procs, self.owners if kin else None
@@ -189,7 +201,12 @@ class _Teardown:
         self.truncated = self.truncated or sel.truncated
         for p in sel.spared:
             self.spared[p.pid] = p
-        return [self._add(p, late) for p in sel.new]
+        added = []
+        for i, p in enumerate(sel.new):
+            added.append(self._add(p, late))
+            if i % BATCH == BATCH - 1:
+                yield _Wait(None, 0)
+        return added
 
     def _leader_present(self):
         """True if a member that led its group or session still holds its pid (alive or zombie)."""
@@ -253,12 +270,11 @@ class _Teardown:
         root_member = None
         if self.include_root:
             root_member = self.root_member = self._add(root, late=False)
-        first = self._rescan(late=False)
-        yield _Wait(None, 0)
+        first = yield from self._rescan(late=False)
 
         # 2. Hang up the root's group, then TERM + CONT every member.
         if root_member is not None and self.signal_group:
-            self._hangup_group(root_member)
+            yield from self._hangup_group(root_member)
         polite = ([root_member] if root_member else []) + first
         yield from self._polite(polite)
 
@@ -279,7 +295,7 @@ class _Teardown:
                 # leader still present: look once more if one is.
                 if not self._leader_present():
                     break
-                late = self._rescan(late=True)
+                late = yield from self._rescan(late=True)
                 if not late:
                     break
                 yield from self._polite(late)
@@ -288,7 +304,7 @@ class _Teardown:
             if now >= deadline:
                 break
             if now >= next_scan:
-                late = self._rescan(late=True, kin=False)
+                late = yield from self._rescan(late=True, kin=False)
                 yield from self._polite(late)
                 # Back off, and never spend more than about a fifth of the wait
                 # scanning (a snapshot of a big machine takes milliseconds).
@@ -315,7 +331,8 @@ class _Teardown:
             self.group_note = f"skipped: group {pgid} holds the caller or an ancestor"
         else:
             self.group_ok = True
-            outcome = _signals.send_group(pgid, signal.SIGHUP, self.guard, root_member.target)
+            target = root_member.target
+            outcome = yield _Call(lambda: _signals.send_group(pgid, signal.SIGHUP, self.guard, target))
             self.group_note = f"SIGHUP to group {pgid}: {outcome}"
 
     def _kill_group(self):
@@ -328,7 +345,7 @@ class _Teardown:
         if not (self.truncated and self.group_ok and root is not None and root.target is not None):
             return
         try:
-            outcome = _signals.send_group(root.proc.pid, signal.SIGKILL, self.guard, root.target)
+            outcome = yield _Call(lambda: _signals.send_group(root.proc.pid, signal.SIGKILL, self.guard, root.target))
         except ValueError as exc:  # the guard says no (a protected process joined)
             outcome = str(exc)
         self.group_note += f"; SIGKILL to group {root.proc.pid} (truncated): {outcome}"
@@ -350,20 +367,20 @@ class _Teardown:
             while not self._all_stopped() and time.monotonic() < until:
                 yield _Wait(None, 0.001)
             self._collect()
-            if not self._rescan(late=True):
+            if not (yield from self._rescan(late=True)):
                 break
         for i, m in enumerate(self._live()):
             self._signal(m, signal.SIGKILL)
             if i % BATCH == BATCH - 1:
                 yield _Wait(None, 0)
-        self._kill_group()
+        yield from self._kill_group()
         until = time.monotonic() + KILL_CONFIRM
         while self._live() and time.monotonic() < until:
             self._collect()
             if self._live():
                 yield self._wait_spec(until)
         # Anything that slipped in at the last moment gets the same, once more.
-        for m in self._rescan(late=True):
+        for m in (yield from self._rescan(late=True)):
             self._signal(m, signal.SIGKILL)
         until = time.monotonic() + 0.2
         while self._live() and time.monotonic() < until:
@@ -490,8 +507,16 @@ def terminate_tree(pid, *, grace=2.0, include_root=True, signal_group=True, max_
     try:
         req = next(gen)
         while True:
-            _block(req)
-            req = gen.send(None)
+            if isinstance(req, _Call):
+                try:
+                    value = req.fn()
+                except Exception as exc:
+                    req = gen.throw(exc)
+                    continue
+                req = gen.send(value)
+            else:
+                _block(req)
+                req = gen.send(None)
     except StopIteration as done:
         return done.value
     except BaseException:
@@ -511,8 +536,16 @@ async def terminate_tree_async(pid, *, grace=2.0, include_root=True, signal_grou
     try:
         req = next(gen)
         while True:
-            await _wait_async(loop, req)
-            req = gen.send(None)
+            if isinstance(req, _Call):
+                try:
+                    value = await loop.run_in_executor(None, req.fn)
+                except Exception as exc:
+                    req = gen.throw(exc)
+                    continue
+                req = gen.send(value)
+            else:
+                await _wait_async(loop, req)
+                req = gen.send(None)
     except StopIteration as done:
         return done.value
     except BaseException:

@@ -193,6 +193,9 @@ def drive(world, monkeypatch, pid=100, grace=1.0, include_root=True, signal_grou
         while True:
             steps += 1
             assert steps < 10000, "the state machine does not finish"
+            if isinstance(req, _teardown._Call):
+                req = gen.send(req.fn())
+                continue
             world.now += max(req.timeout, 0.0)
             req = gen.send(None)
     except StopIteration as done:

@@ -13,6 +13,7 @@ import signal
 import pytest
 
 import proctree
+from proctree import _signals
 from treekit import run_in_pid_namespace
 
 # Helpers every namespace script starts with: a canary that records every
@@ -195,6 +196,7 @@ def test_bad_input_never_reaches_a_signal_call(monkeypatch, call):
 
     monkeypatch.setattr(os, "kill", tripwire)
     monkeypatch.setattr(os, "killpg", tripwire)
+    monkeypatch.setattr(_signals, "_killpg", tripwire)
     monkeypatch.setattr(signal, "pidfd_send_signal", tripwire)
     with pytest.raises((ValueError, TypeError)):
         call()
