@@ -4,7 +4,6 @@ Each platform section defines the same functions:
   watch_owner(pid) -> object with fileno() that polls readable once pid has exited, or None
   parent_death_signal(sig) -> bool   ask for sig when our parent goes (a wakeup only)
   become_subreaper() -> None         raise OSError where it is impossible
-  fork_into_cgroup(dir) -> pid, 0 in the child, or None where the kernel cannot
 
 The proof of the owner's death is always ``os.getppid() != owner``: the keeper's
 parent is the owner, and a child is only reparented away from a process when
@@ -20,8 +19,6 @@ import sys
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-# clone3 has the same number on every architecture (it postdates the split tables).
-SYS_CLONE3 = 435
 
 _libc = None
 
@@ -77,39 +74,6 @@ if sys.platform.startswith("linux"):
     def become_subreaper():
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
-    def fork_into_cgroup(cgroup_dir):
-        """fork() straight into a cgroup (clone3 + CLONE_INTO_CGROUP, Linux 5.7+): pid, 0 in the child, or None.
-
-        Why not fork and write cgroup.procs: a migration takes the cgroup
-        threadgroup rwsem for writing, which waits for an RCU grace period
-        (7 ms idle, far more under load) unless another migration just
-        happened; forking into the cgroup takes it only for reading.
-        Only for a single-threaded caller that execs or _exits in the child
-        (like vfork): Python's after-fork hooks do not run there.
-        """
-        if os.environ.get("PROCTREE_NO_CLONE3") == "1":  # tests: the pre-5.7 path
-            return None
-        import ctypes
-
-        global _libc
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        try:
-            fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        pid = -1
-        try:
-            # struct clone_args: eleven u64 fields (linux/sched.h, CLONE_ARGS_SIZE_VER2).
-            args = (ctypes.c_uint64 * 11)(0x200000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, fd)  # CLONE_INTO_CGROUP, SIGCHLD
-            _libc.syscall.restype = ctypes.c_long
-            pid = _libc.syscall(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(88))
-        finally:
-            if pid != 0:  # the child keeps it until exec (it is close-on-exec)
-                os.close(fd)
-        # < 0: ENOSYS/E2BIG/EINVAL before Linux 5.7; the caller falls back to fork + cgroup.procs.
-        return pid if pid >= 0 else None
-
 elif sys.platform == "darwin" or "bsd" in sys.platform:
 
     def watch_owner(pid):
@@ -130,9 +94,6 @@ elif sys.platform == "darwin" or "bsd" in sys.platform:
     def become_subreaper():
         raise OSError(95, "child subreapers are Linux-only (PR_SET_CHILD_SUBREAPER)")
 
-    def fork_into_cgroup(cgroup_dir):
-        return None
-
 else:  # fallbacks: the keeper polls getppid()
 
     def watch_owner(pid):
@@ -143,6 +104,3 @@ else:  # fallbacks: the keeper polls getppid()
 
     def become_subreaper():
         raise OSError(95, f"child subreapers are not available on {sys.platform}")
-
-    def fork_into_cgroup(cgroup_dir):
-        return None

@@ -180,17 +180,42 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
     else:  # every inheritable fd goes through anyway (and Popen warns about pass_fds)
         os.set_inheritable(w, True)
         pass_fds = tuple(kw.pop("pass_fds", ()))
+    go_r = go_w = None
+    if cgroup is not None:
+        go_r, go_w = os.pipe()
+        if kw.get("close_fds", True):
+            pass_fds += (go_r,)
+        else:
+            os.set_inheritable(go_r, True)
     owner_pid = os.getpid()
-    cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), mode, str(owner_pid), repr(grace),
-           "1" if keep_orphans else "0", cgroup or "-", "1" if restore_signals else "0",
-           exe, "--", *argv]
+    cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), str(go_r) if go_r is not None else "-", mode,
+           str(owner_pid), repr(grace), "1" if keep_orphans else "0", cgroup or "-",
+           "1" if restore_signals else "0", exe, "--", *argv]
     try:
         popen = subprocess.Popen(cmd, env=env, pass_fds=pass_fds, **kw)
     except BaseException:
-        os.close(r)
-        os.close(w)
+        for fd in (r, w, go_r, go_w):
+            if fd is not None:
+                os.close(fd)
         raise
     os.close(w)
+    moved = None
+    if cgroup is not None:
+        os.close(go_r)
+        # Move the keeper in while its interpreter starts: the move waits for an
+        # RCU grace period (~7 ms idle), which this overlaps; the command is then
+        # born in the cgroup, and the keeper moves itself back out.
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
+            moved = True
+        except OSError as exc:
+            moved = exc
+        try:
+            os.write(go_w, b"1" if moved is True else b"0")
+        except OSError:
+            pass  # the keeper is gone already; its status says why
+        os.close(go_w)
     tree = Tree(args, popen, r, mode, reason, marker, cgroup, grace, keep_orphans)
     try:
         line = tree._next_line(time.monotonic() + START_TIMEOUT)
@@ -216,6 +241,9 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
         msg = os.strerror(code) if code else "unknown error"
         if stage == "exec":
             raise OSError(code, msg, exe)  # FileNotFoundError/PermissionError, as Popen
+        if stage == "cgroup" and isinstance(moved, OSError):
+            raise ContainmentUnavailable(moved.errno, f"contain='cgroup' failed: cannot move the keeper into "
+                                                      f"{cgroup}: {moved.strerror}") from moved
         if stage in ("cgroup", "subreaper"):
             raise ContainmentUnavailable(code, f"contain={mode!r} failed in the keeper: {msg} ({stage})")
         raise OSError(code, f"the keeper could not start the command ({stage}): {msg}")
