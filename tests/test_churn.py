@@ -25,7 +25,7 @@ import pytest
 
 import proctree
 from proctree._model import STATES
-from test_parse import read_all
+from test_parse import read_all, read_proc
 from test_snapshot import PRELUDE, Spawner, spawn  # noqa: F401  (spawn is a fixture)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc churn")
@@ -309,6 +309,7 @@ for i in range(N):
     if i % 2:
         stable.append(pid)
 report(os.getpid())
+report(*stable)
 churn(WIDTH)
 for _ in range(N):
     try:
@@ -327,11 +328,27 @@ def test_parent_with_more_than_a_thousand_children(spawn, monkeypatch):
     real = _binding.child_pids
     monkeypatch.setattr(_binding, "child_pids", lambda pid: reads.append(pid) or real(pid))
     n = 1500
-    body = f"N, MORTAL, WIDTH, LIFETIME = {n}, 10, 10, 30\n" + textwrap.dedent(BIG)
-    root, _ = spawn.start(body, lines=1, timeout=60)
+    body = f"N, MORTAL, WIDTH, LIFETIME = {n}, 6, 10, 30\n" + textwrap.dedent(BIG)
+    root, [_, stable_line] = spawn.start(body, lines=2, timeout=60)
+    stable = set(stable_line)
+    assert len(stable) == n // 2
     with open(f"/proc/{root}/task/{root}/children", "rb") as f:
         assert len(f.read()) > 4096  # the list spans pages: read() returns it in chunks
-    calls, misses = loop_calls(root, 6, proctree.children, "children", direct=True, naive=naive_descendants)
-    print(f"1,500 children: {calls} checked calls ({len(reads)} list reads: retries and scans happen); "
-          f"a naive read missed a stable child in {misses} of {(calls + 3) // 4}")
+    # The odd children never exit, so they are the stable set without any
+    # reference read; that keeps the loop tight (more calls, more chances to
+    # race an exit). That they really stayed is checked at the end.
+    calls = naive_misses = 0
+    for _ in loop_until(6, 10):
+        got = {p.pid for p in proctree.children(root)}
+        missing = stable - got
+        assert not missing, f"children({root}) omitted {len(missing)} stable children: {sorted(missing)[:10]}"
+        calls += 1
+        if calls % 4 == 0:
+            naive_misses += bool(stable - set(real(root)))  # the kernel list read without verification
+    print(f"1,500 children: {calls} calls ({len(reads)} list reads: retries and scans happen); "
+          f"the unverified list missed a stable child in {naive_misses} of {calls // 4}")
     loop_calls(root, 3, proctree.descendants, "descendants")
+    for pid, start in spawn.known:
+        if pid in stable:
+            row = read_proc(pid)
+            assert row is not None and row[6] == start and row[1] == root, "a stable child did not stay"
