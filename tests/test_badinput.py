@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -169,3 +170,33 @@ def test_no_crash_in_a_fresh_interpreter():
                        cwd="/", env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+@pytest.fixture
+def thread_id():
+    """The kernel id of a live thread of this process that is not its main thread."""
+    import threading
+
+    release = threading.Event()
+    ids = []
+    t = threading.Thread(target=lambda: (ids.append(threading.get_native_id()), release.wait(60)))
+    t.start()
+    try:
+        while not ids:
+            time.sleep(0.001)
+        yield ids[0]
+    finally:
+        release.set()
+        t.join()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux thread ids share the pid space")
+@pytest.mark.xfail(strict=True, reason="BUG: /proc/<tid>/stat answers for a non-leader thread id, so proc(tid) "
+                                       "returns a 'process' that snapshot() does not list, and children()/"
+                                       "descendants() return [] instead of raising")
+@pytest.mark.parametrize("func", FUNCS, ids=FUNC_IDS)
+def test_thread_id_is_not_a_pid(func, thread_id):
+    assert thread_id != os.getpid()
+    assert thread_id not in proctree.snapshot()
+    with pytest.raises(NoSuchProcess):
+        func(thread_id)
