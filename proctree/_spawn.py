@@ -449,7 +449,8 @@ class Tree:
         with self._lock:
             t0 = time.monotonic()
             if self.cgroup is not None:
-                rep = self._report_from(_keeper.teardown(None, grace, cgroup=self.cgroup, protect=_protected()))
+                rep = self._report_from(_keeper.teardown(None, grace, cgroup=self.cgroup,
+                                                        protect=_protected() | {self.keeper_pid}))
             elif self._keeper_is_ours():
                 engine = _teardown_engine()
                 rep = None
