@@ -216,6 +216,29 @@ int pt_snapshot(struct pt_proc *out, int cap)
     return rc != 0 ? rc : count;
 }
 
+/* Returns 0 if pid is a thread group leader (a process), -ESRCH if it is another thread or gone, or -errno. */
+static int check_leader(int32_t pid)
+{
+    char path[48], buf[STAT_BUF];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
+    /* Tgid is the fourth line, well inside the first read: Name (at most 64
+     * bytes, escaped x2 at worst), Umask, State, Tgid. */
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int err = n < 0 ? errno : 0;
+    close(fd);
+    if (n < 0)
+        return (err == ESRCH || err == ENOENT) ? -ESRCH : -err;
+    buf[n] = '\0';
+    const char *t = strstr(buf, "\nTgid:");
+    if (!t)
+        return n == 0 ? -ESRCH : -EIO;
+    long tgid = strtol(t + 6, NULL, 10);
+    return tgid == pid ? 0 : -ESRCH;
+}
+
 /* Returns 0 with *out filled for pid, -ESRCH, or -errno; also fills *extra. */
 static int read_pid_stat(int32_t pid, struct pt_proc *out, struct stat_extra *extra)
 {
@@ -223,7 +246,13 @@ static int read_pid_stat(int32_t pid, struct pt_proc *out, struct stat_extra *ex
     if (pid <= 0)
         return -ESRCH;
     int len = snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
-    return read_process_at(AT_FDCWD, dir, (size_t)len, out, extra);
+    int rc = read_process_at(AT_FDCWD, dir, (size_t)len, out, extra);
+    /* /proc/<tid> answers for any thread, though readdir lists only processes:
+     * a thread id is not a pid. Only a multi-threaded process can be asked about
+     * by a thread id, so only those pay for the Tgid check. */
+    if (rc == 0 && extra->num_threads > 1)
+        rc = check_leader(pid);
+    return rc;
 }
 
 int pt_proc(int32_t pid, struct pt_proc *out)

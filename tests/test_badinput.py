@@ -191,9 +191,6 @@ def thread_id():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux thread ids share the pid space")
-@pytest.mark.xfail(strict=True, reason="BUG: /proc/<tid>/stat answers for a non-leader thread id, so proc(tid) "
-                                       "returns a 'process' that snapshot() does not list, and children()/"
-                                       "descendants() return [] instead of raising")
 @pytest.mark.parametrize("func", FUNCS, ids=FUNC_IDS)
 def test_thread_id_is_not_a_pid(func, thread_id):
     assert thread_id != os.getpid()
