@@ -3,8 +3,10 @@
 One implementation, a step-wise state machine (_Teardown.steps, a generator),
 with two faces: terminate_tree drives it with blocking waits, and
 terminate_tree_async drives it from the asyncio loop (waits become
-add_reader/sleep, long loops yield to the loop every few dozen members), so
-the loop is never blocked for long.
+add_reader/sleep, blocking calls run in a worker thread, long loops yield to
+the loop every few dozen members), so the loop is never blocked for long.
+The engine only ever yields two kinds of request, _Wait and _Call; all
+decisions are the engine's, none the drivers'.
 
 The policy (docs/teardown.md says why):
   1. take the tree (one snapshot) before signalling anything, by identity;
@@ -21,7 +23,6 @@ verified group, the caller or an ancestor (refused up front, and guarded at
 every send); block the event loop; hold more than max_procs members.
 """
 import asyncio
-import os
 import select
 import signal
 import time
@@ -89,7 +90,7 @@ class _Member:
 
 
 class _Teardown:
-    """One teardown. steps() yields _Wait requests and returns the TeardownReport."""
+    """One teardown. steps() yields _Wait and _Call requests and returns the TeardownReport."""
 
     def __init__(self, pid, grace, include_root, signal_group, max_procs):
         self.pid = pid
