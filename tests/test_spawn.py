@@ -599,3 +599,57 @@ def test_tree_is_exported_type(trees):
     trees.append(t)
     assert isinstance(t, Tree)
     t.wait(timeout=10)
+
+
+PTY_OWNER = textwrap.dedent(r"""
+    import os, sys
+    sys.path.insert(0, sys.argv[1])
+    from proctree._spawn import spawn
+    # We lead a session whose controlling terminal is the pty; the tree must not
+    # be in it, so job control (SIGTTIN/SIGTTOU) can never stop it.
+    t = spawn(["sh", "-c", "read x; echo got:$x; exec cat /proc/self/stat"], contain=sys.argv[2])
+    print("spawned", t.pid, flush=True)
+    rc = t.wait(timeout=20)
+    print("rc", rc, flush=True)
+""")
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_tree_has_no_controlling_terminal_but_can_use_the_tty(mode):
+    import pty
+
+    root = os.path.dirname(os.path.dirname(proctree.__file__))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader with the pty as its controlling terminal
+        try:
+            os.execv(sys.executable, [sys.executable, "-c", PTY_OWNER, root, mode])
+        finally:
+            os._exit(127)
+    out = b""
+    try:
+        deadline = time.monotonic() + 30
+        sent = False
+        while time.monotonic() < deadline and b"rc " not in out:
+            if b"spawned" in out and not sent:
+                os.write(fd, b"hi\n")
+                sent = True
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)  # our own pty child; its keeper then ends the tree
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
+    text = out.decode(errors="replace")
+    assert "got:hi" in text and "rc 0" in text, text
+    stat = next(line for line in text.splitlines() if ") " in line and line.split()[0].isdigit())
+    fields = stat.rsplit(")", 1)[1].split()
+    assert fields[4] == "0", f"tty_nr should be 0 (no controlling terminal): {stat}"
