@@ -110,6 +110,15 @@ def test_zombie_counts_as_gone(kit):
     assert not report.killed and report.elapsed < HANG
 
 
+def test_orphan_whose_parent_died_is_found_through_the_session(kit):
+    tree = kit.orphan_in_session()
+    orphan = proctree.proc(tree.role("orphan"))
+    assert orphan.ppid != tree.root and orphan.sid == tree.root
+    report = proctree.terminate_tree(tree.root, grace=60)
+    assert_all_gone(tree, report)
+    assert orphan.identity in {p.identity for p in report.found}
+
+
 def test_chain_300_deep(kit):
     tree = kit.chain(300)
     report = proctree.terminate_tree(tree.root, grace=60)

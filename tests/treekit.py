@@ -322,6 +322,20 @@ class Kit:
             extra_args=(width,),
         )
 
+    def orphan_in_session(self):
+        """A grandchild whose parent exited: reparented away, still in the root's session."""
+        return self.start(
+            """
+            say("root")
+            def middle():
+                say("orphan", child(idle))
+            m = child(middle)
+            os.waitpid(m, 0)  # the middle is gone: its child reparented to init (or a subreaper)
+            ready()
+            idle()
+            """
+        )
+
     def thread_forker(self, n=3):
         """Children forked by a non-main thread (their parent link names a thread's list)."""
         return self.start(
