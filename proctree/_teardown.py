@@ -355,6 +355,7 @@ class _Teardown:
         """SIGSTOP until the tree is closed (nothing new while all are stopped), then SIGKILL."""
         self.killing = True
         frozen = set()
+        closed = False  # a rescan found nothing new while every member was stopped
         for _ in range(FREEZE_ROUNDS):
             for i, m in enumerate(self._live()):
                 if m.proc.identity not in frozen:
@@ -365,10 +366,13 @@ class _Teardown:
             # Wait (briefly) until each frozen member shows as stopped: only
             # then can a rescan be sure it forks no more.
             until = time.monotonic() + FREEZE_WAIT
-            while not self._all_stopped() and time.monotonic() < until:
+            stopped = self._all_stopped()
+            while not stopped and time.monotonic() < until:
                 yield _Wait(None, 0.001)
+                stopped = self._all_stopped()
             self._collect()
             if not (yield from self._rescan(late=True)):
+                closed = stopped
                 break
         for i, m in enumerate(self._live()):
             self._signal(m, signal.SIGKILL)
@@ -380,7 +384,10 @@ class _Teardown:
             self._collect()
             if self._live():
                 yield self._wait_spec(until)
-        # Anything that slipped in at the last moment gets the same, once more.
+        if closed:
+            return  # nothing could fork after that scan: there is nothing left to find
+        # Not provably closed (a member never showed as stopped, or the rounds
+        # ran out): anything that slipped in gets the same, once more.
         for m in (yield from self._rescan(late=True)):
             self._signal(m, signal.SIGKILL)
         until = time.monotonic() + 0.2
