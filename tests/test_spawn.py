@@ -658,3 +658,24 @@ def test_tree_has_no_controlling_terminal_but_can_use_the_tty(mode):
     stat = next(line for line in text.splitlines() if ") " in line and line.split()[0].isdigit())
     fields = stat.rsplit(")", 1)[1].split()
     assert fields[4] == "0", f"tty_nr should be 0 (no controlling terminal): {stat}"
+
+
+@pytest.mark.parametrize("args, kw", [
+    (["echo", "plain"], {}),
+    ([b"echo", b"bytes"], {}),
+    ("echo $0 from-shell", {"shell": True}),
+    (["foo", "bar"], {"executable": "echo"}),
+])
+def test_args_behave_as_with_popen(trees, args, kw):
+    expected = subprocess.run(args, stdout=subprocess.PIPE, timeout=10, **kw).stdout
+    t = spawn(args, stdout=subprocess.PIPE, **kw)
+    trees.append(t)
+    assert t.communicate(timeout=10)[0] == expected
+
+
+@pytest.mark.parametrize("args", [[], ["echo", 3], ["echo", "a\0b"]])
+def test_bad_args_raise_what_popen_raises(args):
+    with pytest.raises(Exception) as popen_err:
+        subprocess.Popen(args)
+    with pytest.raises(type(popen_err.value)):
+        spawn(args)
