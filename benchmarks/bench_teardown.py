@@ -259,7 +259,8 @@ def main(argv=None):
     out.write(
         f"{'## ' if md else ''}proctree teardown benchmark: {args.rounds} rounds, {n_cpu} CPUs, "
         f"Linux {os.uname().release}, Python {sys.version.split()[0]}, psutil {psutil.__version__}, "
-        f"pidfds {'on' if proctree._signals.pidfds_available() else 'off'}\n"
+        f"pidfds {'on' if proctree._signals.pidfds_available() else 'off'}, "
+        f"load average {os.getloadavg()[0]:.1f} at the start\n"
     )
 
     # 1. Cooperative 100-process tree, wall time.
@@ -298,6 +299,7 @@ def main(argv=None):
     ]
     res = run_table(rows, 1000, max(3, args.rounds // 3), measure="cpu")
     print_table("3. 1,000-member tree: CPU time spent by the caller", res, "floor: killpg(SIGKILL) + pidfd poll", out, md)
+    out.write(f"\n{'' if md else ''}load average {os.getloadavg()[0]:.1f} at the end\n")
     return 0
 
 
