@@ -373,3 +373,22 @@ def test_async_cancel_kills_what_is_left_at_once(kit):
 def test_async_bad_input_raises_on_await():
     with pytest.raises(ValueError):
         asyncio.run(proctree.terminate_tree_async(1))
+
+
+# -- the kit itself --------------------------------------------------------------
+
+
+def test_kit_cleanup_takes_in_children_its_trees_did_not_report():
+    from treekit import Kit
+
+    k = Kit()
+    try:
+        tree = k.forker(limit=30)
+        os.kill(tree.root, signal.SIGTERM)  # the forker's cue: 30 unreported children
+        deadline = time.monotonic() + HANG
+        while len(proctree.children(tree.root)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        k.cleanup()
+    left = [p for p in proctree.snapshot().values() if (p.ppid == tree.root or p.sid == tree.root) and not p.is_zombie]
+    assert not left

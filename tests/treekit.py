@@ -5,8 +5,10 @@ through a pipe once they are in place (never guessed by sleeping), then a
 final "ready". The kit records each reported process by identity (pid + start
 time) as soon as it hears of it, and `cleanup()` (run by the `kit` fixture
 even when the test fails) SIGCONTs and SIGKILLs whichever of those are still
-the same process, then reaps its own children. It never signals anything it
-was not told about by its own trees.
+the same process, then reaps its own children. Before that it also takes in
+what the trees started without reporting (a forker's children): descendants
+of registered processes, and members of a session led by one of its roots
+while that root still holds its pid. It never signals anything else.
 
 Use:  from treekit import kit   # the fixture
       tree = kit.term_ignorer()
@@ -149,8 +151,25 @@ class Kit:
         """An environment in which a tree's own Python code can import proctree."""
         return dict(os.environ, PYTHONPATH=_CHECKOUT)
 
+    def _adopt_unreported(self):
+        """Register what our trees started without reporting (a forker's children):
+        descendants of registered processes, and members of the sessions our
+        roots lead while each root still holds its pid (alive or an unreaped zombie)."""
+        snap = proctree.snapshot()
+        sessions = {
+            p.pid for p in self.popens if p.pid in snap and snap[p.pid].start_time == self.known.get(p.pid)
+        }
+        for pid, st in list(self.known.items()):
+            if pid in snap and snap[pid].start_time == st:
+                for q in snap.descendants(pid):
+                    self.known.setdefault(q.pid, q.start_time)
+        for q in snap.values():
+            if q.sid in sessions and q.pid != os.getpid():
+                self.known.setdefault(q.pid, q.start_time)
+
     def cleanup(self):
-        """CONT + KILL every registered process that is still the same one; reap ours."""
+        """CONT + KILL every process of our trees that is still the same one; reap ours."""
+        self._adopt_unreported()
         for _ in range(3):
             left = self.still_alive()
             for pid in left:
