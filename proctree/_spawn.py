@@ -139,11 +139,21 @@ def spawn(args, *, contain="auto", grace=2.0, keep_orphans=False, tag=None, **po
     mode, reason, cgroup = _choose(contain, owner_pid, owner_start, tag)
     try:
         return _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans,
-                      restore_signals, marker, popen_kwargs)
+                      restore_signals, marker, dict(popen_kwargs))
+    except ContainmentUnavailable as exc:
+        if cgroup is not None:
+            _cgroup.remove(cgroup)
+        if contain != "auto" or mode != "cgroup":
+            raise
+        # The cgroup could be made but not entered (a delegation that allows
+        # mkdir but not the move): the command never started, so fall back.
+        fallback = f"cgroup: {exc.strerror}"
     except BaseException:
         if cgroup is not None:
             _cgroup.remove(cgroup)
         raise
+    return _start(args, argv, exe, env, "subreaper" if _LINUX else "session", fallback, None, grace,
+                  keep_orphans, restore_signals, marker, popen_kwargs)
 
 
 def _choose(contain, owner_pid, owner_start, tag):
@@ -199,25 +209,27 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
                 os.close(fd)
         raise
     os.close(w)
-    moved = None
-    if cgroup is not None:
-        os.close(go_r)
-        # Move the keeper in while its interpreter starts: the move waits for an
-        # RCU grace period (~7 ms idle), which this overlaps; the command is then
-        # born in the cgroup, and the keeper moves itself back out.
-        try:
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
-            moved = True
-        except OSError as exc:
-            moved = exc
-        try:
-            os.write(go_w, b"1" if moved is True else b"0")
-        except OSError:
-            pass  # the keeper is gone already; its status says why
-        os.close(go_w)
     tree = Tree(args, popen, r, mode, reason, marker, cgroup, grace, keep_orphans)
+    moved = None
     try:
+        if cgroup is not None:
+            os.close(go_r)
+            # Move the keeper in while its interpreter starts: the move waits for an
+            # RCU grace period (~7 ms idle), which this overlaps; the command is then
+            # born in the cgroup, and the keeper moves itself back out.
+            try:
+                try:
+                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                        f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
+                    moved = True
+                except OSError as exc:
+                    moved = exc
+                try:
+                    os.write(go_w, b"1" if moved is True else b"0")
+                except OSError:
+                    pass  # the keeper is gone already; its status says why
+            finally:
+                os.close(go_w)
         line = tree._next_line(time.monotonic() + START_TIMEOUT)
     except BaseException:
         tree._abandon()

@@ -8,6 +8,7 @@ test run's environment marker like every other process).
 import asyncio
 import errno
 import os
+import re
 import select
 import signal
 import subprocess
@@ -634,7 +635,7 @@ def test_tree_has_no_controlling_terminal_but_can_use_the_tty(mode):
     try:
         deadline = time.monotonic() + 30
         sent = False
-        while time.monotonic() < deadline and b"rc " not in out:
+        while time.monotonic() < deadline and not re.search(rb"rc -?[0-9]+\r?\n", out):
             if b"spawned" in out and not sent:
                 os.write(fd, b"hi\n")
                 sent = True
@@ -679,3 +680,26 @@ def test_bad_args_raise_what_popen_raises(args):
         subprocess.Popen(args)
     with pytest.raises(type(popen_err.value)):
         spawn(args)
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_cgroup_that_cannot_be_entered(monkeypatch, trees):
+    # A delegation can allow mkdir but not the move: the keeper is refused, the
+    # command never starts, "cgroup" says why and "auto" falls back.
+    import builtins
+
+    real_open = builtins.open
+
+    def refusing_open(path, *a, **kw):
+        if str(path).endswith("cgroup.procs") and "/proctree-" in str(path) and a[:1] == ("w",):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    before = cgroup_dirs()
+    with pytest.raises(ContainmentUnavailable, match="cannot move the keeper"):
+        spawn(["sleep", "60"], contain="cgroup")
+    t = spawn(["sleep", "60"])
+    trees.append(t)
+    assert t.mode == "subreaper" and "Permission denied" in t.mode_reason
+    assert cgroup_dirs() == before
