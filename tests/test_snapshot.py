@@ -188,8 +188,10 @@ def cross_check(compare, attempts=5):
     """Sandwich `compare` between two reference reads; return the stable set it checked.
 
     compare(stable) returns {pid: (field, ours, theirs)} mismatches. A state
-    can change twice between the reads (S -> R -> S), so pids whose only
-    mismatch is the state are re-checked; any other mismatch fails at once.
+    can change twice between the reads (S -> R -> S), and so can a kernel
+    worker's name (kworker/1:0-events -> -mm_percpu_wq -> -events: it names the
+    work queue it serves), so pids whose only mismatches are those are
+    re-checked; any other mismatch fails at once.
     """
     suspects = None
     for _ in range(attempts):
@@ -197,15 +199,22 @@ def cross_check(compare, attempts=5):
         result = compare.read()
         after = read_all()
         stable = {pid: row for pid, row in before.items() if after.get(pid) == row}
-        assert len(stable) >= 0.5 * len(before), "the machine is too busy to cross-check"
+        # Other work on a shared machine can make most rows unstable; the check is
+        # exact on whatever stayed, and callers require their own processes in it.
+        assert 1 in stable, "init changed between two reads?"
         bad = compare(stable, result)
-        hard = {pid: m for pid, m in bad.items() if any(f != "state" for f, _, _ in m)}
+        hard = {pid: m for pid, m in bad.items() if any(not volatile(f, stable[pid]) for f, _, _ in m)}
         assert not hard, f"mismatches on stable processes: {hard}"
         states = {pid for pid in bad}
         suspects = states if suspects is None else suspects & states
         if not suspects:
             return stable
-    raise AssertionError(f"state keeps disagreeing for {sorted(suspects)}: {bad}")
+    raise AssertionError(f"state (or kworker name) keeps disagreeing for {sorted(suspects)}: {bad}")
+
+
+def volatile(field, ref):
+    """Fields that may legitimately change and change back between two reads."""
+    return field == "state" or (field == "name" and ref[1] == 2)  # a kernel thread's name
 
 
 def leader_exited(pid):
