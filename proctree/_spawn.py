@@ -535,6 +535,17 @@ class Tree:
             os.close(self._status_fd)
             self._status_fd = None
 
+    def __del__(self):
+        # A dropped Tree keeps running until its owner dies (the keeper sees to
+        # that); only our end of the status pipe is released here.
+        fd = getattr(self, "_status_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            self._status_fd = None
+
     def __enter__(self):
         return self
 
