@@ -401,6 +401,9 @@ class _Keeper:
             self.say("err 0 owner")
             return 1
         if self.go_fd is not None and not self.wait_for_cgroup(self.go_fd):
+            if not self.owner_alive():  # it died mid-spawn: nobody else will remove the cgroup
+                self.leave_cgroup()
+                self.cleanup_cgroup()
             return 126
         started = self.start(exe, argv)
         # The command owns our stdio now; hold none of it ourselves, so the
