@@ -255,6 +255,20 @@ static int read_pid_stat(int32_t pid, struct pt_proc *out, struct stat_extra *ex
     return rc;
 }
 
+/* Returns 0 with *out's stat fields (not uid) filled for pid, -ESRCH if it is gone or not a process, or -errno.
+ * For pt_children's before/after reads, which need identity and threads, not the owner. */
+static int read_pid_stat_only(int32_t pid, struct pt_proc *out, struct stat_extra *extra)
+{
+    char path[48];
+    if (pid <= 0)
+        return -ESRCH;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int rc = read_stat_at(AT_FDCWD, path, out, extra);
+    if (rc == 0 && extra->num_threads > 1)
+        rc = check_leader(pid);
+    return rc;
+}
+
 int pt_proc(int32_t pid, struct pt_proc *out)
 {
     struct stat_extra extra;
@@ -410,7 +424,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     struct stat_extra xb, xa;
     char path[64];
     int n = 0;
-    int rc = read_pid_stat(pid, &before, &xb);
+    int rc = read_pid_stat_only(pid, &before, &xb);
     if (rc != 0)
         return rc;
 
@@ -442,7 +456,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
         }
     }
 
-    rc = read_pid_stat(pid, &after, &xa);
+    rc = read_pid_stat_only(pid, &after, &xa);
     if (rc != 0)
         return rc;
     if (after.start_time != before.start_time)
