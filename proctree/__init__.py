@@ -1,30 +1,63 @@
 """proctree: stop a process and everything it started, and nothing else.
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
-descendants(), and the exceptions Error, NoSuchProcess, AccessDenied.
+descendants(); terminate_tree(), terminate_tree_async(), TeardownReport;
+spawn(), spawn_async(), Tree, ContainmentUnavailable; and the exceptions
+Error, NoSuchProcess, AccessDenied.
+
+The teardown and containment layers (and asyncio, which they use) load on
+first use, so `import proctree` stays cheap for code that only reads the table.
 """
+import importlib
+
 from ._errors import AccessDenied, Error, NoSuchProcess
 from ._model import Proc, Snapshot
-from ._report import TeardownReport
-from ._teardown import terminate_tree, terminate_tree_async
 from ._validate import check_pid as _check_pid
 
 __version__ = "0.1.0"
 
+# name -> the module that defines it, imported when the name is first used.
+_LAZY = {
+    "TeardownReport": "._report",
+    "terminate_tree": "._teardown",
+    "terminate_tree_async": "._teardown",
+    "ContainmentUnavailable": "._spawn",
+    "Tree": "._spawn",
+    "spawn": "._spawn",
+    "spawn_async": "._spawn",
+}
+
 __all__ = [
     "AccessDenied",
+    "ContainmentUnavailable",
     "Error",
     "NoSuchProcess",
     "Proc",
     "Snapshot",
     "TeardownReport",
+    "Tree",
     "children",
     "descendants",
     "proc",
     "snapshot",
+    "spawn",
+    "spawn_async",
     "terminate_tree",
     "terminate_tree_async",
 ]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'proctree' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 def snapshot():
