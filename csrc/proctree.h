@@ -22,7 +22,9 @@ struct pt_proc {
     int32_t sid;
     uint32_t uid;
     char state;
-    char _pad[3];
+    char leader_state; /* Linux: the state stat printed, the leader thread's (else 0) */
+    uint8_t threaded;  /* Linux: 1 if it had more than one thread when read (else 0) */
+    char _pad;
     uint64_t start_time;
     char name[PT_NAME_MAX]; /* NUL-terminated, truncated to fit */
 };
@@ -39,6 +41,12 @@ int pt_proc(int32_t pid, struct pt_proc *out);
  * than cap, -EAGAIN if the answer may be incomplete because pid's threads
  * changed during the read (retry or fall back to a scan), -ESRCH, or -errno. */
 int pt_children(int32_t pid, int32_t *out, int cap);
+
+/* Returns what pt_children returns, for the process in *parent, a row that
+ * pt_proc or pt_snapshot filled earlier: that row stands in for the read of
+ * the parent that pt_children starts with (its start time still has to match
+ * after the read, or the answer is -ESRCH). Saves one read per node in a walk. */
+int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap);
 
 /* Returns 0 with *out set to "now" in start_time units, or -errno. */
 int pt_now(uint64_t *out);

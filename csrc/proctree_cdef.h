@@ -9,7 +9,9 @@ struct pt_proc {
     int32_t sid;
     uint32_t uid;
     char state;
-    char _pad[3];
+    char leader_state;
+    uint8_t threaded;
+    char _pad;
     uint64_t start_time;
     char name[64];
 };
@@ -17,4 +19,5 @@ struct pt_proc {
 int pt_snapshot(struct pt_proc *out, int cap);
 int pt_proc(int32_t pid, struct pt_proc *out);
 int pt_children(int32_t pid, int32_t *out, int cap);
+int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap);
 int pt_now(uint64_t *out);

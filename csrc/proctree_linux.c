@@ -87,6 +87,8 @@ static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct s
     if (end - p < 3 || p[0] != ' ' || p[2] != ' ')
         return -EIO;
     out->state = p[1];
+    out->leader_state = p[1];
+    out->_pad = 0;
     extra->leader_state = p[1];
     p += 3; /* now at field 4 */
 
@@ -97,7 +99,10 @@ static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct s
         case F_PPID: out->ppid = (int32_t)v; break;
         case F_PGRP: out->pgid = (int32_t)v; break;
         case F_SESSION: out->sid = (int32_t)v; break;
-        case F_NUM_THREADS: extra->num_threads = v; break;
+        case F_NUM_THREADS:
+            extra->num_threads = v;
+            out->threaded = v > 1;
+            break;
         case F_STARTTIME: out->start_time = (uint64_t)v; break;
         default: break;
         }
@@ -418,17 +423,18 @@ static int live_thread_state(int32_t pid, char *state)
  * itself is the thread side: children move between a process's threads when a
  * thread exits, so it returns -EAGAIN when any thread it read exited meanwhile.
  */
-int pt_children(int32_t pid, int32_t *out, int cap)
+int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
 {
-    struct pt_proc before, after;
-    struct stat_extra xb, xa;
+    struct pt_proc after;
+    struct stat_extra xa;
     char path[64];
-    int n = 0;
-    int rc = read_pid_stat_only(pid, &before, &xb);
-    if (rc != 0)
-        return rc;
+    int32_t pid = parent->pid;
+    int n = 0, rc;
 
-    if (xb.num_threads == 1 && xb.leader_state != 'Z') {
+    if (!parent->threaded && parent->leader_state != 'Z') {
+        /* One thread when the row was read: a thread made since then can only
+         * hold children forked since then, and the leader's own children can
+         * move to it only if the leader exits, which the after-read catches. */
         snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
         rc = read_children_file(path, out, &n, cap);
         if (rc < 0)
@@ -451,7 +457,7 @@ int pt_children(int32_t pid, int32_t *out, int cap)
             if (alive < 0)
                 return alive;
             /* The leader of a live process stays listed as a zombie after it exits. */
-            if (!alive && !(tids[i] == pid && xb.leader_state == 'Z'))
+            if (!alive && !(tids[i] == pid && parent->leader_state == 'Z'))
                 return -EAGAIN;
         }
     }
@@ -459,13 +465,21 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     rc = read_pid_stat_only(pid, &after, &xa);
     if (rc != 0)
         return rc;
-    if (after.start_time != before.start_time)
+    if (after.start_time != parent->start_time)
         return -ESRCH; /* pid was reused: the process we were asked about is gone */
-    if (xb.leader_state != 'Z' && xa.leader_state == 'Z')
+    if (parent->leader_state != 'Z' && xa.leader_state == 'Z')
         return -EAGAIN; /* its leader exited: its children moved while we read */
-    if (xa.num_threads != xb.num_threads && (xa.num_threads > 1 || xb.num_threads > 1))
-        return -EAGAIN;
     return n;
+}
+
+int pt_children(int32_t pid, int32_t *out, int cap)
+{
+    struct pt_proc before;
+    struct stat_extra xb;
+    int rc = read_pid_stat_only(pid, &before, &xb);
+    if (rc != 0)
+        return rc;
+    return pt_children_of(&before, out, cap);
 }
 
 int pt_now(uint64_t *out)

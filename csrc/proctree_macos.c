@@ -356,10 +356,11 @@ static int ppid_of(int32_t pid, int32_t *ppid)
  * tracer's, so each listed pid's ppid is checked and the others dropped,
  * keeping children() consistent with snapshot().
  */
-/* Returns the number of direct children of pid written to out, -ENOBUFS if cap or more, -ESRCH, or -errno. */
-int pt_children(int32_t pid, int32_t *out, int cap)
+/* Returns the number of direct children of parent->pid written to out, -ENOBUFS if cap or more, -ESRCH, or -errno. */
+int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
 {
-    uint64_t before, after;
+    uint64_t before = parent->start_time, after;
+    int32_t pid = parent->pid;
     int32_t unused;
     int32_t one;
     int rc;
@@ -368,9 +369,6 @@ int pt_children(int32_t pid, int32_t *out, int cap)
         return -EINVAL;
     if (pid <= 0)
         return -ESRCH;
-    rc = start_and_ppid(pid, &before, &unused);
-    if (rc != 0)
-        return rc;
 
     /* With cap 0 there is no room: a one-slot probe says whether that is enough. */
     int32_t *buf = cap > 0 ? out : &one;
@@ -403,6 +401,21 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     if (after != before)
         return -ESRCH; /* pid was reused: the process we were asked about is gone */
     return kept;
+}
+
+/* Returns the number of direct children of pid written to out, -ENOBUFS if cap or more, -ESRCH, or -errno. */
+int pt_children(int32_t pid, int32_t *out, int cap)
+{
+    struct pt_proc parent;
+    int32_t unused;
+    if (pid <= 0)
+        return -ESRCH;
+    memset(&parent, 0, sizeof parent);
+    parent.pid = pid;
+    int rc = start_and_ppid(pid, &parent.start_time, &unused);
+    if (rc != 0)
+        return rc;
+    return pt_children_of(&parent, out, cap);
 }
 
 /* Returns 0 with *out set to now in microseconds since the epoch (start_time units), or -errno. */

@@ -56,9 +56,14 @@ def _row_to_proc(row):
 
 def proc(pid):
     """One process by pid (already validated). Raises NoSuchProcess/AccessDenied."""
+    return proc_row(pid)[0]
+
+
+def proc_row(pid):
+    """(Proc, raw row) for pid; the row can be handed to child_pids_of() later."""
     row = ffi.new("struct pt_proc *")
     check(lib.pt_proc(pid, row), pid)
-    return _row_to_proc(row)
+    return _row_to_proc(row), row
 
 
 # Start from room for the last table seen, so a busy machine rarely retries.
@@ -88,10 +93,19 @@ def snapshot():
 
 def child_pids(pid):
     """Pids of pid's direct children as the kernel lists them; may raise Incomplete."""
+    return _grow(lambda out, cap: lib.pt_children(pid, out, cap), pid)
+
+
+def child_pids_of(row):
+    """child_pids() for the process a proc_row() row describes, without reading it again."""
+    return _grow(lambda out, cap: lib.pt_children_of(row, out, cap), row.pid)
+
+
+def _grow(call, pid):
     cap = 256
     while True:
         out = ffi.new("int32_t[]", cap)
-        n = lib.pt_children(pid, out, cap)
+        n = call(out, cap)
         if n == -errno.ENOBUFS:
             cap *= 4
             continue

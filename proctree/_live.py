@@ -17,22 +17,25 @@ from ._errors import NoSuchProcess
 ATTEMPTS = 3
 
 
-def _verified_children(parent_pid):
-    """Direct children of parent_pid as Procs, or None if no consistent read was had."""
+def _verified_children(parent_row):
+    """Direct children of the process in parent_row as (Proc, row) pairs, or None
+    if no consistent read was had. Each child's row is the read that verified it,
+    and stands in for the first read of its own children (pt_children_of)."""
+    parent_pid = parent_row.pid
     for _ in range(ATTEMPTS):
         try:
-            pids = _binding.child_pids(parent_pid)
+            pids = _binding.child_pids_of(parent_row)
         except _binding.Incomplete:
             continue
         kids = []
         for pid in pids:
             try:
-                p = _binding.proc(pid)
+                p, row = _binding.proc_row(pid)
             except NoSuchProcess:
                 break
             if p.ppid != parent_pid:
                 break
-            kids.append(p)
+            kids.append((p, row))
         else:
             return kids
     return None
@@ -40,27 +43,27 @@ def _verified_children(parent_pid):
 
 def children(pid):
     """Direct children of pid (validated), as Procs."""
-    _binding.proc(pid)  # NoSuchProcess for a pid that is not there
+    _, row = _binding.proc_row(pid)  # NoSuchProcess for a pid that is not there
     try:
-        kids = _verified_children(pid)
+        kids = _verified_children(row)
     except NoSuchProcess:
         raise NoSuchProcess(pid) from None
     if kids is None:
         return _binding.snapshot().children(pid)
-    return kids
+    return [p for p, _ in kids]
 
 
 def descendants(pid):
     """Every process below pid (validated), breadth-first, pid excluded."""
-    _binding.proc(pid)
+    _, root_row = _binding.proc_row(pid)
     out = []
     seen = {pid}
-    queue = deque([pid])
+    queue = deque([root_row])
     first = True
     while queue:
-        parent = queue.popleft()
+        parent_row = queue.popleft()
         try:
-            kids = _verified_children(parent)
+            kids = _verified_children(parent_row)
         except NoSuchProcess:
             if first:
                 raise NoSuchProcess(pid) from None
@@ -68,9 +71,9 @@ def descendants(pid):
         first = False
         if kids is None:
             return _binding.snapshot().descendants(pid)
-        for k in kids:
-            if k.pid not in seen:
-                seen.add(k.pid)
-                out.append(k)
-                queue.append(k.pid)
+        for p, row in kids:
+            if p.pid not in seen:
+                seen.add(p.pid)
+                out.append(p)
+                queue.append(row)
     return out
