@@ -32,6 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import proctree  # noqa: E402
+from proctree import _signals  # noqa: E402
 
 try:
     import psutil
@@ -259,7 +260,7 @@ def main(argv=None):
     out.write(
         f"{'## ' if md else ''}proctree teardown benchmark: {args.rounds} rounds, {n_cpu} CPUs, "
         f"Linux {os.uname().release}, Python {sys.version.split()[0]}, psutil {psutil.__version__}, "
-        f"pidfds {'on' if proctree._signals.pidfds_available() else 'off'}, "
+        f"pidfds {'on' if _signals.pidfds_available() else 'off'}, "
         f"load average {os.getloadavg()[0]:.1f} at the start\n"
     )
 

@@ -219,6 +219,19 @@ def _killpg(pgid, sig):
     _libc_killpg(pgid, sig)
 
 
+def reap_zombie_child(pid):
+    """Reap pid, which the caller just saw as its own zombie child (right start time).
+
+    Nobody else can wait for the caller's child, and its pid cannot be reused
+    before it is reaped, so no re-check is needed. Returns its returncode or None.
+    """
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if got else None
+
+
 def reap_if_own_child(target, me):
     """Reap target if it is the caller's own exited child. Returns its returncode or None.
 

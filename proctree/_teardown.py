@@ -175,7 +175,10 @@ class _Teardown:
             p = snap.get(m.proc.pid) if snap is not None else None
             if p is None or p.start_time != m.proc.start_time or p.ppid != me:
                 continue
-            code = _signals.reap_if_own_child(_signals.Target(m.proc, None), me)
+            if p.is_zombie:  # seen as our zombie: one waitpid, no re-read
+                code = _signals.reap_zombie_child(p.pid)
+            else:
+                code = _signals.reap_if_own_child(_signals.Target(m.proc, None), me)
             if code is not None:
                 self.reaped[m.proc.pid] = code
 

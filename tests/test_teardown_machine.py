@@ -120,6 +120,12 @@ class FakeSignals:
                 self.w.deliver(p.pid, sig)
         return self.SENT
 
+    def reap_zombie_child(self, pid):
+        p = self.w.procs.get(pid)
+        assert p is not None and p.ppid == ME and p.is_zombie, f"reaped {pid}, not our zombie"
+        del self.w.procs[pid]
+        return 0
+
     def reap_if_own_child(self, target, me):
         p = self.w.procs.get(target.proc.pid)
         if p is not None and p.ppid == me and p.is_zombie:

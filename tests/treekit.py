@@ -170,7 +170,10 @@ class Kit:
     def cleanup(self):
         """CONT + KILL every process of our trees that is still the same one; reap ours."""
         self._adopt_unreported()
-        for _ in range(3):
+        # Until they are gone (zombies count): a loaded machine can take a
+        # while to run a few hundred exits.
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
             left = self.still_alive()
             for pid in left:
                 if pid in (0, 1, os.getpid()):
@@ -182,7 +185,7 @@ class Kit:
                     pass
             if not left:
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
         for p in self.popens:
             try:
                 p.wait(timeout=5)
