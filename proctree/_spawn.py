@@ -299,15 +299,13 @@ class Tree:
 
     # -- status channel -----------------------------------------------------
     def _next_line(self, deadline):
-        """The next status line from the keeper, None at EOF; TimeoutError past deadline (None: no wait)."""
+        """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed."""
         while b"\n" not in self._buf:
             if self._eof:
                 return None
-            if deadline is not None:
-                left = max(0.0, deadline - time.monotonic())  # 0: just look
-                ready, _, _ = select.select([self._status_fd], [], [], min(left, 3600.0))
-                if not ready:
-                    raise TimeoutError
+            left = max(0.0, deadline - time.monotonic())  # 0: just look
+            if not select.select([self._status_fd], [], [], left)[0]:
+                raise TimeoutError
             data = os.read(self._status_fd, 4096)
             if not data:
                 self._eof = True
@@ -317,23 +315,36 @@ class Tree:
         return line.decode()
 
     def _pump(self, deadline):
-        """Read status lines until the command's status is known or deadline. True if known."""
-        with self._lock:
-            while self._status is None:
-                if self._status_fd is None:
-                    return False
-                try:
-                    line = self._next_line(deadline)
-                except TimeoutError:
-                    return False
-                if line is None:
-                    # The keeper went away without a word (killed): its own status is the best we have.
-                    rc = self._popen.wait()
-                    self._status = _rc_to_status(rc)
+        """Read status lines until the command's status is known or deadline (None: no limit). True if known.
+
+        The lock is held to read what has arrived, never while waiting for
+        more: a wait() in one thread must not hold up a terminate() in another.
+        """
+        while True:
+            with self._lock:
+                while self._status is None:
+                    if self._status_fd is None:
+                        return False
+                    try:
+                        line = self._next_line(0)  # a deadline long past: just look
+                    except TimeoutError:
+                        break  # nothing complete yet: wait below, without the lock
+                    if line is None:
+                        # The keeper went away without a word (killed): its own status is the best we have.
+                        self._status = _rc_to_status(self._popen.wait())
+                    elif line.startswith("exit "):
+                        self._status = int(line.split()[1])
+                if self._status is not None:
                     return True
-                if line.startswith("exit "):
-                    self._status = int(line.split()[1])
-            return True
+                fd = self._status_fd
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                # Sliced: another thread's _finish may close fd under us (the next look says so).
+                select.select([fd], [], [], 0.5 if left is None else min(left, 0.5))
+            except (OSError, ValueError):
+                pass
 
     @property
     def returncode(self):
@@ -354,7 +365,7 @@ class Tree:
         end what the command left behind. Raises subprocess.TimeoutExpired.
         """
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
-        if not self._pump(deadline if deadline is not None else float("inf")):
+        if not self._pump(deadline):
             raise subprocess.TimeoutExpired(self.args, timeout)
         if not self.keep_orphans:
             try:

@@ -702,3 +702,42 @@ def test_cgroup_that_cannot_be_entered(monkeypatch, trees):
     trees.append(t)
     assert t.mode == "subreaper" and "Permission denied" in t.mode_reason
     assert cgroup_dirs() == before
+
+
+def test_wait_without_timeout_outlasts_a_long_select(trees, monkeypatch):
+    # wait() with no timeout must wait for as long as the command runs: a
+    # select() slice that ends with nothing to read (here: one that would
+    # have been an hour long) is not a timeout.
+    from proctree import _spawn
+
+    real_select = _spawn.select.select
+
+    def select(r, w, x, timeout=None):
+        if timeout is not None and timeout >= 3600:
+            return [], [], []  # as if an hour went by
+        return real_select(r, w, x, timeout)
+
+    monkeypatch.setattr(_spawn.select, "select", select)
+    t = spawn(["sh", "-c", "sleep 0.3; exit 6"])
+    trees.append(t)
+    assert t.wait() == 6
+
+
+def test_terminate_from_another_thread_while_one_waits(trees):
+    import threading
+
+    t = spawn(["sleep", "30"])
+    trees.append(t)
+    got = []
+    th = threading.Thread(target=lambda: got.append(t.wait()))
+    th.start()
+    try:
+        time.sleep(0.2)  # let the waiter block
+        t0 = time.monotonic()
+        assert t.terminate(grace=1).ok
+        assert time.monotonic() - t0 < 10, "terminate() waited for the waiter"
+        th.join(10)
+        assert got == [-signal.SIGTERM]
+    finally:
+        t.kill()
+        th.join(10)
