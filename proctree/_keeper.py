@@ -423,7 +423,9 @@ class _Keeper:
                 self.end_tree()
                 return self.exit_code()
             if self.cmd_status is not None and (not self.keep_orphans or not children):
-                if children:
+                # Session mode has no subreaper: what the command left reparented
+                # to init, and only a scan of our session finds it.
+                if children or self.mode == "session":
                     self.end_tree()
                 self.cleanup_cgroup()
                 return self.exit_code()

@@ -366,6 +366,19 @@ def test_session_mode_catches_what_kept_the_session(trees):
     assert rep.ok and {p.identity for p in orphan} <= {p.identity for p in rep.found}
 
 
+def test_session_mode_ends_what_kept_the_session_when_the_command_exits(trees):
+    t = spawn(["sh", "-c", "(sleep 100 &); echo ok; read x; exit 2"], contain="session",
+              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    trees.append(t)
+    assert t.stdout.readline() == b"ok\n"
+    orphan = [p for p in t.members() if p.pid != t.pid]
+    assert orphan and all(p.ppid != t.pid and p.sid == t.keeper_pid for p in orphan)
+    t.stdin.write(b"go\n")
+    t.stdin.close()
+    assert t.wait(timeout=10) == 2
+    assert wait_gone([p.pid for p in orphan], 3.0), "the command's leftover in its session survived it"
+
+
 # ---------------------------------------------------------------------------
 # Owner death
 
