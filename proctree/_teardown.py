@@ -66,6 +66,22 @@ class _Call(NamedTuple):
     fn: Callable[[], Any]
 
 
+def _fork_count():
+    """Processes created since boot (Linux /proc/stat "processes"), or None where unknown.
+
+    A 64-bit counter of every fork and clone on the machine: if it has not
+    moved, no process can have joined the tree.
+    """
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"processes "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _validated(pid, grace, include_root, signal_group, max_procs):
     pid = check_pid(pid)
     grace = check_seconds(grace, "grace")
@@ -103,6 +119,7 @@ class _Teardown:
         self.live = {}  # id(target) -> _Member still to end (kept so each wakeup is O(ended))
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap = None
+        self.forks_at_scan = None  # the system's fork counter when the last scan began
         self.root_member = None
         self.group_ok = False  # the root leads its group, which holds no protected process
         self.anchors = {}  # pid -> start_time of the root and every member
@@ -153,32 +170,35 @@ class _Teardown:
     def _ended(self, m):
         self.live.pop(id(m.target), None)
         m.status = "killed" if self.killing and m.signalled else "exited"
-        # The root's pidfd stays open: while the root's pid is held (even as a
-        # zombie) its process group is provably the tree's, for _kill_group.
-        if m.target is not None and m is not self.root_member:
-            if m.target.pidfd is not None:
-                self.fd_budget += 1
-            m.target.close()
+        # Pidfds stay open until the end: they let _reap_own wait for exactly
+        # the members that are the caller's children, and the root's pidfd
+        # proves (while the root holds its pid, even as a zombie) that its
+        # process group is still the tree's, for _kill_group.
 
     def _reap_own(self):
-        """Reap the members that are the caller's own zombie children, recording their status.
+        """Reap the members that are the caller's own exited children, recording their status.
 
-        Done last, after the final snapshot: while the caller's child (often the
+        Done last, after the final scan: while the caller's child (often the
         root) stays a zombie its pid still proves its group and session are the
-        tree's, so that snapshot can still find its orphans by kinship. A pid
-        that is our unreaped child cannot belong to anyone else, so a check of
-        (ppid, start time, zombie) followed by waitpid is race-free.
+        tree's, so that scan can still find its orphans by kinship. By pidfd
+        (waitid P_PIDFD waits for that process only, and only if it is ours);
+        members without one, only when the last snapshot showed them as our
+        child with the recorded start time (such a pid cannot be reused before
+        we reap it).
         """
         snap = self.last_snap
         me = self.guard.me
         for m in self.members.values():
-            p = snap.get(m.proc.pid) if snap is not None else None
-            if p is None or p.start_time != m.proc.start_time or p.ppid != me:
-                continue
-            if p.is_zombie:  # seen as our zombie: one waitpid, no re-read
-                code = _signals.reap_zombie_child(p.pid)
+            if m.target is not None and m.target.pidfd is not None:
+                code = _signals.reap_if_own_child(m.target, me)
             else:
-                code = _signals.reap_if_own_child(_signals.Target(m.proc, None), me)
+                p = snap.get(m.proc.pid) if snap is not None else None
+                if p is None or p.start_time != m.proc.start_time or p.ppid != me:
+                    continue
+                if p.is_zombie:  # seen as our zombie: one waitpid, no re-read
+                    code = _signals.reap_zombie_child(p.pid)
+                else:
+                    code = _signals.reap_if_own_child(_signals.Target(m.proc, None), me)
             if code is not None:
                 self.reaped[m.proc.pid] = code
 
@@ -196,6 +216,12 @@ class _Teardown:
         whose job is to catch forks of live members, and it skips a pass over
         the whole table.
         """
+        forks = _fork_count()
+        if forks is not None and forks == self.forks_at_scan:
+            # Not one process was created anywhere since the last scan, so
+            # there is nothing new to find: a new member needs a fork.
+            return []
+        self.forks_at_scan = forks  # read before the snapshot: a later fork changes it
         t = time.monotonic()
         snap = self.last_snap = yield _Call(_binding.snapshot)
         self.scan_cost = time.monotonic() - t

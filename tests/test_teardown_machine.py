@@ -26,6 +26,7 @@ class World:
         self.now = 0.0
         self.log = []  # (pid or -pgid, signal name)
         self.stopped = set()
+        self.forks = 1000  # the machine's fork counter (/proc/stat "processes")
 
     # --- _binding ---
     def proc(self, pid):
@@ -62,6 +63,7 @@ class World:
             elif isinstance(what, tuple) and what[0] == "fork":
                 for child in what[1]:
                     self.procs[child.pid] = child
+                    self.forks += 1
                 b[name] = "ignore"
 
     def kill(self, pid, sig):
@@ -190,6 +192,7 @@ def drive(world, monkeypatch, pid=100, grace=1.0, include_root=True, signal_grou
     monkeypatch.setattr(_teardown, "_signals", FakeSignals(world))
     monkeypatch.setattr(_teardown, "_exitwait", FakeExitwait(world))
     monkeypatch.setattr(_teardown, "time", FakeClock(world))
+    monkeypatch.setattr(_teardown, "_fork_count", lambda: world.forks)
     monkeypatch.setattr(_teardown._Teardown, "_fd_budget", staticmethod(lambda: 0))
     engine = _teardown._Teardown(pid, grace, include_root, signal_group, max_procs)
     gen = engine.steps()
@@ -308,6 +311,27 @@ def test_include_root_false_never_signals_the_root_or_its_group(monkeypatch):
     rep = drive(w, monkeypatch, include_root=False)
     assert all(pid not in (100, -100) for pid, _ in w.log)
     assert [p.pid for p in rep.found] == [101]
+
+
+def test_no_fork_since_the_last_scan_means_no_rescan(monkeypatch):
+    w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
+    scans = []
+    orig = w.snapshot
+    w.snapshot = lambda: scans.append(w.now) or orig()
+    drive(w, monkeypatch, grace=1.0)
+    assert len(scans) == 1, f"scanned at {scans} though nothing forked"
+    w2 = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
+    scans2 = []
+    orig2 = w2.snapshot
+
+    def snap_and_fork():
+        scans2.append(w2.now)
+        w2.forks += 1  # someone, somewhere, forked
+        return orig2()
+
+    w2.snapshot = snap_and_fork
+    drive(w2, monkeypatch, grace=1.0)
+    assert len(scans2) > 3, "with forks going on, it keeps looking"
 
 
 @pytest.mark.parametrize("grace", [0, 0.001, 5])
