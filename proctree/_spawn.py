@@ -417,16 +417,19 @@ class Tree:
         return out
 
     def send_signal(self, sig):
-        """Send sig to the command: the keeper forwards it to the command's process group.
+        """Send sig to the command.
 
-        SIGKILL and SIGSTOP cannot be forwarded (they would hit the keeper
-        itself): they go to the command alone, by pidfd after checking its
-        start time, while the keeper still holds it unreaped.
+        The signals the keeper forwards (_keeper.FORWARD) go through it, to the
+        command's process group. Any other goes to the command alone, by pidfd
+        after checking its start time, while the keeper still holds it
+        unreaped: SIGKILL and SIGSTOP cannot be caught, and the rest would kill
+        the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
+        be swallowed by it (SIGALRM, its wake-up).
         """
-        if sig in (signal.SIGKILL, signal.SIGSTOP):
-            self._send_direct(sig)
-        else:
+        if sig in _keeper.FORWARD:
             self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
+        else:
+            self._send_direct(sig)
 
     def _send_direct(self, sig):
         if self.poll() is not None or self._root is None or not self._keeper_is_ours():

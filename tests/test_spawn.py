@@ -289,6 +289,21 @@ def test_sigkill_goes_to_the_command_not_the_keeper(trees, pipe, mode):
     assert wait_gone([pids["daemon"]], 3.0)  # the keeper lived to end the leftovers
 
 
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("sig", [signal.SIGPROF, signal.SIGALRM])
+def test_signals_the_keeper_does_not_forward_reach_the_command(trees, mode, sig):
+    # SIGPROF's default action would kill the keeper (and free its tree);
+    # SIGALRM is the keeper's own wake-up. Both must go to the command.
+    t = spawn(["sleep", "60"], contain=mode)
+    trees.append(t)
+    cmd = proctree.proc(t.pid)
+    t.send_signal(sig)
+    assert t.wait(timeout=10) == -sig
+    assert not alive(cmd.pid, cmd.start_time)
+    assert t.join(timeout=10) == -sig  # the keeper ended by itself, not of the signal
+    assert t._popen.returncode == -sig  # it re-raised the command's signal, as documented
+
+
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
 def test_nested_trees_are_removed_with_the_outer_one(trees, pipe):
     r, w = pipe
