@@ -359,6 +359,8 @@ class _Keeper:
             pid = os.posix_spawnp(exe, argv, os.environ, setpgroup=0, setsigdef=sigdef)
         except OSError as exc:
             self.cmd_status = 0
+            if self.cgroup is not None:
+                self.leave_cgroup()  # else the cgroup cannot be removed while we live
             self.say(f"err {exc.errno or 0} exec")
             return False
         self.cmd = pid

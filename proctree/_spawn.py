@@ -247,7 +247,7 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
         except (NoSuchProcess, OSError):
             pass  # it already ended: keep what the keeper told us
         return tree
-    tree._abandon()
+    tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
     if parts[:1] == ["err"] and len(parts) == 3:
         code, stage = int(parts[1]), parts[2]
         msg = os.strerror(code) if code else "unknown error"
@@ -533,11 +533,14 @@ class Tree:
                     _keeper.teardown(None, 0, cgroup=self.cgroup, protect=_protected())
                 _cgroup.remove(self.cgroup)
 
-    def _abandon(self):
-        """spawn() failed or was interrupted: make sure the keeper and anything it started are gone."""
+    def _abandon(self, patience=0.2):
+        """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
+
+        patience: how long the keeper may take to exit by itself (short when
+        interrupted, where it may be about to start the command).
+        """
         try:
-            # After an error report the keeper exits at once; otherwise (interrupted) do not linger.
-            self._popen.wait(5 if self._eof or self._buf else 0.2)
+            self._popen.wait(patience)
         except subprocess.TimeoutExpired:
             _keeper.teardown(self.keeper_pid, 0, cgroup=self.cgroup, protect=_protected())
             self._popen.kill()

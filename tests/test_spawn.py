@@ -519,6 +519,26 @@ def test_missing_executable_raises_like_popen_and_leaves_nothing():
     assert cgroup_dirs() == before  # no keeper either: the leak check would see it
 
 
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_missing_executable_keeper_exits_by_itself(monkeypatch, mode):
+    # After "err ... exec" the keeper cleans up and exits 127 on its own; it is
+    # not left to be SIGKILLed by spawn()'s cleanup (in cgroup mode it used to
+    # sit inside the cgroup it was trying to remove).
+    seen = []
+    real = Tree._abandon
+
+    def abandon(self, *a, **kw):
+        real(self, *a, **kw)
+        seen.append(self._popen.returncode)
+
+    monkeypatch.setattr(Tree, "_abandon", abandon)
+    before = cgroup_dirs()
+    with pytest.raises(FileNotFoundError):
+        spawn(["/nonexistent/proctree-test-binary"], contain=mode)
+    assert seen == [127]
+    assert cgroup_dirs() == before
+
+
 def test_missing_cwd_raises_like_popen(tmp_path):
     with pytest.raises(FileNotFoundError) as ours:
         spawn(["true"], cwd=str(tmp_path / "nope"))
