@@ -12,9 +12,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
 
 if sys.platform.startswith("linux"):
-    SOURCES = ["csrc/proctree_linux.c"]
+    SOURCES = ["csrc/proctree_linux.c", "csrc/proctree_walk.c"]
 elif sys.platform == "darwin":
-    SOURCES = ["csrc/proctree_macos.c"]
+    SOURCES = ["csrc/proctree_macos.c", "csrc/proctree_walk.c"]
 else:
     raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")
 

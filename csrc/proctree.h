@@ -48,6 +48,18 @@ int pt_children(int32_t pid, int32_t *out, int cap);
  * after the read, or the answer is -ESRCH). Saves one read per node in a walk. */
 int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap);
 
+/* Returns the number of rows written to out: the direct children of the
+ * process in *parent, verified as pt_descendants_of verifies them; errors as there. */
+int pt_verified_children_of(const struct pt_proc *parent, struct pt_proc *out, int cap);
+
+/* Returns the number of rows written to out: every process below the one in
+ * *root (a row pt_proc filled), breadth-first, each read back after its
+ * parent's list and found with the same parent; -EAGAIN if the tree kept
+ * changing under the walk (scan instead), -ENOBUFS if more than fit in cap,
+ * -ESRCH if root is gone, or -errno. A process that reparented within the
+ * subtree during the walk may appear twice (csrc/proctree_walk.c). */
+int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap);
+
 /* Returns 0 with *out set to "now" in start_time units, or -errno. */
 int pt_now(uint64_t *out);
 

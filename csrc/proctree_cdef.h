@@ -20,4 +20,6 @@ int pt_snapshot(struct pt_proc *out, int cap);
 int pt_proc(int32_t pid, struct pt_proc *out);
 int pt_children(int32_t pid, int32_t *out, int cap);
 int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap);
+int pt_verified_children_of(const struct pt_proc *parent, struct pt_proc *out, int cap);
+int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap);
 int pt_now(uint64_t *out);

@@ -60,7 +60,7 @@ def proc(pid):
 
 
 def proc_row(pid):
-    """(Proc, raw row) for pid; the row can be handed to child_pids_of() later."""
+    """(Proc, raw row) for pid; the row can be handed to verified_children_of() or descendants_of() later."""
     row = ffi.new("struct pt_proc *")
     check(lib.pt_proc(pid, row), pid)
     return _row_to_proc(row), row
@@ -96,9 +96,37 @@ def child_pids(pid):
     return _grow(lambda out, cap: lib.pt_children(pid, out, cap), pid)
 
 
-def child_pids_of(row):
-    """child_pids() for the process a proc_row() row describes, without reading it again."""
-    return _grow(lambda out, cap: lib.pt_children_of(row, out, cap), row.pid)
+def verified_children_of(row):
+    """Procs of the direct children of the process a proc_row() row describes,
+    each read back by the core with the same parent; may raise Incomplete."""
+    return _verified_rows(lib.pt_verified_children_of, row)
+
+
+def descendants_of(row):
+    """Procs below the process a proc_row() row describes, breadth-first, each
+    verified by the core; may raise Incomplete (scan instead)."""
+    return _verified_rows(lib.pt_descendants_of, row)
+
+
+def _verified_rows(call, row):
+    cap = 64
+    while True:
+        rows = ffi.new("struct pt_proc[]", cap)
+        n = call(row, rows, cap)
+        if n == -errno.ENOBUFS:
+            cap *= 4
+            continue
+        check(n, row.pid)
+        break
+    # A process that reparented inside the subtree mid-walk can be listed twice.
+    seen = {row.pid}
+    out = []
+    for i in range(n):
+        r = rows[i]
+        if r.pid not in seen:
+            seen.add(r.pid)
+            out.append(_row_to_proc(r))
+    return out
 
 
 def _grow(call, pid):

@@ -9,6 +9,7 @@
 #   csrc/proctree_macos.c          aarch64-macos.11.0, x86_64-macos.10.13
 #   cffi's generated _core.c       the same two macOS targets
 #   csrc/proctree_linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
+#   csrc/proctree_walk.c           every target above (it is shared)
 #   a negative control             a copy of proctree_macos.c with one offset
 #                                  made wrong must FAIL to compile
 #
@@ -56,6 +57,7 @@ check() { # target file [extra flags...]
 echo "== macOS core =="
 for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/proctree_macos.c
+    check "$t" csrc/proctree_walk.c
 done
 
 echo "== cffi-generated module C for macOS =="
@@ -94,6 +96,7 @@ done
 echo "== Linux core =="
 for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/proctree_linux.c
+    check "$t" csrc/proctree_walk.c
 done
 
 echo "== negative control: a wrong struct offset must fail the macOS check =="
