@@ -184,19 +184,19 @@ def _choose(contain, owner_pid, owner_start, tag):
 
 
 def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker, kw):
+    pass_fds = tuple(kw.pop("pass_fds", ()))
     r, w = os.pipe()
-    if kw.get("close_fds", True):
-        pass_fds = tuple(kw.pop("pass_fds", ())) + (w,)
-    else:  # every inheritable fd goes through anyway (and Popen warns about pass_fds)
-        os.set_inheritable(w, True)
-        pass_fds = tuple(kw.pop("pass_fds", ()))
     go_r = go_w = None
     if cgroup is not None:
         go_r, go_w = os.pipe()
-        if kw.get("close_fds", True):
-            pass_fds += (go_r,)
-        else:
-            os.set_inheritable(go_r, True)
+    ours = (w,) if go_r is None else (w, go_r)
+    # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
+    # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
+    if kw.get("close_fds", True) or pass_fds:
+        pass_fds += ours
+    else:  # every inheritable fd goes through: make ours so
+        for fd in ours:
+            os.set_inheritable(fd, True)
     owner_pid = os.getpid()
     cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), str(go_r) if go_r is not None else "-", mode,
            str(owner_pid), repr(grace), "1" if keep_orphans else "0", cgroup or "-",

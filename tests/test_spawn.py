@@ -721,6 +721,18 @@ def test_args_behave_as_with_popen(trees, args, kw):
     assert t.communicate(timeout=10)[0] == expected
 
 
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_pass_fds_with_close_fds_false_behaves_as_with_popen(pipe, mode, trees):
+    # Popen lets pass_fds override close_fds=False (with a RuntimeWarning).
+    r, w = pipe
+    with pytest.warns(RuntimeWarning, match="pass_fds overriding close_fds"):
+        t = spawn([sys.executable, "-c", "import os, sys; os.write(int(sys.argv[1]), b'hi\\n')", str(w)],
+                  contain=mode, close_fds=False, pass_fds=(w,))
+    trees.append(t)
+    assert t.wait(timeout=10) == 0
+    assert os.read(r, 10) == b"hi\n"
+
+
 @pytest.mark.parametrize("args", [[], ["echo", 3], ["echo", "a\0b"]])
 def test_bad_args_raise_what_popen_raises(args):
     with pytest.raises(Exception) as popen_err:
