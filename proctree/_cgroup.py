@@ -226,15 +226,13 @@ def _freeze_kill(path):
     except OSError:
         pass
     try:
+        mount = find_mount()
         for _ in range(10):
             ps = pids(path)
             if not ps:
                 break
             for pid in ps:
-                try:
-                    os.kill(pid, 9)  # a member of our own cgroup: ours by construction
-                except ProcessLookupError:
-                    pass
+                _kill_member(path, mount, pid)
             if frozen:
                 break
             time.sleep(0.01)
@@ -245,6 +243,39 @@ def _freeze_kill(path):
                     f.write("0")
             except OSError:
                 pass
+
+
+def _kill_member(path, mount, pid):
+    """SIGKILL pid if it is still in the cgroup at path (or one nested in it).
+
+    The pid was read from cgroup.procs, but a member that is not frozen can
+    exit and its pid be reused before the kill: hold it by pidfd, then check
+    its cgroup. (Without pidfds the check is only as fresh as the kill is quick.)
+    """
+    import signal  # only here: the keeper avoids the module's import cost
+
+    path = os.path.normpath(path)
+    fd = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):
+        pass
+    try:
+        rel = own_cgroup(pid)
+        where = None if rel is None or mount is None else os.path.normpath(mount + rel)
+        if where != path and not (where or "").startswith(path + "/"):
+            return  # gone, or someone else now
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _events(path):

@@ -363,6 +363,37 @@ def test_cgroup_freeze_then_kill_without_cgroup_kill(trees, pipe, monkeypatch):
     assert not alive(pids["daemon"]) and not os.path.exists(t.cgroup)
 
 
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+@pytest.mark.parametrize("freezes", [True, False])
+def test_freeze_kill_spares_a_pid_that_left_the_cgroup(trees, monkeypatch, freezes):
+    # Without cgroup.kill the members are SIGKILLed one by one from a read of
+    # cgroup.procs; a pid that is no longer a member by then (reused by a
+    # process elsewhere: played here by one of ours outside the cgroup) is spared.
+    t = spawn(["sleep", "60"], contain="cgroup")
+    trees.append(t)
+    outsider = subprocess.Popen(["sleep", "60"])
+    try:
+        real_pids = _cgroup.pids
+        with monkeypatch.context() as m:
+            m.setattr(_cgroup, "has_kill", lambda path: False)
+            m.setattr(_cgroup, "pids", lambda path, *a: real_pids(path, *a) + [outsider.pid])
+            if not freezes:  # the freezer refused: members can exit (and pids be reused) meanwhile
+                real_open = open
+
+                def no_freezer(f, *a, **kw):
+                    if str(f).endswith("cgroup.freeze"):
+                        raise PermissionError(errno.EACCES, "Permission denied")
+                    return real_open(f, *a, **kw)
+
+                m.setattr("builtins.open", no_freezer)
+            _cgroup.kill(t.cgroup)
+        assert t.wait(timeout=10) == -signal.SIGKILL
+        assert outsider.poll() is None, "a pid outside the cgroup was killed"
+    finally:
+        outsider.kill()
+        outsider.wait()
+
+
 @pytest.mark.parametrize("mode", CONTAINING)
 def test_without_pidfds_teardown_still_works(trees, pipe, monkeypatch, mode):
     monkeypatch.setenv("PROCTREE_NO_PIDFD", "1")
