@@ -427,7 +427,7 @@ class _Keeper:
             if self.cmd_status is not None and (not self.keep_orphans or not children):
                 # Session mode has no subreaper: what the command left reparented
                 # to init, and only a scan of our session finds it.
-                if children or self.mode == "session":
+                if children or (self.mode == "session" and not self.keep_orphans):
                     self.end_tree()
                 self.cleanup_cgroup()
                 return self.exit_code()

@@ -425,6 +425,17 @@ def test_session_mode_ends_what_kept_the_session_when_the_command_exits(trees):
     assert wait_gone([p.pid for p in orphan], 3.0), "the command's leftover in its session survived it"
 
 
+def test_session_mode_keep_orphans_keeps_what_kept_the_session(trees):
+    t = spawn(["sh", "-c", "(sleep 100 &); exit 2"], contain="session", keep_orphans=True)
+    trees.append(t)
+    assert t.wait(timeout=10) == 2
+    orphan = [p for p in t.members() if p.pid != t.pid]
+    time.sleep(0.3)
+    assert orphan and all(alive(p.pid, p.start_time) for p in orphan)
+    rep = t.terminate(grace=1)
+    assert rep.ok and {p.identity for p in orphan} <= {p.identity for p in rep.found}
+
+
 # ---------------------------------------------------------------------------
 # Owner death
 
