@@ -1,7 +1,7 @@
 """Contained spawning: spawn() starts a tree that cannot leak, and Tree ends it.
 
 The command runs under a keeper process (_keeper.py) that is the tree's
-session leader and, on Linux, a child subreaper, so descendants that
+session leader and, in subreaper mode, a child subreaper, so descendants that
 double-fork reparent to it instead of to init. In cgroup mode the command also
 runs in a cgroup of its own, which nothing leaves without privilege, and
 teardown ends with cgroup.kill. Every member carries the PROCTREE_OWNER
@@ -91,7 +91,7 @@ def _check_mode(contain):
 
 
 def _argv(args, shell, executable):
-    """(argv, exe, display name) the way Popen would build them."""
+    """(argv, executable to run) the way Popen would build them."""
     if isinstance(args, (str, bytes, os.PathLike)):
         args = [args]
     else:
