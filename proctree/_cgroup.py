@@ -11,7 +11,6 @@ directly, without importing the proctree package.
 """
 import errno
 import os
-import select
 import time
 
 PARENT_PREFIX = "proctree-"
@@ -89,9 +88,13 @@ def base_dir():
 
 
 def is_ours(path):
-    """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent."""
-    parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
-    return _is_parent_name(parent)
+    """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent,
+    inside the cgroup v2 mount (a look-alike directory elsewhere is not a cgroup of ours)."""
+    path = os.path.normpath(path)
+    mount = find_mount()
+    if mount is None or os.path.commonpath([mount, path]) != os.path.normpath(mount):
+        return False
+    return _is_parent_name(os.path.basename(os.path.dirname(path)))
 
 
 def _require_ours(path):
@@ -169,29 +172,6 @@ def populated(path):
     except (FileNotFoundError, OSError):
         return False
     return bool(pids(path))
-
-
-def wait_empty(path, timeout):
-    """Wait (event-driven on cgroup.events) until the cgroup is empty; True if it is."""
-    deadline = time.monotonic() + timeout
-    try:
-        f = open(os.path.join(path, "cgroup.events"), "rb", buffering=0)
-    except OSError:
-        return not populated(path)
-    with f:
-        poller = select.poll()
-        poller.register(f, select.POLLPRI | select.POLLERR)
-        while True:
-            if not populated(path):
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            # The kernel notifies with POLLPRI|POLLERR on changes; cap each wait
-            # so a missed edge costs at most 50 ms.
-            poller.poll(min(left, 0.05) * 1000)
-            f.seek(0)
-            f.read()
 
 
 def has_kill(path):

@@ -19,13 +19,12 @@ import itertools
 import os
 import secrets
 import select
-import signal
 import subprocess
 import sys
 import threading
 import time
 
-from . import _cgroup, _keeper, _marker
+from . import _cgroup, _keeper, _marker, _signals, _teardown
 from ._errors import NoSuchProcess
 from ._model import Proc
 from ._report import TeardownReport
@@ -68,18 +67,10 @@ def _owner_identity():
     return _owner_cache
 
 
-def _teardown_engine():
-    """The teardown engine's terminate_tree, or None where it is not available (the seam)."""
-    try:
-        from ._teardown import terminate_tree
-    except ImportError:
-        return None
-    return terminate_tree
-
-
 def _protected():
-    """Pids no teardown of ours may signal: this process and its parent."""
-    return {os.getpid(), os.getppid()}
+    """Pids no teardown of ours may signal: the teardown engine's set (pid 0, 1,
+    this process and every ancestor of it), for the keeper's own teardowns too."""
+    return set(_signals.Guard().protected)
 
 
 def _check_mode(contain):
@@ -478,16 +469,14 @@ class Tree:
                 rep = self._report_from(_keeper.teardown(None, grace, cgroup=self.cgroup,
                                                         protect=_protected() | {self.keeper_pid}))
             elif self._keeper_is_ours():
-                engine = _teardown_engine()
-                rep = None
-                if engine is not None:
-                    try:
-                        rep = engine(self.keeper_pid, grace=grace, include_root=False, signal_group=False)
-                        rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
-                    except NoSuchProcess:
-                        rep = None  # cannot be (the keeper is unreaped); the fallback below still ends the tree
-                if rep is None:
-                    rep = self._report_from(_keeper.teardown(self.keeper_pid, grace, protect=_protected()))
+                try:
+                    rep = _teardown.terminate_tree(self.keeper_pid, grace=grace, include_root=False,
+                                                   signal_group=False)
+                    rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+                except NoSuchProcess:
+                    # The keeper, our unreaped child, cannot vanish; if it did, what it
+                    # held went to init with it and the keeper's own sweep has nothing to start from.
+                    rep = TeardownReport(root=self._root, mode=self.mode)
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
             self._finish()

@@ -681,7 +681,9 @@ def test_find_mount_parses_mountinfo(tmp_path):
 
 
 def test_cgroup_functions_refuse_foreign_cgroups(tmp_path):
-    for path in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/unified/system.slice/x", str(tmp_path)]:
+    lookalike = tmp_path / "proctree-1-2" / "x"  # the right names, outside the cgroup mount
+    lookalike.mkdir(parents=True)
+    for path in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/unified/system.slice/x", str(tmp_path), str(lookalike)]:
         assert not _cgroup.is_ours(path)
         with pytest.raises(ValueError):
             _cgroup.kill(path)
