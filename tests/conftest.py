@@ -1,8 +1,11 @@
 """Shared fixtures: every test must leave no process behind."""
+import atexit
 import glob
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 
 import pytest
@@ -13,6 +16,11 @@ import pytest
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if not glob.glob(os.path.join(_CHECKOUT, "proctree", "_core*.so")):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _CHECKOUT]
+    # The Pythons the tests start (`python -c`, `python -m proctree`) put their
+    # working directory first on sys.path too: start them outside the checkout.
+    _RUN_DIR = tempfile.mkdtemp(prefix="proctree-tests-")
+    os.chdir(_RUN_DIR)
+    atexit.register(shutil.rmtree, _RUN_DIR, True)
 
 import leakcheck  # noqa: E402
 
