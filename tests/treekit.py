@@ -149,7 +149,7 @@ class Kit:
 
     def python_env(self):
         """An environment in which a tree's own Python code can import proctree."""
-        return dict(os.environ, PYTHONPATH=_CHECKOUT)
+        return dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
 
     def _adopt_unreported(self):
         """Register what our trees started without reporting (a forker's children):
@@ -386,7 +386,10 @@ def kit():
 
 # -- a fresh PID namespace, for tests whose failure mode is a wide kill ---------
 
-_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+# Where the proctree under test was imported from: the checkout when it was
+# built in place, site-packages when the tests run against an install.
+_PROCTREE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -415,7 +418,7 @@ def run_in_pid_namespace(script, timeout=60, env=None):
     ok, why = pid_namespace_available()
     if not ok:
         pytest.skip(why)
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([_CHECKOUT, os.path.join(_CHECKOUT, "tests")]))
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([_PROCTREE_HOME, _TESTS]))
     full_env.update(env or {})
     return subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", textwrap.dedent(script)],
