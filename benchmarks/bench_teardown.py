@@ -250,7 +250,7 @@ def print_table(title, results, base_label, out, md):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/bench-teardown.md)")
+    ap.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/benchmarks.md)")
     args = ap.parse_args(argv)
     if psutil is None:
         sys.exit("psutil is needed: pip install psutil")
