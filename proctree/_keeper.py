@@ -480,7 +480,9 @@ def main(argv):
     cmd_argv = argv[11:]
     cgroup = None if cgroup == "-" else cgroup
     try:
-        os.setsid()  # leave the caller's session and terminal (SIGTTIN/SIGTTOU)
+        # Leave the caller's session and terminal (SIGTTIN/SIGTTOU). spawn()
+        # already did (Popen start_new_session); this is for other starters.
+        os.setsid()
     except OSError:
         try:
             os.setpgid(0, 0)

@@ -193,7 +193,11 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
            str(owner_pid), repr(grace), "1" if keep_orphans else "0", cgroup or "-",
            "1" if restore_signals else "0", exe, "--", *argv]
     try:
-        popen = subprocess.Popen(cmd, env=env, pass_fds=pass_fds, **kw)
+        # start_new_session: the keeper leaves the caller's session and terminal
+        # before its interpreter even starts, so a Ctrl-C at the terminal in
+        # those ~15 ms cannot reach it (a fresh child never leads a group, so this
+        # setsid cannot fail; the keeper still tries setsid/setpgid itself).
+        popen = subprocess.Popen(cmd, env=env, pass_fds=pass_fds, start_new_session=True, **kw)
     except BaseException:
         for fd in (r, w, go_r, go_w):
             if fd is not None:
