@@ -28,6 +28,9 @@
 /* /proc/<pid>/stat is well under 1 KiB even with a 64-byte name. */
 #define STAT_BUF 2048
 
+/* Most processes have one thread; beyond this pt_children asks the caller to scan. */
+#define MAX_THREADS 1024
+
 /* Fields after the name that we parse, counting state as field 3. */
 #define F_PPID 4
 #define F_PGRP 5
@@ -359,8 +362,8 @@ static int list_threads(int32_t pid, int32_t *tids, int cap)
     return rc != 0 ? rc : n;
 }
 
-/* Returns 1 if thread tid of pid still exists and has not exited, 0 if not, or -errno. */
-static int thread_alive(int32_t pid, int32_t tid)
+/* Returns 1 with *state set if thread tid of pid exists and has not exited, 0 if not, or -errno. */
+static int thread_state(int32_t pid, int32_t tid, char *state)
 {
     char path[64];
     struct pt_proc t;
@@ -371,47 +374,36 @@ static int thread_alive(int32_t pid, int32_t tid)
         return 0;
     if (rc != 0)
         return rc;
+    *state = t.state;
     return (t.state == 'Z' || t.state == 'X') ? 0 : 1;
+}
+
+/* Returns 1 if thread tid of pid still exists and has not exited, 0 if not, or -errno. */
+static int thread_alive(int32_t pid, int32_t tid)
+{
+    char state;
+    return thread_state(pid, tid, &state);
 }
 
 /* Returns 0 with *state set to the state of a live thread of pid other than
  * its (exited) leader, leaving it alone if there is none, or -errno. */
 static int live_thread_state(int32_t pid, char *state)
 {
-    char path[64];
-    struct pt_proc t;
-    struct stat_extra extra;
-    char dir[48];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(dir);
-    if (!d)
-        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
-    int rc = 0;
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(d);
-        if (!de) {
-            if (errno)
-                rc = -errno;
-            break;
-        }
-        if (pid_name_len(de->d_name) == 0)
-            continue;
-        long tid = strtol(de->d_name, NULL, 10);
-        if (tid == pid)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/task/%ld/stat", (int)pid, tid);
-        if (read_stat_at(AT_FDCWD, path, &t, &extra) == 0 && t.state != 'Z' && t.state != 'X') {
-            *state = t.state;
+    int32_t tids[MAX_THREADS];
+    int nt = list_threads(pid, tids, MAX_THREADS);
+    if (nt == -ENOBUFS)
+        nt = MAX_THREADS; /* the first MAX_THREADS are plenty to find a live one */
+    if (nt < 0)
+        return nt;
+    for (int i = 0; i < nt; i++) {
+        char s;
+        if (tids[i] != pid && thread_state(pid, tids[i], &s) == 1) {
+            *state = s;
             break;
         }
     }
-    closedir(d);
-    return rc;
+    return 0;
 }
-
-/* Most processes have one thread; beyond this we ask the caller to scan. */
-#define MAX_THREADS 1024
 
 /*
  * /proc/<pid>/task/<tid>/children lists the children forked by one thread and
