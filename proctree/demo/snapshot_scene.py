@@ -65,12 +65,7 @@ def run(out):
         out.write("  (matches the pids the tree reported)\n" if ok else "  MISMATCH with the pids the tree reported\n")
         return ok
     finally:
-        # The scene's own tree: pids it was told on the pipe, still the same processes.
-        for d in proctree.descendants(p.pid) if p.poll() is None else []:
-            if d.pid in pids:
-                try:
-                    os.kill(d.pid, 9)
-                except ProcessLookupError:
-                    pass
-        p.kill()
+        # The scene's own tree, ended the way proctree ends trees (identity-checked).
+        if p.poll() is None:
+            proctree.terminate_tree(p.pid, grace=0.5)
         p.wait()
