@@ -16,11 +16,19 @@ import pytest
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if not glob.glob(os.path.join(_CHECKOUT, "proctree", "_core*.so")):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _CHECKOUT]
+    _RUN_OUTSIDE_CHECKOUT = True
+else:
+    _RUN_OUTSIDE_CHECKOUT = False
+
+
+def pytest_sessionstart(session):
     # The Pythons the tests start (`python -c`, `python -m proctree`) put their
     # working directory first on sys.path too: start them outside the checkout.
-    _RUN_DIR = tempfile.mkdtemp(prefix="proctree-tests-")
-    os.chdir(_RUN_DIR)
-    atexit.register(shutil.rmtree, _RUN_DIR, True)
+    # (Here, not at import: pytest resolves testpaths against the cwd first.)
+    if _RUN_OUTSIDE_CHECKOUT:
+        run_dir = tempfile.mkdtemp(prefix="proctree-tests-")
+        os.chdir(run_dir)
+        atexit.register(shutil.rmtree, run_dir, True)
 
 import leakcheck  # noqa: E402
 

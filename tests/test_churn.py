@@ -153,12 +153,12 @@ def naive_descendants(root, chunk=16):
         pid = queue.popleft()
         try:
             tids = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone (ESRCH while it is being reaped)
             continue
         for tid in tids:
             try:
                 fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY)
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
             data = b""
             try:
