@@ -73,15 +73,7 @@ _last_count = 512
 def snapshot():
     """Every visible process, as a Snapshot (rows stay in C memory until asked for)."""
     global _last_count
-    cap = _last_count + _last_count // 4 + 64
-    while True:
-        rows = ffi.new("struct pt_proc[]", cap)
-        n = lib.pt_snapshot(rows, cap)
-        if n == -errno.ENOBUFS:
-            cap *= 2
-            continue
-        check(n)
-        break
+    rows, n = _growing("struct pt_proc[]", _last_count + _last_count // 4 + 64, lib.pt_snapshot)
     _last_count = n
     # Rows are 24 int32s each with pid first and ppid second: strided views of
     # the raw buffer give both columns at C speed without touching each row.
@@ -93,7 +85,8 @@ def snapshot():
 
 def child_pids(pid):
     """Pids of pid's direct children as the kernel lists them; may raise Incomplete."""
-    return _grow(lambda out, cap: lib.pt_children(pid, out, cap), pid)
+    out, n = _growing("int32_t[]", 256, lambda buf, cap: lib.pt_children(pid, buf, cap), pid)
+    return list(out[0:n])
 
 
 def verified_children_of(row):
@@ -109,15 +102,7 @@ def descendants_of(row):
 
 
 def _verified_rows(call, row):
-    cap = 64
-    while True:
-        rows = ffi.new("struct pt_proc[]", cap)
-        n = call(row, rows, cap)
-        if n == -errno.ENOBUFS:
-            cap *= 4
-            continue
-        check(n, row.pid)
-        break
+    rows, n = _growing("struct pt_proc[]", 64, lambda buf, cap: call(row, buf, cap), row.pid)
     # A process that reparented inside the subtree mid-walk can be listed twice.
     seen = {row.pid}
     out = []
@@ -129,16 +114,14 @@ def _verified_rows(call, row):
     return out
 
 
-def _grow(call, pid):
-    cap = 256
+def _growing(ctype, cap, call, pid=None):
+    """(buffer, count) from call(buffer, cap), with a ctype[cap] buffer grown while the core says -ENOBUFS."""
     while True:
-        out = ffi.new("int32_t[]", cap)
-        n = call(out, cap)
-        if n == -errno.ENOBUFS:
-            cap *= 4
-            continue
-        check(n, pid)
-        return list(out[0:n])
+        buf = ffi.new(ctype, cap)
+        n = call(buf, cap)
+        if n != -errno.ENOBUFS:
+            return buf, check(n, pid)
+        cap *= 4
 
 
 def now():
