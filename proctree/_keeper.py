@@ -155,6 +155,33 @@ def walk(root, cap=MAX_PROCS):
     return found
 
 
+def walk_by_scan(root, cap=MAX_PROCS):
+    """Live descendants of root by one full scan of /proc (ppid links).
+
+    Slower than walk(), but it cannot skip a process that stays put, as the
+    kernel's children lists can while siblings exit (and it works where those
+    lists are missing): the teardown confirms every empty answer with it."""
+    if not _HAVE_PROC:
+        return walk(root, cap)  # walk() is already a full snapshot there
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None:
+                stats[st[0]] = st
+    kids = {}
+    for pid, st in stats.items():
+        kids.setdefault(st[1], []).append(pid)
+    found = {}
+    queue = [root]
+    while queue and len(found) < cap:
+        for c in kids.get(queue.pop(), ()):
+            if c != root and c not in found:
+                found[c] = stats[c]
+                queue.append(c)
+    return found
+
+
 # ---------------------------------------------------------------------------
 # Identity-checked signalling and the teardown.
 
@@ -204,7 +231,7 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
     t0 = time.monotonic()
     protect = set(protect) | {os.getpid()}
 
-    def scan():
+    def scan(full=False):
         cur = {}
         if cgroup is not None:
             for pid in _cgroup.pids(cgroup)[:cap]:
@@ -212,11 +239,14 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
                 if st is not None:
                     cur[pid] = st
         if root is not None:
-            cur.update(walk(root, cap))
+            cur.update((walk_by_scan if full else walk)(root, cap))
         if session is not None:
             cur.update(session_members(session, cap))
-        return {st[:1] + st[6:7]: st for pid, st in cur.items()
+        live = {st[:1] + st[6:7]: st for pid, st in cur.items()
                 if st[5] not in ("Z", "X") and pid not in protect}
+        if not live and root is not None and not full:
+            return scan(full=True)  # "nothing left" ends the teardown: never on a children-list read alone
+        return live
 
     def nap(t):
         if wake is not None:

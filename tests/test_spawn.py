@@ -845,3 +845,26 @@ def test_terminate_from_another_thread_while_one_waits(trees):
     finally:
         t.kill()
         th.join(10)
+
+
+def test_keeper_confirming_scan_finds_what_the_children_lists_find():
+    """The keeper's full-scan walk (which confirms every "nothing left") agrees with the live walk."""
+    from proctree import _keeper
+
+    r, w = os.pipe()
+    # python -> (sleep, python -> sleep): says "ok" on the pipe once all four run
+    inner = "import subprocess, sys; s = subprocess.Popen(['sleep', '30']); print('ok', flush=True); s.wait()"
+    outer = ("import subprocess, sys; a = subprocess.Popen(['sleep', '30']); "
+             f"b = subprocess.Popen([sys.executable, '-c', {inner!r}], stdout={w}); b.wait()")
+    p = subprocess.Popen([sys.executable, "-c", outer], pass_fds=(w,))
+    os.close(w)
+    try:
+        with os.fdopen(r, "rb") as f:
+            assert f.readline().strip() == b"ok"
+        want = {d.pid for d in proctree.descendants(p.pid)}
+        assert len(want) == 3
+        assert set(_keeper.walk_by_scan(p.pid)) == want
+        assert set(_keeper.walk(p.pid)) == want
+    finally:
+        proctree.terminate_tree(p.pid, grace=0.5)
+        p.wait()
