@@ -15,7 +15,7 @@ import pytest
 
 import proctree
 from proctree import _signals
-from treekit import alive, kit  # noqa: F401  (kit is a fixture)
+from treekit import alive, kit, run_as_nobody  # noqa: F401  (kit is a fixture)
 
 HANG = 20.0  # a generous bound that only catches a hang
 
@@ -290,35 +290,13 @@ def test_caller_below_the_root_is_refused_before_any_signal(kit):
 
 
 def test_member_of_another_user_is_reported_denied(kit):
-    tree = kit.start(
-        """
-        say("root")
-        def dropped():
-            os.setgid(65534)
-            os.setuid(65534)
-            say("nobody")
-            ready()
-            idle()
-        child(dropped)
-        idle()
-        """
-    )
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the caller, as nobody: may signal the dropped child, not the root
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            rep = proctree.terminate_tree(tree.root, grace=0.2)
-            os.write(w, json.dumps(rep.to_dict()).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
+    tree = kit.member_of_nobody()
+
+    def as_nobody():  # may signal the dropped child, not the root
+        rep = proctree.terminate_tree(tree.root, grace=0.2)
+        return json.dumps(rep.to_dict()).encode(), 0
+
+    data, _ = run_as_nobody(as_nobody)
     rep = json.loads(data)
     assert [p["pid"] for p in rep["denied"]] == [tree.root]
     assert [p["pid"] for p in rep["survivors"]] == [tree.root]

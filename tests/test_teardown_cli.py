@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from proctree.cli import main
-from treekit import alive, kit  # noqa: F401  (kit is a fixture)
+from treekit import alive, kit, run_as_nobody  # noqa: F401  (kit is a fixture)
 
 
 def proctree_cli(*args):
@@ -44,45 +44,23 @@ def test_kill_bad_input_exits_2_without_signalling(kit):
 def test_kill_exits_1_when_something_survives(kit):
     # The caller runs as nobody: it can end the member that dropped to nobody,
     # not the root-owned root, which survives (and is listed as such).
-    tree = kit.start(
-        """
-        say("root")
-        def dropped():
-            os.setgid(65534)
-            os.setuid(65534)
-            say("nobody")
-            ready()
-            idle()
-        child(dropped)
-        idle()
-        """
-    )
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 99
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            buf = io.StringIO()
-            from proctree.cli import kill
+    tree = kit.member_of_nobody()
 
-            class Args:
-                pass
+    def as_nobody():
+        from proctree.cli import kill
 
-            a = Args()
-            a.pid, a.grace, a.json = str(tree.root), 0.1, False
-            code = kill.run(a, out=buf)
-            os.write(w, buf.getvalue().encode())
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r) as f:
-        out = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 1, out
+        class Args:
+            pass
+
+        a = Args()
+        a.pid, a.grace, a.json = str(tree.root), 0.1, False
+        buf = io.StringIO()
+        code = kill.run(a, out=buf)
+        return buf.getvalue().encode(), code
+
+    data, code = run_as_nobody(as_nobody)
+    out = data.decode()
+    assert code == 1, out
     assert "SURVIVORS:" in out and str(tree.root) in out.split("SURVIVORS:")[1]
     assert alive(tree.root) and not alive(tree.role("nobody"))
 

@@ -374,6 +374,45 @@ class Kit:
             """
         )
 
+    def member_of_nobody(self):
+        """A root-owned root with a member that dropped to uid 65534 (nobody): role "nobody"."""
+        return self.start(
+            """
+            say("root")
+            def dropped():
+                os.setgid(65534)
+                os.setuid(65534)
+                say("nobody")
+                ready()
+                idle()
+            child(dropped)
+            idle()
+            """
+        )
+
+
+def run_as_nobody(fn):
+    """Run fn() in a forked child that dropped to uid 65534; return (the bytes it
+    returned, its exit code). fn returns (bytes, exit code)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            data, code = fn()
+            os.write(w, data)
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    return data, os.waitstatus_to_exitcode(status)
+
 
 @pytest.fixture
 def kit():
