@@ -2,21 +2,34 @@
 
 The tree is the root plus everything reachable from it, in one snapshot, by
   - parent links: a child of a member (seen with the member's start time) is a member;
-  - kinship: a process in a session or process group led by a member (the
-    leader seen alive with its recorded start time in the same snapshot) is a
-    member. That catches a descendant whose parent died and which reparented
-    away, as long as it kept its session or group. The kernel does not reuse a
-    pid that still names a process, group or session, so a live leader with the
-    recorded start time proves the group is the tree's.
+  - kinship: an ORPHAN in a session or process group whose id is the pid of a
+    member seen holding that pid with its recorded start time in the same
+    snapshot is a member. That catches a descendant whose parent died and
+    which reparented away, as long as it kept its session or group. The kernel
+    does not reuse a pid that still names a process, group or session, so the
+    group or session was created by that very member: a zombie leader still
+    proves it, even where its own row no longer says it leads (macOS reports a
+    zombie's session as 0).
+    An orphan is a process whose parent is pid 1, or a parent in another
+    session (a subreaper or init outside the tree adopted it: nothing that
+    started it shares its session any more). A process whose parent is alive
+    in the same session belongs to that parent: a sibling job (`b` in `a | b`)
+    or what a process outside the tree started is never taken by kinship.
 Members are kept by identity (pid, start time) across snapshots, so a member
 whose parent died is still a member.
 
-Never: take a protected process (the caller, its ancestors, pid 0/1) as a
-member, or walk through one (its children are its own business); never grow
+What a protected process (the caller, its ancestors) started is never a
+member, at any depth: when the walk meets a protected process inside the tree,
+its subtree is recorded by identity ("theirs") and never taken, then or in a
+later scan, even after it is orphaned; and an orphan
+in a session that holds a protected process, started after that process, is
+ambiguous (the protected process may have started it) and is not taken.
+
+Never: take a protected process as a member, or walk through one; never grow
 past the cap.
 """
 from collections import deque
-from typing import NamedTuple, Tuple
+from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
 from ._model import Proc
 
@@ -25,30 +38,85 @@ class Selection(NamedTuple):
     new: Tuple[Proc, ...]  # members not known before, breadth-first
     spared: Tuple[Proc, ...]  # protected processes the tree holds (never signalled)
     truncated: bool  # more members exist than the cap allowed
+    theirs: Dict[int, int]  # pid -> start time of what protected processes started (never members)
+    ambiguous: Tuple[Proc, ...] = ()  # orphans in a protected process's session: not taken
 
 
-def select(snap, anchors, protected, cap, owners=frozenset()):
+def _orphaned(q: Proc, snap) -> bool:
+    """True if q was adopted: its parent is init, or a process in another session."""
+    if q.ppid == 1:
+        return True
+    parent = snap.get(q.ppid)
+    return parent is not None and parent.sid != q.sid
+
+
+def _group_and_session_ids(snap) -> frozenset:
+    """Every process group and session id in use in snap."""
+    ids = set()
+    for p in snap.values():
+        ids.add(p.pgid)
+        ids.add(p.sid)
+    return frozenset(ids)
+
+
+def _protected_sessions(snap, protected) -> Dict[int, int]:
+    """sid -> the earliest start time of a protected process in that session."""
+    out: Dict[int, int] = {}
+    for pid in protected:
+        p = snap.get(pid) if pid > 0 else None
+        if p is not None and p.sid > 0:
+            out[p.sid] = min(out.get(p.sid, p.start_time), p.start_time)
+    return out
+
+
+def select(
+    snap,
+    anchors: Mapping[int, int],
+    protected: Iterable[int],
+    cap: int,
+    owners: Optional[Iterable[int]] = frozenset(),
+    theirs: Optional[Mapping[int, int]] = None,
+) -> Selection:
     """New members found in snap.
 
     anchors:   {pid: start_time} of the root and every known member (gone ones too:
                a pid seen with another start time is someone else and is skipped)
-    protected: pids never taken as members
+    protected: pids never taken as members, nor walked through
     cap:       most identities ever held (anchors included)
     owners:    pids whose children are never taken by kinship (the caller and
-               its ancestors: what they start is theirs, not the tree's);
-               None follows parent links only (no pass over the whole table)
+               its ancestors); None follows parent links only (no pass over the
+               whole table)
+    theirs:    {pid: start_time} already known to be started by a protected
+               process: never taken
     """
+    protected = frozenset(protected)
+    theirs_out: Dict[int, int] = dict(theirs or {})
     new = []
     spared = []
+    ambiguous = []
     seen = set()
     room = cap - len(anchors)
     truncated = False
-    queue = deque()
+    queue: deque = deque()
+    kin_leaders = set()  # members whose pid names a group or session in snap
     for pid, start in anchors.items():
         p = snap.get(pid)
         if p is not None and p.start_time == start:
             seen.add(pid)
             queue.append(p)
+
+    def record_theirs(p):
+        # Everything below a protected process, now: it stays theirs by identity.
+        stack = [p.pid]
+        while stack:
+            for c in snap.child_pids(stack.pop()):
+                q = snap[c]
+                if theirs_out.get(c) != q.start_time:
+                    theirs_out[c] = q.start_time
+                    stack.append(c)
+
+    def is_theirs(p):
+        return theirs_out.get(p.pid) == p.start_time
 
     def take(p):
         nonlocal room, truncated
@@ -57,6 +125,9 @@ def select(snap, anchors, protected, cap, owners=frozenset()):
         seen.add(p.pid)
         if p.pid in protected:
             spared.append(p)
+            record_theirs(p)
+            return
+        if is_theirs(p):
             return
         if room <= 0:
             truncated = True
@@ -65,25 +136,36 @@ def select(snap, anchors, protected, cap, owners=frozenset()):
         new.append(p)
         queue.append(p)
 
-    leaders = set()
+    owner_set = frozenset(owners) if owners is not None else None
+    prot_sessions = _protected_sessions(snap, protected) if owners is not None else {}
+    group_ids = _group_and_session_ids(snap) if owners is not None else frozenset()
+
     checked = 0  # how many leaders the last kinship pass knew
     while True:
         while queue:  # parent links, breadth-first
             p = queue.popleft()
-            if p.pid == p.pgid or p.pid == p.sid:
-                leaders.add(p.pid)
+            if p.pid in group_ids:
+                kin_leaders.add(p.pid)
             for c in snap.child_pids(p.pid):
                 take(snap[c])
-        if owners is None or len(leaders) == checked:
+        if owner_set is None or len(kin_leaders) == checked:
             break
-        checked = len(leaders)
+        checked = len(kin_leaders)
         # Kinship: one pass over the table per round of new leaders.
         for q in snap.values():
             if (
-                q.pid not in seen
-                and (q.pgid in leaders or q.sid in leaders)
-                and not q.is_zombie
-                and q.ppid not in owners
+                q.pid in seen
+                or not (q.pgid in kin_leaders or q.sid in kin_leaders)
+                or q.is_zombie
+                or q.ppid in owner_set
+                or not _orphaned(q, snap)
             ):
-                take(q)
-    return Selection(tuple(new), tuple(spared), truncated)
+                continue
+            first_protected = prot_sessions.get(q.sid)
+            if first_protected is not None and q.start_time >= first_protected and q.pid not in protected:
+                if not is_theirs(q):
+                    ambiguous.append(q)
+                seen.add(q.pid)
+                continue
+            take(q)
+    return Selection(tuple(new), tuple(spared), truncated, theirs_out, tuple(ambiguous))

@@ -15,7 +15,8 @@ class TeardownReport:
     survivors: still alive after everything (empty unless something is unkillable)
     late:      joined the tree during the teardown and were handled too
     denied:    members the caller may not signal (AccessDenied); also in survivors if alive
-    truncated: the tree exceeded max_procs; what was found was still ended
+    truncated: the tree exceeded max_procs; what was found was still ended, but
+               the rest may survive, so `ok` is False
     elapsed:   seconds from the call to the report
     """
 
@@ -33,8 +34,12 @@ class TeardownReport:
 
     @property
     def ok(self):
-        """True when nothing of the tree survived."""
-        return not self.survivors
+        """True when nothing of the tree survived, as far as the teardown can know.
+
+        A truncated teardown held only max_procs members: what it could not
+        hold may still run, so it is never ok.
+        """
+        return not self.survivors and not self.truncated
 
     def to_dict(self):
         """A JSON-ready dict (Proc records become dicts)."""

@@ -25,6 +25,7 @@ every send); block the event loop; hold more than max_procs members.
 import asyncio
 import select
 import signal
+import sys
 import time
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -44,6 +45,11 @@ KILL_CONFIRM = 2.0
 # long to wait for a stopped member to actually show as stopped.
 FREEZE_ROUNDS = 50
 FREEZE_WAIT = 0.5
+# XNU marks a process stopped in the sender's kill() and does not restart a
+# fork in progress, so a member can show as stopped while its child is still
+# being created: there one quiet rescan proves nothing, and the engine rescans
+# after the kill until a rescan finds nothing new.
+STOP_MAY_MISS_FORKS = sys.platform == "darwin"
 # Async face: hand control back to the loop after this many members' worth of syscalls.
 BATCH = 64
 
@@ -82,16 +88,16 @@ def _fork_count():
     return None
 
 
-def _validated(pid, grace, include_root, signal_group, max_procs):
+def _validated(pid, grace, include_root, signal_group, max_procs, reap=False):
     pid = check_pid(pid)
     grace = check_seconds(grace, "grace")
     max_procs = check_positive_int(max_procs, "max_procs")
-    for name, flag in (("include_root", include_root), ("signal_group", signal_group)):
+    for name, flag in (("include_root", include_root), ("signal_group", signal_group), ("reap", reap)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
     if pid == 1:
         raise ValueError("refusing to tear down pid 1 (init)")
-    return pid, grace, include_root, signal_group, max_procs
+    return pid, grace, include_root, signal_group, max_procs, reap
 
 
 class _Member:
@@ -108,8 +114,9 @@ class _Member:
 class _Teardown:
     """One teardown. steps() yields _Wait and _Call requests and returns the TeardownReport."""
 
-    def __init__(self, pid, grace, include_root, signal_group, max_procs):
+    def __init__(self, pid, grace, include_root, signal_group, max_procs, reap=False):
         self.pid = pid
+        self.reap = reap
         self.grace = grace
         self.include_root = include_root
         self.signal_group = signal_group
@@ -120,6 +127,8 @@ class _Teardown:
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap = None
         self.forks_at_scan = None  # the system's fork counter when the last scan began
+        self.theirs = {}  # pid -> start time of what a protected process in the tree started
+        self.ambiguous = {}  # orphans not taken: a protected process shares their session
         self.root_member = None
         self.group_ok = False  # the root leads its group, which holds no protected process
         self.anchors = {}  # pid -> start_time of the root and every member
@@ -215,22 +224,34 @@ class _Teardown:
         kin=False follows parent links only: enough for the periodic rescans,
         whose job is to catch forks of live members, and it skips a pass over
         the whole table.
+
+        A parent-link scan is skipped when the machine's fork counter has not
+        moved since the last scan of either kind: a new child of a member needs
+        a fork, and every scan follows parent links. A kinship scan is never
+        skipped: a process becomes an orphan in a member's session when its
+        parent exits, without any fork.
         """
         forks = _fork_count()
-        if forks is not None and forks == self.forks_at_scan:
-            # Not one process was created anywhere since the last scan, so
-            # there is nothing new to find: a new member needs a fork.
+        if not kin and forks is not None and forks == self.forks_at_scan:
             return []
         self.forks_at_scan = forks  # read before the snapshot: a later fork changes it
         t = time.monotonic()
         snap = self.last_snap = yield _Call(_binding.snapshot)
         self.scan_cost = time.monotonic() - t
         sel = _membership.select(
-            snap, self.anchors, self.guard.protected, self.max_procs, self.owners if kin else None
+            snap,
+            self.anchors,
+            self.guard.protected,
+            self.max_procs,
+            self.owners if kin else None,
+            theirs=self.theirs,
         )
+        self.theirs = sel.theirs
         self.truncated = self.truncated or sel.truncated
         for p in sel.spared:
             self.spared[p.pid] = p
+        for p in sel.ambiguous:
+            self.ambiguous[p.pid] = p
         added = []
         for i, p in enumerate(sel.new):
             added.append(self._add(p, late))
@@ -348,7 +369,8 @@ class _Teardown:
             yield from self._freeze_and_kill()
 
         self._collect()
-        self._reap_own()
+        if self.reap:
+            self._reap_own()
         return self._report(t0, root)
 
     def _hangup_group(self, root_member):
@@ -359,6 +381,8 @@ class _Teardown:
             self.group_note = f"skipped: the root does not lead its group {pgid}"
         elif not self.guard.allows_group(pgid):
             self.group_note = f"skipped: group {pgid} holds the caller or an ancestor"
+        elif self._outsiders_in_group(pgid, uncapped=self.truncated):
+            self.group_note = f"skipped: group {pgid} holds processes outside the tree"
         else:
             self.group_ok = True
             target = root_member.target
@@ -374,11 +398,39 @@ class _Teardown:
         root = self.root_member
         if not (self.truncated and self.group_ok and root is not None and root.target is not None):
             return
+        outsiders = self._outsiders_in_group(root.proc.pid, uncapped=True)
+        if outsiders:
+            self.group_note += f"; no SIGKILL to group {root.proc.pid}: it holds processes outside the tree"
+            return
         try:
             outcome = yield _Call(lambda: _signals.send_group(root.proc.pid, signal.SIGKILL, self.guard, root.target))
         except ValueError as exc:  # the guard says no (a protected process joined)
             outcome = str(exc)
         self.group_note += f"; SIGKILL to group {root.proc.pid} (truncated): {outcome}"
+
+    def _outsiders_in_group(self, pgid, uncapped=False):
+        """Live processes of group pgid, in the last snapshot, that are not the tree's.
+
+        A group signal reaches every process of the group, so it is sent only
+        when the group holds members alone: a sibling job (`b` in `a | b`) or
+        what a protected process started shares the group without being a
+        member. uncapped: also count as the tree's what max_procs kept out
+        (the truncated kill exists to reach exactly those).
+        """
+        snap = self.last_snap
+        if snap is None:
+            return {0}  # nothing known: no proof the group is ours
+        tree = {ident for ident in self.members}
+        if uncapped:
+            extra = _membership.select(
+                snap, self.anchors, self.guard.protected, 1 << 62, self.owners, theirs=self.theirs
+            )
+            tree.update(p.identity for p in extra.new)
+        return {
+            q.pid
+            for q in snap.values()
+            if q.pgid == pgid and not q.is_zombie and q.identity not in tree and q.pid != pgid
+        }
 
     def _freeze_and_kill(self):
         """SIGSTOP until the tree is closed (nothing new while all are stopped), then SIGKILL."""
@@ -413,17 +465,22 @@ class _Teardown:
             self._collect()
             if self._live():
                 yield self._wait_spec(until)
-        if closed:
+        if closed and not STOP_MAY_MISS_FORKS:
             return  # nothing could fork after that scan: there is nothing left to find
-        # Not provably closed (a member never showed as stopped, or the rounds
-        # ran out): anything that slipped in gets the same, once more.
-        for m in (yield from self._rescan(late=True)):
-            self._signal(m, signal.SIGKILL)
-        until = time.monotonic() + 0.2
-        while self._live() and time.monotonic() < until:
-            self._collect()
-            if self._live():
-                yield self._wait_spec(until)
+        # Not provably closed (a member never showed as stopped, the rounds ran
+        # out, or the kernel may stop a process with a fork still completing):
+        # whatever slipped in gets the same, until a rescan finds nothing new.
+        for _ in range(FREEZE_ROUNDS):
+            late = yield from self._rescan(late=True)
+            if not late:
+                break
+            for m in late:
+                self._signal(m, signal.SIGKILL)
+            until = time.monotonic() + 0.2
+            while self._live() and time.monotonic() < until:
+                self._collect()
+                if self._live():
+                    yield self._wait_spec(until)
 
     def _all_stopped(self):
         for m in self._live():
@@ -476,6 +533,7 @@ class _Teardown:
                 "group": self.group_note,
                 "pidfds": self.use_pidfd,
                 **({"spared": sorted(self.spared)} if self.spared else {}),
+                **({"ambiguous": sorted(self.ambiguous)} if self.ambiguous else {}),
                 **({"reaped": dict(self.reaped)} if self.reaped else {}),
             },
         )
@@ -530,7 +588,15 @@ async def _wait_async(loop, req):
         loop.remove_reader(req.fd)
 
 
-def terminate_tree(pid, *, grace=2.0, include_root=True, signal_group=True, max_procs=16384):
+def terminate_tree(
+    pid: int,
+    *,
+    grace: float = 2.0,
+    include_root: bool = True,
+    signal_group: bool = True,
+    max_procs: int = 16384,
+    reap: bool = False,
+) -> TeardownReport:
     """End pid and every process it started, and nothing else; return a TeardownReport.
 
     Polite first (SIGHUP to the root's own group, SIGTERM + SIGCONT to every
@@ -538,8 +604,14 @@ def terminate_tree(pid, *, grace=2.0, include_root=True, signal_group=True, max_
     as the whole tree is gone. Raises TypeError/ValueError for bad arguments
     (pid 1, the caller, its ancestors) and NoSuchProcess for a pid that is not
     there, before anything is signalled.
+
+    Exits are observed without reaping: members that are the caller's own
+    children are left as zombies for their owners (Popen, multiprocessing,
+    asyncio) to reap with their exit status. reap=True reaps them (by pidfd,
+    that process only) and records their codes in report.extra["reaped"]: for
+    callers that own no such objects.
     """
-    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs))
+    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs, reap))
     gen = engine.steps()
     try:
         req = next(gen)
@@ -561,13 +633,21 @@ def terminate_tree(pid, *, grace=2.0, include_root=True, signal_group=True, max_
         raise
 
 
-async def terminate_tree_async(pid, *, grace=2.0, include_root=True, signal_group=True, max_procs=16384):
+async def terminate_tree_async(
+    pid: int,
+    *,
+    grace: float = 2.0,
+    include_root: bool = True,
+    signal_group: bool = True,
+    max_procs: int = 16384,
+    reap: bool = False,
+) -> TeardownReport:
     """terminate_tree for asyncio: the same engine, waiting without blocking the loop.
 
     Cancelling it skips the rest of the grace: what is left is SIGKILLed at
     once, then CancelledError propagates.
     """
-    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs))
+    engine = _Teardown(*_validated(pid, grace, include_root, signal_group, max_procs, reap))
     loop = asyncio.get_running_loop()
     gen = engine.steps()
     try:

@@ -184,9 +184,18 @@ def test_group_hangup_skipped_when_the_root_shares_the_callers_group(kit):
     assert report.extra["group"].startswith("skipped")
 
 
-def test_own_child_root_is_reaped_not_left_a_zombie(kit):
+def test_own_child_root_is_left_to_its_popen_with_its_exit_status(kit):
     tree = kit.sleeper()
     report = proctree.terminate_tree(tree.root, grace=60)
+    assert_all_gone(tree, report)
+    assert "reaped" not in report.extra
+    assert proctree.proc(tree.root).is_zombie  # the status waits for its owner
+    assert tree.popen.wait(timeout=5) == -signal.SIGHUP
+
+
+def test_reap_true_reaps_own_children_and_records_their_status(kit):
+    tree = kit.sleeper()
+    report = proctree.terminate_tree(tree.root, grace=60, reap=True)
     assert_all_gone(tree, report)
     assert report.extra["reaped"][tree.root] == -signal.SIGHUP
     with pytest.raises(proctree.NoSuchProcess):

@@ -68,7 +68,10 @@ def run(procs=WORLD, anchors=ROOT, protected=PROTECTED, cap=1000, owners=OWNERS)
         (
             "protected members are spared and not walked",
             {"protected": PROTECTED | {102}},
-            [101, 107, 104, 105],  # 105 still shares root's session; 103 and 106 hang off 102
+            # 104 and 105 are orphans in a session that holds the protected
+            # 102 and started after it: 102 may have started them, so they
+            # are ambiguous and not taken; 103 and 106 hang off 102.
+            [101, 107],
             [102],
             False,
         ),
@@ -153,4 +156,123 @@ def test_validation_table(args, exc):
 
 
 def test_validation_passes_good_values_through():
-    assert _validated(12, 0, False, False, 1) == (12, 0.0, False, False, 1)
+    assert _validated(12, 0, False, False, 1) == (12, 0.0, False, False, 1, False)
+    assert _validated(12, 0, False, False, 1, True)[-1] is True
+
+
+def test_reap_must_be_a_bool():
+    with pytest.raises(TypeError):
+        _validated(12, 2.0, True, True, 10, 1)
+
+
+# -- the membership rule: kinship takes orphans only, never what a protected process started --
+
+# A terminal session 300 (an interactive shell, not in any tree) runs `a | b`:
+# a (310) leads the pipeline's group, b (311) is in it; both are the shell's children.
+PIPELINE = [
+    P(1, 0, 1, 1, start=1),
+    P(300, 1, 300, 300, start=10),  # interactive shell, session leader
+    P(310, 300, 310, 300, start=20),  # a: leads the job's group
+    P(311, 300, 310, 300, start=21),  # b: same group, the shell's child
+    P(312, 310, 310, 300, start=22),  # a's own child
+]
+
+
+def test_a_sibling_in_the_roots_group_is_not_taken():
+    new, spared, _ = run(procs=PIPELINE, anchors={310: 20}, protected=frozenset({0, 1}), owners=frozenset())
+    assert new == [312]
+    assert spared == []
+
+
+def test_a_sibling_becomes_a_member_once_orphaned_into_the_roots_group():
+    # The shell died and b was adopted by init: an orphan left in a's group.
+    world = [p for p in PIPELINE if p.pid != 300] + []
+    world = [p if p.pid != 311 else P(311, 1, 310, 300, start=21) for p in world]
+    new, _, _ = run(procs=world, anchors={310: 20}, protected=frozenset({0, 1}), owners=frozenset())
+    assert new == [312, 311]
+
+
+# The hostile review's case: a session leader L (400); the caller C (410) was
+# forked by a subshell that exited, so C is init's child but still in L's
+# session; C runs bash (411) which runs sleep (412).
+CALLER_INSIDE = [
+    P(1, 0, 1, 1, start=1),
+    P(400, 1, 400, 400, start=10),  # L
+    P(401, 400, 400, 400, start=11),  # L's own child
+    P(405, 1, 400, 400, start=12),  # L's orphan, started before the caller
+    P(410, 1, 410, 400, start=20),  # C, the caller
+    P(411, 410, 410, 400, start=21),  # C's bash
+    P(412, 411, 410, 400, start=22),  # its sleep
+    P(413, 1, 400, 400, start=23),  # an orphan started after C: C may have started it
+]
+CALLER = dict(anchors={400: 10}, protected=frozenset({0, 1, 410}), owners=frozenset({410}))
+
+
+def select_full(procs, anchors, protected, owners, theirs=None):
+    return select(Snapshot(procs), dict(anchors), protected, 1000, owners, theirs=theirs)
+
+
+def test_what_the_caller_started_inside_the_trees_session_is_never_a_member():
+    sel = select_full(CALLER_INSIDE, **CALLER)
+    assert [p.pid for p in sel.new] == [401, 405]
+    assert [p.pid for p in sel.spared] == [410]
+    assert [p.pid for p in sel.ambiguous] == [413]
+    assert sel.theirs == {411: 21, 412: 22}
+
+
+def test_what_the_caller_started_stays_theirs_after_it_is_orphaned():
+    first = select_full(CALLER_INSIDE, **CALLER)
+    # bash exits; sleep is adopted by init, still in L's session.
+    world = [p for p in CALLER_INSIDE if p.pid != 411]
+    world = [p if p.pid != 412 else P(412, 1, 410, 400, start=22) for p in world]
+    again = select_full(world, anchors={400: 10, 401: 11, 405: 12}, protected=CALLER["protected"],
+                        owners=CALLER["owners"], theirs=first.theirs)
+    assert [p.pid for p in again.new] == []
+    assert 412 not in [p.pid for p in again.ambiguous]
+
+
+def test_an_orphan_adopted_by_a_subreaper_in_another_session_is_a_member():
+    world = [
+        P(1, 0, 1, 1, start=1),
+        P(500, 1, 500, 500, start=5),  # a subreaper outside the tree (e.g. systemd --user)
+        P(100, 500, 100, 100, start=30),  # root, session leader
+        P(101, 500, 100, 100, start=31),  # adopted by the subreaper, still in root's session
+        P(102, 500, 500, 500, start=32),  # the subreaper's own child: another session
+    ]
+    new, _, _ = run(procs=world, anchors={100: 30}, protected=frozenset({0, 1}), owners=frozenset())
+    assert new == [101]
+
+
+def test_a_process_whose_parent_is_alive_in_the_same_session_belongs_to_that_parent():
+    world = [
+        P(1, 0, 1, 1, start=1),
+        P(100, 1, 100, 100, start=30),  # root, session leader
+        P(200, 1, 200, 100, start=31),  # an orphan in root's session: member
+        P(201, 200, 201, 100, start=32),  # its child: member by parent link
+        P(300, 1, 300, 300, start=5),
+        P(301, 300, 301, 300, start=6),
+    ]
+    new, _, _ = run(procs=world, anchors={100: 30}, protected=frozenset({0, 1}), owners=frozenset())
+    assert new == [200, 201]
+
+
+def test_a_zombie_leader_still_proves_its_session_when_its_row_no_longer_says_so():
+    # macOS reports a zombie's session (and may report its group) as 0: the
+    # pid names a live session, so it cannot have been reused, and the anchor
+    # holding it is the session's creator.
+    world = [
+        P(1, 0, 1, 1, start=1),
+        P(100, 60, 0, 0, start=30, state="Z"),  # root, exited, group and session unreadable
+        P(104, 1, 104, 100, start=34),  # its orphan, still in its session
+    ]
+    kw = dict(anchors={100: 30}, protected=frozenset({0, 1, 60}), owners=frozenset({60}))
+    assert [p.pid for p in select_full(world, **kw).new] == [104]
+    assert [p.pid for p in select_full(world, **{**kw, "anchors": {100: 31}}).new] == []
+
+
+def test_a_pid_in_theirs_with_another_start_time_is_not_theirs():
+    world = [P(1, 0, 1, 1), P(100, 1, 100, 100, start=30), P(101, 100, 100, 100, start=31)]
+    sel = select_full(world, anchors={100: 30}, protected=frozenset({0, 1}), owners=frozenset(), theirs={101: 7})
+    assert [p.pid for p in sel.new] == [101]
+    sel = select_full(world, anchors={100: 30}, protected=frozenset({0, 1}), owners=frozenset(), theirs={101: 31})
+    assert [p.pid for p in sel.new] == []

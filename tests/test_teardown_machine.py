@@ -313,13 +313,15 @@ def test_include_root_false_never_signals_the_root_or_its_group(monkeypatch):
     assert [p.pid for p in rep.found] == [101]
 
 
-def test_no_fork_since_the_last_scan_means_no_rescan(monkeypatch):
+def test_no_fork_since_the_last_scan_means_no_parent_link_rescan(monkeypatch):
     w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
     scans = []
     orig = w.snapshot
     w.snapshot = lambda: scans.append(w.now) or orig()
     drive(w, monkeypatch, grace=1.0)
-    assert len(scans) == 1, f"scanned at {scans} though nothing forked"
+    # The first scan, and the kinship scan before the kill (never skipped:
+    # an orphan appears when its parent exits, without a fork).
+    assert scans == [0.0, 1.0], f"scanned at {scans} though nothing forked"
     w2 = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
     scans2 = []
     orig2 = w2.snapshot
@@ -340,3 +342,32 @@ def test_grace_zero_still_sends_term_first(monkeypatch, grace):
     drive(w, monkeypatch, grace=grace)
     seq = [s for pid, s in w.log if pid == 101]
     assert seq.index("TERM") < seq.index("KILL")
+
+
+def test_an_orphan_made_during_the_grace_is_found_by_the_kinship_scan(monkeypatch):
+    # The hostile review's leak: the root ignores TERM, then `(sleep 300 &)`
+    # leaves an orphan in its session between two parent-link rescans. Those
+    # rescans move the fork-counter mark; the kinship scan before the kill
+    # must run all the same.
+    w = world(P(100, ME), p100={"TERM": ("fork", [P(102, 1)])})
+    rep = drive(w, monkeypatch, grace=1.0)
+    assert (102, "KILL") in w.log
+    assert 102 in [p.pid for p in rep.late] and 102 in [p.pid for p in rep.killed]
+    assert rep.ok
+
+
+def test_a_group_holding_a_sibling_job_is_not_signalled(monkeypatch):
+    # `a | b` under a job-control shell (50): b shares a's group but is the shell's child.
+    w = world(P(100, 50, pgid=100, sid=50), P(101, 50, pgid=100, sid=50), P(102, 100, pgid=100, sid=50))
+    rep = drive(w, monkeypatch, grace=1.0)
+    assert [p.pid for p in rep.found] == [100, 102]
+    assert all(pid not in (101, -100) for pid, _ in w.log), w.log
+    assert rep.extra["group"].startswith("skipped: group 100 holds processes outside the tree")
+
+
+def test_truncated_is_never_ok(monkeypatch):
+    kids = [P(101 + i, 100, pgid=101 + i) for i in range(10)]
+    w = world(P(100, ME), *kids)
+    rep = drive(w, monkeypatch, grace=0.5, max_procs=4)
+    assert rep.truncated and not rep.survivors
+    assert rep.ok is False and rep.to_dict()["ok"] is False

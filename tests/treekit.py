@@ -15,6 +15,7 @@ Use:  from treekit import kit   # the fixture
       tree.root, tree.pids, tree.role("ignorer")
 """
 import functools
+import json
 import os
 import select
 import signal
@@ -466,3 +467,66 @@ def run_in_pid_namespace(script, timeout=60, env=None):
         timeout=timeout,
         env=full_env,
     )
+
+
+# Helpers every namespace script starts with: a canary that records every
+# catchable signal it receives, and a way to read what it recorded.
+NS_PROLOGUE = r"""
+import json, math, os, signal, sys, time
+import proctree
+from proctree import _signals
+
+CATCHABLE = [s for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)]
+
+def canary(new_session=False):
+    # A process that writes every signal it gets to a pipe; (pid, read end).
+    r, w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if new_session:
+            os.setsid()
+        for s in CATCHABLE:
+            try:
+                signal.signal(s, lambda n, f: os.write(w, b"%d " % n))
+            except (OSError, ValueError, RuntimeError):
+                pass
+        os.write(ready_w, b"x")
+        while True:
+            time.sleep(1000)
+    os.close(w)
+    os.read(ready_r, 1)
+    os.set_blocking(r, False)
+    return pid, r
+
+def heard(r):
+    try:
+        return [int(x) for x in os.read(r, 65536).split()]
+    except BlockingIOError:
+        return []
+
+def state(pid):
+    try:
+        return proctree.proc(pid).state
+    except proctree.NoSuchProcess:
+        return "gone"
+
+def age_past_one_tick(p):
+    # start_time has clock-tick resolution (10 ms on Linux): a pid reused within
+    # the same tick has the same start time, which only a pidfd can tell apart
+    # (docs/teardown.md). Make the member older than that before reusing its pid.
+    from proctree import _binding
+    while _binding.now() <= p.start_time + 1:
+        time.sleep(0.005)
+
+def done(**result):
+    print(json.dumps(result), flush=True)
+"""
+
+
+def run_ns_json(script, **env):
+    """Run script (after NS_PROLOGUE) in a fresh PID namespace; return its last JSON line."""
+    r = run_in_pid_namespace(NS_PROLOGUE + script, env=env)
+    assert r.returncode == 0, f"namespace script failed:\n{r.stdout}\n{r.stderr}"
+    assert "BYSTANDER GOT" not in r.stdout, r.stdout
+    return json.loads(r.stdout.strip().splitlines()[-1])
