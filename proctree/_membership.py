@@ -22,8 +22,11 @@ What a protected process (the caller, its ancestors) started is never a
 member, at any depth: when the walk meets a protected process inside the tree,
 its subtree is recorded by identity ("theirs") and never taken, then or in a
 later scan, even after it is orphaned; and an orphan
-in a session that holds a protected process, started after that process, is
-ambiguous (the protected process may have started it) and is not taken.
+reached only through a group or session that holds a protected process,
+started after that process, is ambiguous (the protected process may have
+started it) and is not taken. An orphan found through a member's group that
+no protected process shares is taken even when the caller shares the
+session: only a deliberate setpgid moves a process into another's group.
 
 Never: take a protected process as a member, or walk through one; never grow
 past the cap.
@@ -59,14 +62,29 @@ def _group_and_session_ids(snap) -> frozenset:
     return frozenset(ids)
 
 
-def _protected_sessions(snap, protected) -> Dict[int, int]:
-    """sid -> the earliest start time of a protected process in that session."""
-    out: Dict[int, int] = {}
+def _protected_homes(snap, protected) -> Dict[Tuple[str, int], int]:
+    """("sid"|"pgid", id) -> the earliest start time of a protected process in that session or group."""
+    out: Dict[Tuple[str, int], int] = {}
     for pid in protected:
         p = snap.get(pid) if pid > 0 else None
-        if p is not None and p.sid > 0:
-            out[p.sid] = min(out.get(p.sid, p.start_time), p.start_time)
+        if p is None:
+            continue
+        for key in (("sid", p.sid), ("pgid", p.pgid)):
+            if key[1] > 0:
+                out[key] = min(out.get(key, p.start_time), p.start_time)
     return out
+
+
+def _unambiguous(q: Proc, kin_leaders, homes) -> bool:
+    """True if q is reached through a group or session that no protected process
+    shares from before q started (where one does, it may have started q)."""
+    for kind, ident in (("pgid", q.pgid), ("sid", q.sid)):
+        if ident not in kin_leaders:
+            continue
+        first = homes.get((kind, ident))
+        if first is None or q.start_time < first:
+            return True
+    return False
 
 
 def select(
@@ -137,7 +155,7 @@ def select(
         queue.append(p)
 
     owner_set = frozenset(owners) if owners is not None else None
-    prot_sessions = _protected_sessions(snap, protected) if owners is not None else {}
+    homes = _protected_homes(snap, protected) if owners is not None else {}
     group_ids = _group_and_session_ids(snap) if owners is not None else frozenset()
 
     checked = 0  # how many leaders the last kinship pass knew
@@ -161,8 +179,7 @@ def select(
                 or not _orphaned(q, snap)
             ):
                 continue
-            first_protected = prot_sessions.get(q.sid)
-            if first_protected is not None and q.start_time >= first_protected and q.pid not in protected:
+            if q.pid not in protected and not _unambiguous(q, kin_leaders, homes):
                 if not is_theirs(q):
                     ambiguous.append(q)
                 seen.add(q.pid)

@@ -68,10 +68,11 @@ def run(procs=WORLD, anchors=ROOT, protected=PROTECTED, cap=1000, owners=OWNERS)
         (
             "protected members are spared and not walked",
             {"protected": PROTECTED | {102}},
-            # 104 and 105 are orphans in a session that holds the protected
-            # 102 and started after it: 102 may have started them, so they
-            # are ambiguous and not taken; 103 and 106 hang off 102.
-            [101, 107],
+            # 104 is an orphan in the root's group, which 102 does not share:
+            # taken. 105 is an orphan in 102's own group, started after it:
+            # 102 may have started it, so it is ambiguous and not taken.
+            # 103 and 106 hang off 102.
+            [101, 107, 104],
             [102],
             False,
         ),
@@ -200,10 +201,12 @@ CALLER_INSIDE = [
     P(400, 1, 400, 400, start=10),  # L
     P(401, 400, 400, 400, start=11),  # L's own child
     P(405, 1, 400, 400, start=12),  # L's orphan, started before the caller
-    P(410, 1, 410, 400, start=20),  # C, the caller
-    P(411, 410, 410, 400, start=21),  # C's bash
-    P(412, 411, 410, 400, start=22),  # its sleep
+    P(410, 1, 400, 400, start=20),  # C, the caller, in L's group and session
+    P(411, 410, 400, 400, start=21),  # C's bash
+    P(412, 411, 400, 400, start=22),  # its sleep
     P(413, 1, 400, 400, start=23),  # an orphan started after C: C may have started it
+    P(414, 401, 414, 400, start=24),  # L's child's own job group
+    P(415, 1, 414, 400, start=25),  # orphan in that group: no protected process there
 ]
 CALLER = dict(anchors={400: 10}, protected=frozenset({0, 1, 410}), owners=frozenset({410}))
 
@@ -214,7 +217,7 @@ def select_full(procs, anchors, protected, owners, theirs=None):
 
 def test_what_the_caller_started_inside_the_trees_session_is_never_a_member():
     sel = select_full(CALLER_INSIDE, **CALLER)
-    assert [p.pid for p in sel.new] == [401, 405]
+    assert [p.pid for p in sel.new] == [401, 414, 405, 415]
     assert [p.pid for p in sel.spared] == [410]
     assert [p.pid for p in sel.ambiguous] == [413]
     assert sel.theirs == {411: 21, 412: 22}
@@ -225,7 +228,7 @@ def test_what_the_caller_started_stays_theirs_after_it_is_orphaned():
     # bash exits; sleep is adopted by init, still in L's session.
     world = [p for p in CALLER_INSIDE if p.pid != 411]
     world = [p if p.pid != 412 else P(412, 1, 410, 400, start=22) for p in world]
-    again = select_full(world, anchors={400: 10, 401: 11, 405: 12}, protected=CALLER["protected"],
+    again = select_full(world, anchors={400: 10, 401: 11, 405: 12, 414: 24, 415: 25}, protected=CALLER["protected"],
                         owners=CALLER["owners"], theirs=first.theirs)
     assert [p.pid for p in again.new] == []
     assert 412 not in [p.pid for p in again.ambiguous]
@@ -276,3 +279,17 @@ def test_a_pid_in_theirs_with_another_start_time_is_not_theirs():
     assert [p.pid for p in sel.new] == [101]
     sel = select_full(world, anchors={100: 30}, protected=frozenset({0, 1}), owners=frozenset(), theirs={101: 31})
     assert [p.pid for p in sel.new] == []
+
+
+def test_an_orphan_in_the_roots_own_group_is_taken_when_the_caller_only_shares_the_session():
+    # Popen(process_group=0): the root leads its group inside the caller's session.
+    world = [
+        P(1, 0, 1, 1, start=1),
+        P(50, 1, 50, 50, start=5),  # the shell
+        P(60, 50, 60, 50, start=10),  # the caller
+        P(100, 60, 100, 50, start=20),  # root: own group, caller's session
+        P(101, 1, 100, 50, start=21),  # `nohup cmd &` left in root's group
+        P(102, 1, 60, 50, start=22),  # an orphan in the caller's group: not the tree's
+    ]
+    new, _, _ = run(procs=world, anchors={100: 20})
+    assert new == [101]
