@@ -236,6 +236,14 @@ def test_json_stream_of_a_command_line_that_did_not_parse(argv, where):
     assert stream is (None if where is None else getattr(sys, where))
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["tree"], ["tree", "--json"], ["kill", "--json", "0"]])
+def test_closed_stdout_is_no_traceback(argv):
+    # `proctree ... >&-`: the command runs, its output goes nowhere.
+    r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "proctree", *argv],
+                       capture_output=True, text=True, timeout=60, env=ENV)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr
+
+
 # -- --version, --help, abbreviations, `--` ------------------------------------------
 
 

@@ -11,6 +11,7 @@ It must never print a traceback for bad input, nor two JSON documents.
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from ._common import CliError
@@ -125,6 +126,9 @@ def report(error, stream):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.stdout is None:
+        # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
+        sys.stdout = open(os.devnull, "w")
     try:
         args = build_parser().parse_args(argv)
     except CliError as error:
@@ -143,8 +147,6 @@ def main(argv=None):
 def _quiet_broken_pipe():
     """The reader went away (`proctree tree | head`): not an error. Point stdout at
     /dev/null so that the interpreter's final flush does not complain either."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
