@@ -148,7 +148,15 @@ def test_kill_json_missing_pid_for_real():
 
 
 @pytest.mark.parametrize("pid_of", [lambda: 1, os.getpid, os.getppid], ids=["init", "caller", "parent"])
-def test_kill_json_refusal_is_a_value_error(pid_of, capsys):
+def test_kill_json_refusal_is_a_value_error(pid_of, capsys, monkeypatch):
+    from proctree import _signals
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a signal was about to be sent: {args}")
+
+    # Should the refusal ever break, the test fails instead of signalling its own ancestors.
+    monkeypatch.setattr(_signals, "send", refuse)
+    monkeypatch.setattr(_signals, "send_group", refuse)
     pid = pid_of()
     assert main(["kill", str(pid), "--json"]) == 2
     out, err = capsys.readouterr()
