@@ -53,7 +53,7 @@ def run(args, out=None):
         raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid) from None
     except (ValueError, TypeError, proctree.Error, OSError) as exc:
         # Refusals (pid 1, the caller, a kernel thread) and failures to read the
-        # root: all before anything was signalled.
+        # root, which come before any signal; a system error mid-teardown too.
         raise CliError.from_exception(exc, pid) from None
     if args.json:
         json.dump(report.to_dict(), out, indent=2)
