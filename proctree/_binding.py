@@ -5,6 +5,7 @@ records. Nothing here reads ffi.errno: the C functions return the error.
 """
 import errno
 import os
+import sys
 
 from . import _core
 from ._errors import AccessDenied, NoSuchProcess
@@ -129,3 +130,44 @@ def now():
     out = ffi.new("uint64_t *")
     check(lib.pt_now(out))
     return out[0]
+
+
+# PF_KTHREAD in the kernel's task flags: set only on kernel threads, and not
+# settable from user space. A parent pid of 2 or an empty command line is no
+# proof: a process in its own PID namespace can have either.
+PF_KTHREAD = 0x00200000
+
+
+def stat_flags(stat):
+    """The flags field (field 9) of a /proc/<pid>/stat line (bytes).
+
+    Fields are counted after the LAST ')': the name before it may hold
+    spaces and parentheses, even a whole fake tail of fields. ValueError if
+    the line is not one.
+    """
+    head, paren, tail = stat.rpartition(b")")
+    fields = tail.split()
+    if not paren or b"(" not in head or len(fields) < 7:
+        raise ValueError(f"not a /proc/<pid>/stat line: {stat[:80]!r}")
+    return int(fields[6])
+
+
+def is_kernel_thread(pid):
+    """True if pid is a kernel thread (not a process tree anyone can tear down).
+
+    pid already validated. Linux: PF_KTHREAD in /proc/<pid>/stat. macOS: only
+    pid 0 (kernel_task) is the kernel. Raises NoSuchProcess/AccessDenied.
+    """
+    if not sys.platform.startswith("linux"):
+        return pid == 0
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise NoSuchProcess(pid) from exc
+    except PermissionError as exc:
+        raise AccessDenied(pid) from exc
+    try:
+        return bool(stat_flags(stat) & PF_KTHREAD)
+    except ValueError as exc:
+        raise OSError(errno.EIO, f"unreadable /proc/{pid}/stat") from exc

@@ -62,6 +62,11 @@ class Snapshot(Mapping):
                 raise ValueError(f"pid {a} appears twice")
         self._init(pids, [p.ppid for p in procs], procs.__getitem__)
 
+    def __reduce__(self):
+        # A live snapshot reads its rows from C memory through a memoryview and a
+        # closure, neither of which pickles: travel as the Proc records instead.
+        return (_snapshot_of, (type(self), tuple(self.values())))
+
     @classmethod
     def _from_rows(cls, pids, ppids, row_at):
         """For the binding: pids ascending; ppids a parallel sequence; row_at(i) -> Proc."""
@@ -156,3 +161,10 @@ class Snapshot(Mapping):
             out.append(p)
             cur = p.ppid
         return out
+
+
+def _snapshot_of(cls, procs):
+    """Rebuild a pickled or copied Snapshot (of cls, a subclass perhaps) from its Proc records."""
+    self = cls.__new__(cls)
+    Snapshot.__init__(self, procs)
+    return self

@@ -307,6 +307,8 @@ class _Teardown:
                 f"refusing to tear down pid {self.pid}: it is the caller or one of its ancestors"
             )
         root = _binding.proc(self.pid)  # NoSuchProcess for a pid that is not there
+        if _binding.is_kernel_thread(self.pid):
+            raise ValueError(f"refusing to tear down pid {self.pid}: it is a kernel thread, not a process tree")
         self.owners = (self.guard.protected - {0, 1}) | {self.guard.me}
         self.waiter = _exitwait.make_waiter(self.use_pidfd)
         try:

@@ -10,9 +10,9 @@ def check_pid(pid, what="pid"):
     if isinstance(pid, bool) or not isinstance(pid, int):
         raise TypeError(f"{what} must be an int, not {type(pid).__name__}")
     if pid <= 0:
-        raise ValueError(f"{what} must be a positive integer, got {pid}")
+        raise ValueError(f"{what} must be a positive integer, got {_brief(pid)}")
     if pid > PID_MAX:
-        raise ValueError(f"{what} {pid} is larger than any pid the system can assign ({PID_MAX})")
+        raise ValueError(f"{what} {_brief(pid)} is larger than any pid the system can assign ({PID_MAX})")
     return int(pid)
 
 
@@ -20,10 +20,23 @@ def check_seconds(value, what):
     """Return value as a float of seconds >= 0, or raise TypeError/ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    value = float(value)
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value}")
-    return value
+    try:
+        seconds = float(value)
+    except OverflowError:
+        # An int beyond float range: as useless as inf, and must not escape as OverflowError.
+        seconds = math.inf
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {_brief(value)}")
+    return seconds + 0.0  # -0.0 becomes 0.0
+
+
+def _brief(value):
+    """repr(value) cut short, so an error about a 400-digit int stays one line
+    (and an int too long for repr(), past Python's 4300 digits, still has a message)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def check_positive_int(value, what):
@@ -31,5 +44,5 @@ def check_positive_int(value, what):
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     if value < 1:
-        raise ValueError(f"{what} must be >= 1, got {value}")
+        raise ValueError(f"{what} must be >= 1, got {_brief(value)}")
     return int(value)

@@ -35,9 +35,13 @@ def test_tree_of_own_process_shows_its_children():
         assert first.startswith(f"{os.getpid()} [pgid {os.getpgid(0)} sid {os.getsid(0)} ")
         assert any(f"{child.pid} [" in line and "sleep" in line for line in r.stdout.splitlines())
         j = cli("tree", str(os.getpid()), "--json")
-        (root,) = json.loads(j.stdout)
-        assert root["pid"] == os.getpid()
-        assert child.pid in [c["pid"] for c in root["children"]]
+        doc = json.loads(j.stdout)
+        assert doc["ok"] is True and doc["roots"] == [os.getpid()]
+        root = doc["procs"][0]
+        assert root["pid"] == os.getpid() and root["depth"] == 0
+        assert child.pid in root["children"]
+        (kid,) = [p for p in doc["procs"] if p["pid"] == child.pid]
+        assert kid["depth"] == 1 and kid["ppid"] == os.getpid() and kid["name"] == "sleep"
     finally:
         child.kill()
         child.wait()
@@ -47,14 +51,15 @@ def test_whole_table_tree_lists_every_process_once():
     r = cli("tree", "--json")
     assert r.returncode == 0, r.stderr
 
-    def walk(nodes):
-        for n in nodes:
-            yield n["pid"]
-            yield from walk(n["children"])
-
-    pids = list(walk(json.loads(r.stdout)))
+    doc = json.loads(r.stdout)
+    pids = [p["pid"] for p in doc["procs"]]
     assert len(pids) == len(set(pids))
     assert 1 in pids and os.getpid() in pids
+    assert 1 in doc["roots"]
+    # every listed child is listed itself, one level deeper
+    depth = {p["pid"]: p["depth"] for p in doc["procs"]}
+    for p in doc["procs"]:
+        assert all(depth[c] == p["depth"] + 1 for c in p["children"])
 
 
 @pytest.mark.parametrize("arg", ["abc", "0", "-5", "1.5", "99999999"])

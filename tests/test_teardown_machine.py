@@ -27,6 +27,7 @@ class World:
         self.log = []  # (pid or -pgid, signal name)
         self.stopped = set()
         self.forks = 1000  # the machine's fork counter (/proc/stat "processes")
+        self.kthreads = set()  # pids with PF_KTHREAD
 
     # --- _binding ---
     def proc(self, pid):
@@ -34,6 +35,10 @@ class World:
             raise NoSuchProcess(pid)
         p = self.procs[pid]
         return p._replace(state="T") if pid in self.stopped else p
+
+    def is_kernel_thread(self, pid):
+        self.proc(pid)
+        return pid in self.kthreads
 
     def snapshot(self):
         return Snapshot(self.proc(pid) for pid in self.procs)
@@ -235,6 +240,14 @@ def test_cooperative_tree_gets_hup_term_cont_and_no_kill(monkeypatch):
     assert not sigs(w, "KILL") and not sigs(w, "STOP")
     assert sorted(p.pid for p in rep.exited) == [100, 101, 102] and rep.ok
     assert rep.elapsed < 1.0, "returned before the grace"
+
+
+def test_kernel_thread_root_is_refused_before_any_signal(monkeypatch):
+    w = world(P(2, 0, 0, 0), P(100, 2, 0, 0))
+    w.kthreads = {2, 100}
+    with pytest.raises(ValueError, match="refusing to tear down pid 100: it is a kernel thread"):
+        drive(w, monkeypatch)
+    assert w.log == []
 
 
 def test_term_ignorer_is_stopped_then_killed_after_the_grace(monkeypatch):

@@ -1,21 +1,72 @@
 """The `proctree` command: thin subcommands over the library, no logic of their own.
 
 Each subcommand lives in its own module with register(subparsers), which adds
-its parser and sets `run` (a function of the parsed args returning an exit code).
+its parser and sets `run` (a function of the parsed args returning an exit
+code, raising CliError for anything it cannot do). This module parses the
+command line, runs the subcommand and reports its errors: as text on stderr,
+or under --json as one JSON object {"ok": false, "error": {...}} where that
+command prints its JSON (stdout; stderr for `run`, whose stdout is CMD's).
+It must never print a traceback for bad input, nor two JSON documents.
 """
 import argparse
 import importlib
+import json
+import os
 import sys
+
+from ._common import CliError
 
 # Subcommand modules, in the order `proctree --help` lists them.
 SUBCOMMANDS = ["tree", "kill", "run", "demo"]
 
+# Options whose value is the next argument (so it is not taken for a command).
+_TAKES_VALUE = {"--grace", "--contain"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with exact option names only (no prefix matching: `--js` is not `--json`,
+    and a new option can never change what an old abbreviation meant), whose
+    errors become CliError so that --json can report them too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        raise CliError(message, usage=self.format_usage(), prog=self.prog)
+
+
+def version():
+    """proctree's version: the installed distribution's, else the package's own constant."""
+    try:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
+
+        return dist_version("proctree")
+    except (ImportError, PackageNotFoundError):
+        from proctree import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """--version, reading the version only when asked (importlib.metadata costs import time)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(f"proctree {version()}\n")
+        sys.stdout.flush()
+        parser.exit(0)
+
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="proctree",
         description="Stop a process and everything it started, and nothing else.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print proctree's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMANDS:
@@ -29,15 +80,80 @@ def build_parser():
     return parser
 
 
+def json_stream_of(argv):
+    """Where a --json error goes when argv itself could not be parsed: None when
+    --json was not asked for, else stdout (stderr for `run`).
+
+    Only options before CMD count for `run` (CMD's own --json is CMD's), and
+    nothing after `--`.
+    """
+    command = None
+    wants_json = False
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == "--":
+            break
+        elif arg == "--json" or arg.startswith("--json="):
+            wants_json = True  # `--json=yes` is refused, but JSON was plainly what was asked for
+        elif arg in _TAKES_VALUE:
+            skip_value = True
+        elif not arg.startswith("-"):
+            if command is None:
+                command = arg
+            elif command == "run":
+                break
+    if not wants_json:
+        return None
+    return sys.stderr if command == "run" else sys.stdout
+
+
+def _json_stream_of(args):
+    if not getattr(args, "json", False):
+        return None
+    return sys.stderr if getattr(args, "json_on_stderr", False) else sys.stdout
+
+
+def report(error, stream):
+    """Print error once (JSON on stream, or text on stderr); return its exit code."""
+    if stream is None:
+        sys.stderr.write(error.text())
+    else:
+        stream.write(json.dumps(error.document()) + "\n")
+    return error.code
+
+
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.stdout is None:
+        # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
+        sys.stdout = open(os.devnull, "w")
+    try:
+        args = build_parser().parse_args(argv)
+    except CliError as error:
+        return report(error, json_stream_of(argv))
+    stream = _json_stream_of(args)
     try:
         return args.run(args)
+    except CliError as error:
+        return report(error, stream)
     except KeyboardInterrupt:
-        return 130
+        return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), stream)
     except BrokenPipeError:
-        return 0
+        return _quiet_broken_pipe()
+
+
+def _quiet_broken_pipe():
+    """The reader went away (`proctree tree | head`): not an error. Point stdout at
+    /dev/null so that the interpreter's final flush does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 if __name__ == "__main__":

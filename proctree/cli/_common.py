@@ -1,19 +1,110 @@
-"""Helpers shared by the subcommands: argument parsing and error output."""
-import sys
+"""Helpers shared by the subcommands: strict argument parsing, and one way to report errors.
+
+A subcommand raises CliError for anything it cannot do; the `proctree` entry
+point prints it once, as text on stderr or, under --json, as one JSON object
+of a fixed shape. Nothing here touches the system.
+"""
+import argparse
+import re
+
+from proctree._validate import PID_MAX
+
+# Plain ASCII decimal digits only: int() would also take "1_0", "+5", " 12"
+# and Unicode digits like "١٢", none of which a user means as a pid.
+_DIGITS = re.compile(r"[0-9]+")
+# Seconds: plain decimal, like 2, 0.5, .25 or 3. (no sign, exponent, inf or nan).
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
-def fail(message, code=2):
-    """Print message as an error and return the exit code to use."""
-    sys.stderr.write(f"proctree: {message}\n")
-    return code
+class CliError(Exception):
+    """An error a command reports and exits on.
+
+    kind: "UsageError" for a command line that cannot be parsed, else the
+    name of the exception behind it ("NoSuchProcess", "ValueError", ...).
+    usage/prog: set for argparse's own errors, printed the way argparse does.
+    """
+
+    def __init__(self, message, *, code=2, kind="UsageError", pid=None, usage=None, prog="proctree"):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.kind = kind
+        self.pid = pid
+        self.usage = usage
+        self.prog = prog
+
+    @classmethod
+    def from_exception(cls, exc, pid=None, code=2):
+        """The CliError that reports a library exception (its type name, message and pid)."""
+        return cls(str(exc), code=code, kind=type(exc).__name__, pid=getattr(exc, "pid", None) or pid)
+
+    def document(self):
+        """The --json form: {"ok": false, "error": {"type", "message", "pid"}}, pid null when none."""
+        return {"ok": False, "error": {"type": self.kind, "message": self.message, "pid": self.pid}}
+
+    def text(self):
+        """The text form, for stderr."""
+        if self.usage is not None:
+            return f"{self.usage}{self.prog}: error: {self.message}\n"
+        return f"proctree: {self.message}\n"
+
+
+def shown(text, limit=40):
+    """repr(text), cut short: an error message must stay readable whatever was typed."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def parse_pid(text):
-    """Parse a PID argument; exits with a clear message on anything but a positive integer."""
-    try:
-        pid = int(text, 10)
-    except ValueError:
-        raise SystemExit(fail(f"not a pid: {text!r}")) from None
-    if pid <= 0:
-        raise SystemExit(fail(f"not a pid: {text!r} (must be a positive integer)"))
-    return pid
+    """A pid from the command line: ASCII decimal digits, no sign, no leading zero, 1..PID_MAX.
+
+    Raises CliError (a usage error) for anything else.
+    """
+    if not _DIGITS.fullmatch(text):
+        raise CliError(f"not a pid: {shown(text)} (a pid is written in plain decimal digits 0-9)")
+    if text.strip("0") == "":
+        raise CliError(f"not a pid: {shown(text)} (must be a positive integer)")
+    if text[0] == "0":
+        # Some tools read a leading zero as octal: refuse rather than guess.
+        raise CliError(f"not a pid: {shown(text)} (leading zeros are not accepted)")
+    if len(text) > len(str(PID_MAX)) or int(text) > PID_MAX:
+        raise CliError(f"not a pid: {shown(text)} is larger than any pid the system can assign ({PID_MAX})")
+    return int(text)
+
+
+def parse_seconds(text):
+    """An argparse type: seconds as plain decimal >= 0 (2, 0.5), finite. ArgumentTypeError otherwise."""
+    if not _SECONDS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a number of seconds: {shown(text)} (plain decimal >= 0, like 2 or 0.5)"
+        )
+    seconds = float(text)
+    if seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)}")
+    return seconds
+
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text):
+    """text with every control, format and undecodable character escaped, for a terminal.
+
+    A process chooses its own name: raw, it could carry terminal escape
+    sequences, bidi overrides or bytes stdout cannot encode.
+    """
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escape(ch) for ch in text)
+
+
+def _escape(ch):
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"  # a byte os.fsdecode could not decode
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -1,33 +1,37 @@
 """`proctree kill PID [--grace S] [--json]`: end a process and its whole tree, print the report.
 
 Exit status: 0 when nothing of the tree survived, 1 when something did (see
-"survivors"), 2 for bad input or a pid that is not there. All policy lives in
-proctree.terminate_tree; this only parses and prints.
+"survivors"), 2 for bad input, a pid that is not there or a refused pid (pid 1,
+the caller or its ancestors, a kernel thread): nothing was signalled then.
+All policy lives in proctree.terminate_tree; this only parses and prints.
 """
 import json
 import sys
 
 import proctree
 
-from ._common import fail, parse_pid
+from ._common import CliError, parse_pid, parse_seconds, printable
 
 
 def register(sub):
-    p = sub.add_parser("kill", help="end a process and everything it started (TERM, then KILL after the grace)")
-    p.add_argument("pid", help="root of the tree to end")
-    p.add_argument("--grace", type=float, default=2.0, metavar="S", help="seconds between SIGTERM and SIGKILL (default 2)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p = sub.add_parser("kill", help="end a process and everything it started (TERM, then KILL after the grace)",
+                       description="End PID and everything it started, and nothing else; print the report. "
+                       "Exit 0 if nothing survived, 1 if something did, 2 on bad input (nothing signalled).")
+    p.add_argument("pid", metavar="PID", help="root of the tree to end (decimal digits)")
+    p.add_argument("--grace", type=parse_seconds, default=2.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL (default 2)")
+    p.add_argument("--json", action="store_true", help="print the report (or the error) as one JSON object")
     p.set_defaults(run=run)
 
 
 def _line(p):
-    return f"{p.pid:>7}  {p.state}  {p.name}".replace("\n", "\\n")
+    return f"{p.pid:>7}  {p.state}  {printable(p.name)}"
 
 
 def _print_text(report, out):
     r = report
     out.write(
-        f"tree of {r.root.pid} ({r.root.name}): {len(r.found)} found, {len(r.exited)} exited, "
+        f"tree of {r.root.pid} ({printable(r.root.name)}): {len(r.found)} found, {len(r.exited)} exited, "
         f"{len(r.killed)} killed, {len(r.survivors)} survived, {len(r.late)} late"
         f"{', TRUNCATED' if r.truncated else ''} in {r.elapsed * 1e3:.1f} ms\n"
     )
@@ -46,9 +50,11 @@ def run(args, out=None):
     try:
         report = proctree.terminate_tree(pid, grace=args.grace)
     except proctree.NoSuchProcess:
-        return fail(f"no process with pid {pid}")
-    except (ValueError, TypeError) as exc:
-        return fail(str(exc))
+        raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid) from None
+    except (ValueError, TypeError, proctree.Error, OSError) as exc:
+        # Refusals (pid 1, the caller, a kernel thread) and failures to read the
+        # root, which come before any signal; a system error mid-teardown too.
+        raise CliError.from_exception(exc, pid) from None
     if args.json:
         json.dump(report.to_dict(), out, indent=2)
         out.write("\n")

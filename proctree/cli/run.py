@@ -11,7 +11,7 @@ import json
 import signal
 import sys
 
-from ._common import fail
+from ._common import CliError, parse_seconds
 
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 
@@ -27,13 +27,15 @@ def register(sub):
     )
     p.add_argument("--contain", choices=MODES, default="auto",
                    help="containment mode (default: auto, the strongest that works here)")
-    p.add_argument("--grace", default="2.0", metavar="S",
+    p.add_argument("--grace", type=parse_seconds, default=2.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL at teardown (default 2)")
     p.add_argument("--keep-orphans", action="store_true",
                    help="when CMD exits, let what it left run on; return once they end too")
-    p.add_argument("--json", action="store_true", help="print the teardown report as JSON on stderr")
+    p.add_argument("--json", action="store_true",
+                   help="print the teardown report (or the error) as one JSON object on stderr")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
-    p.set_defaults(run=run)
+    # stdout belongs to CMD: the JSON report, errors included, goes to stderr.
+    p.set_defaults(run=run, json_on_stderr=True)
 
 
 def _exit_code(rc):
@@ -42,17 +44,13 @@ def _exit_code(rc):
 
 def run(args):
     from proctree._spawn import spawn
-    from proctree._validate import check_seconds
 
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
     if not cmd:
-        return fail("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
-    try:
-        grace = check_seconds(float(args.grace), "--grace")
-    except (TypeError, ValueError):
-        return fail(f"run: --grace must be a finite number of seconds >= 0, got {args.grace!r}")
+        raise CliError("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
+    grace = args.grace
 
     # Signals that arrive before the tree exists are held, then forwarded.
     box = {"tree": None, "pending": []}
@@ -73,11 +71,11 @@ def run(args):
             # so that the report names it (the keeper still ends all if we die).
             tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False)
         except FileNotFoundError:
-            return fail(f"run: {cmd[0]}: command not found", 127)
+            raise CliError(f"run: {cmd[0]}: command not found", code=127, kind="FileNotFoundError") from None
         except PermissionError:
-            return fail(f"run: {cmd[0]}: permission denied", 126)
+            raise CliError(f"run: {cmd[0]}: permission denied", code=126, kind="PermissionError") from None
         except OSError as exc:
-            return fail(f"run: {exc}", 126)
+            raise CliError.from_exception(exc, code=126) from None
         box["tree"] = tree
         for s in box["pending"]:
             tree.send_signal(s)
