@@ -43,6 +43,11 @@ class Selection(NamedTuple):
     truncated: bool  # more members exist than the cap allowed
     theirs: Dict[int, int]  # pid -> start time of what protected processes started (never members)
     ambiguous: Tuple[Proc, ...] = ()  # orphans in a protected process's session: not taken
+    # Live processes in the members' groups and sessions that are not members
+    # only because their parent is alive: each may become an orphan (a member)
+    # when that parent exits, without any fork. 0 means a later kinship scan
+    # can only find something new after a fork or a new member.
+    may_orphan: int = 0
 
 
 def _orphaned(q: Proc, snap) -> bool:
@@ -159,6 +164,7 @@ def select(
     group_ids = _group_and_session_ids(snap) if owners is not None else frozenset()
 
     checked = 0  # how many leaders the last kinship pass knew
+    not_orphaned: set = set()  # in the last kinship pass: kin, but a live parent holds them
     while True:
         while queue:  # parent links, breadth-first
             p = queue.popleft()
@@ -169,15 +175,14 @@ def select(
         if owner_set is None or len(kin_leaders) == checked:
             break
         checked = len(kin_leaders)
+        not_orphaned = set()
         # Kinship: one pass over the table per round of new leaders.
         for q in snap.values():
-            if (
-                q.pid in seen
-                or not (q.pgid in kin_leaders or q.sid in kin_leaders)
-                or q.is_zombie
-                or q.ppid in owner_set
-                or not _orphaned(q, snap)
-            ):
+            if q.pid in seen or not (q.pgid in kin_leaders or q.sid in kin_leaders) or q.is_zombie:
+                continue
+            if q.ppid in owner_set or not _orphaned(q, snap):
+                if not is_theirs(q):
+                    not_orphaned.add(q.pid)
                 continue
             if q.pid not in protected and not _unambiguous(q, kin_leaders, homes):
                 if not is_theirs(q):
@@ -185,4 +190,6 @@ def select(
                 seen.add(q.pid)
                 continue
             take(q)
-    return Selection(tuple(new), tuple(spared), truncated, theirs_out, tuple(ambiguous))
+    taken = {p.pid for p in new}
+    may_orphan = sum(1 for pid in not_orphaned if pid not in taken)
+    return Selection(tuple(new), tuple(spared), truncated, theirs_out, tuple(ambiguous), may_orphan)

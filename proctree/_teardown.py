@@ -127,6 +127,7 @@ class _Teardown:
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap = None
         self.forks_at_scan = None  # the system's fork counter when the last scan began
+        self.last_kin_scan = None  # (fork counter, members, may_orphan) at the last kinship scan
         self.theirs = {}  # pid -> start time of what a protected process in the tree started
         self.ambiguous = {}  # orphans not taken: a protected process shares their session
         self.root_member = None
@@ -232,7 +233,7 @@ class _Teardown:
         parent exits, without any fork.
         """
         forks = _fork_count()
-        if not kin and forks is not None and forks == self.forks_at_scan:
+        if forks is not None and self._scan_is_redundant(forks, kin):
             return []
         self.forks_at_scan = forks  # read before the snapshot: a later fork changes it
         t = time.monotonic()
@@ -247,6 +248,8 @@ class _Teardown:
             theirs=self.theirs,
         )
         self.theirs = sel.theirs
+        if kin:
+            self.last_kin_scan = (forks, len(self.members) + len(sel.new), sel.may_orphan)
         self.truncated = self.truncated or sel.truncated
         for p in sel.spared:
             self.spared[p.pid] = p
@@ -258,6 +261,24 @@ class _Teardown:
             if i % BATCH == BATCH - 1:
                 yield _Wait(None, 0)
         return added
+
+    def _scan_is_redundant(self, forks, kin):
+        """True if the last scan's own result proves a new one would find nothing.
+
+        Parent links: a new child of a member needs a fork, and every scan
+        follows parent links, so no fork since the last scan of either kind
+        means nothing new. Kinship: a process also becomes an orphan in a
+        member's session when its parent exits, without a fork; so a kinship
+        scan is redundant only if, besides no fork and no new member since the
+        last kinship scan, that scan saw no process in the members' groups and
+        sessions that a live parent still held.
+        """
+        if not kin:
+            return forks == self.forks_at_scan
+        if self.last_kin_scan is None:
+            return False
+        kin_forks, n_members, may_orphan = self.last_kin_scan
+        return forks == kin_forks and n_members == len(self.members) and may_orphan == 0
 
     def _leader_present(self):
         """True if a member that led its group or session still holds its pid (alive or zombie)."""

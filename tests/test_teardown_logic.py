@@ -293,3 +293,13 @@ def test_an_orphan_in_the_roots_own_group_is_taken_when_the_caller_only_shares_t
     ]
     new, _, _ = run(procs=world, anchors={100: 20})
     assert new == [101]
+
+
+@pytest.mark.parametrize("world, anchors, owners, may_orphan", [
+    (PIPELINE, {310: 20}, frozenset(), 1),  # b, held by the live shell
+    (CALLER_INSIDE, {400: 10}, frozenset({410}), 0),  # the caller's subtree is theirs, never a member
+    (WORLD, ROOT, OWNERS, 0),
+])
+def test_may_orphan_counts_what_could_join_without_a_fork(world, anchors, owners, may_orphan):
+    protected = frozenset({0, 1}) | owners
+    assert select_full(world, anchors, protected, owners).may_orphan == may_orphan

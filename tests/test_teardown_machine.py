@@ -65,6 +65,9 @@ class World:
             what = b.get(name, "die" if name == "TERM" else "ignore")
             if what == "die":
                 self.die(pid)
+            elif callable(what):
+                what(self)
+                b[name] = "ignore"
             elif isinstance(what, tuple) and what[0] == "fork":
                 for child in what[1]:
                     self.procs[child.pid] = child
@@ -332,9 +335,10 @@ def test_no_fork_since_the_last_scan_means_no_parent_link_rescan(monkeypatch):
     orig = w.snapshot
     w.snapshot = lambda: scans.append(w.now) or orig()
     drive(w, monkeypatch, grace=1.0)
-    # The first scan, and the kinship scan before the kill (never skipped:
-    # an orphan appears when its parent exits, without a fork).
-    assert scans == [0.0, 1.0], f"scanned at {scans} though nothing forked"
+    # Only the first: no fork, no new member, and nothing in the root's
+    # group or session that a live parent holds (which could become an
+    # orphan without a fork).
+    assert scans == [0.0], f"scanned at {scans} though nothing forked"
     w2 = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
     scans2 = []
     orig2 = w2.snapshot
@@ -384,3 +388,21 @@ def test_truncated_is_never_ok(monkeypatch):
     rep = drive(w, monkeypatch, grace=0.5, max_procs=4)
     assert rep.truncated and not rep.survivors
     assert rep.ok is False and rep.to_dict()["ok"] is False
+
+
+def test_a_process_orphaned_without_any_fork_is_still_found(monkeypatch):
+    # `a | b` under a shell that is not protected: b is held by the live
+    # shell. When the shell exits during the grace, b is orphaned into a's
+    # group with no fork anywhere: the kinship scan before the kill must run.
+    w = world(
+        P(300, 1, pgid=300, sid=300),
+        P(310, 300, pgid=310, sid=300),
+        P(311, 300, pgid=310, sid=300),
+        p310={"TERM": lambda world: world.die(300)},
+        p311={"TERM": "ignore"},
+    )
+    forks = w.forks
+    rep = drive(w, monkeypatch, pid=310, grace=1.0)
+    assert w.forks == forks
+    assert 311 in [p.pid for p in rep.late], w.log
+    assert (311, "KILL") in w.log
