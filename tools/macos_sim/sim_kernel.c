@@ -13,7 +13,7 @@
  *   zombies, and "succeeds" with length 0 for a pid that is gone or in SIDL.
  * - kinfo_proc of a traced process: P_TRACED in p_flag, the tracer in
  *   e_ppid, the original parent in p_oppid (fill_user64_externproc).
- * - proc_listallpids / proc_listchildpids: a COUNT back for a size in BYTES,
+ * - proc_listchildpids: a COUNT back for a size in BYTES,
  *   0 with errno on error, silent truncation, newest pid first
  *   (proc_info.c proc_listpids). PROC_PPID_ONLY also lists a traced process
  *   under its original parent (the p_oppid clause), while its ppid is the
@@ -85,20 +85,6 @@ static void fill_kinfo(const struct sim_proc *p, int stat, struct kinfo_proc *k)
     k->kp_eproc.e_ppid = p->ppid;
     k->kp_eproc.e_pgid = p->pgid;
     k->kp_eproc.e_ucred.cr_uid = (uid_t)p->uid;
-}
-
-int proc_listallpids(void *buffer, int buffersize)
-{
-    if (!buffer)
-        return sim_count + 20;
-    if (buffersize < 4) {
-        errno = ENOMEM;
-        return 0;
-    }
-    int want = buffersize / 4, n = 0;
-    for (int i = sim_count - 1; i >= 0 && n < want; i--)
-        ((int *)buffer)[n++] = sim_table[i].pid;
-    return n;
 }
 
 int proc_listchildpids(pid_t ppid, void *buffer, int buffersize)
