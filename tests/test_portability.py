@@ -16,7 +16,8 @@ A *Linux-only use* is:
   * an attribute in LINUX_ONLY below (``os.pipe2``, ``os.waitid``,
     ``os.pidfd_open``, ``signal.pidfd_send_signal``, ``select.epoll``,
     ``os.memfd_create``, ``os.sched_setaffinity``, ...), reached as
-    ``module.name`` (``import x as y`` and ``from x import name`` followed);
+    ``module.name`` or ``getattr(module, "name")`` without a default
+    (``import x as y`` and ``from x import name`` followed);
   * any attribute named ``prctl`` (e.g. ``libc.prctl`` through ctypes);
   * a /proc path: a string literal, or an f-string's leading text, that is
     ``/proc`` or starts with ``/proc/``. Docstrings are not uses.
@@ -110,8 +111,8 @@ class _Scan:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    mod = _MODULE_ALIASES.get(a.name, a.name)
-                    self.modules[a.asname or a.name.split(".")[0]] = mod if a.asname else a.name.split(".")[0]
+                    name = a.name if a.asname else a.name.split(".")[0]
+                    self.modules[a.asname or name] = _MODULE_ALIASES.get(name, name)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 mod = _MODULE_ALIASES.get(node.module, node.module)
                 for a in node.names:
@@ -144,6 +145,11 @@ class _Scan:
             mod = self._module_of(node.value)
             if mod in LINUX_ONLY and node.attr in LINUX_ONLY[mod]:
                 return f"{mod}.{node.attr}"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Constant)):
+            mod = self._module_of(node.args[0])  # getattr without a default raises where it is missing
+            if mod in LINUX_ONLY and node.args[1].value in LINUX_ONLY[mod]:
+                return f"{mod}.{node.args[1].value}"
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in self.names:
             mod, attr = self.names[node.id]
             if attr in LINUX_ONLY.get(mod, ()):
@@ -226,10 +232,16 @@ class _Scan:
                 self.expr(d, guarded, attr_ok, path_ok)
             self.block(s.body, guarded, False, False)
         else:
-            for field, value in ast.iter_fields(s):
-                for v in value if isinstance(value, list) else [value]:
-                    if isinstance(v, ast.stmt):
-                        self.block([v], guarded, attr_ok, path_ok)
+            for _, value in ast.iter_fields(s):
+                values = value if isinstance(value, list) else [value]
+                if values and all(isinstance(v, ast.stmt) for v in values):
+                    self.block(values, guarded, attr_ok, path_ok)  # a body: early exits carry on in it
+                    continue
+                for v in values:
+                    if isinstance(v, ast.withitem):
+                        self.expr(v.context_expr, guarded, attr_ok, path_ok)
+                    elif isinstance(v, ast.match_case):
+                        self.block(v.body, guarded, attr_ok, path_ok)
                     elif isinstance(v, ast.AST):
                         self.expr(v, guarded, attr_ok, path_ok)
 
@@ -371,6 +383,11 @@ FLAGGED = [
     "import os\nif hasattr(os, 'pipe'):\n    os.pipe2(0)\n",  # a probe for a portable name proves nothing
     "CODE = '''\nimport os\nos.waitid(os.P_PID, 1, os.WEXITED | os.WNOWAIT)\n'''\n",
     "import os\n_L = os.name == 'posix'\nif _L:\n    os.pipe2(0)\n",
+    "import os\nf = getattr(os, 'pipe2')\n",
+    "import _signal\n_signal.pidfd_send_signal(3, 9)\n",
+    "import os.path\nos.waitid(os.P_PID, 1, 4)\n",
+    "import os\nwith open('/proc/self/stat') as f:\n    pass\n",
+    "import os\nfor x in range(3):\n    os.pipe2(0)\n",
 ]
 
 GUARDED = [
@@ -388,6 +405,9 @@ GUARDED = [
     "def f():\n    '''Reads /proc/<pid>/stat.'''\n",
     "import os\nfd = os.pidfd_open(1) if hasattr(os, 'pidfd_open') else None\n",
     "import os\nok = hasattr(os, 'pidfd_open') and os.pidfd_open(1)\n",
+    "import os\nf = getattr(os, 'pipe2', None)\n",
+    "import os, sys\n_LINUX = sys.platform.startswith('linux')\n"
+    "for x in range(3):\n    if not _LINUX:\n        continue\n    os.pipe2(0)\n",
 ]
 
 
