@@ -17,9 +17,9 @@
  * macOS: microseconds since the epoch). */
 struct pt_proc {
     int32_t pid;
-    int32_t ppid;
+    int32_t ppid; /* macOS: the original parent while traced (p_oppid), not the tracer */
     int32_t pgid;
-    int32_t sid;
+    int32_t sid;  /* 0 when unknown: macOS cannot read a zombie's session */
     uint32_t uid;
     char state;
     char leader_state; /* Linux: the state stat printed, the leader thread's (else 0) */
@@ -34,7 +34,8 @@ _Static_assert(sizeof(struct pt_proc) == 96, "pt_proc layout is part of the bind
 /* Returns the number of rows written, -ENOBUFS if more than cap processes exist, or -errno. */
 int pt_snapshot(struct pt_proc *out, int cap);
 
-/* Returns 0 with *out filled, -ESRCH if pid does not exist, or -errno. */
+/* Returns 0 with *out filled, -ESRCH if pid does not exist, -EBUSY (macOS) if
+ * it is still being forked after bounded retries (alive, not yet readable), or -errno. */
 int pt_proc(int32_t pid, struct pt_proc *out);
 
 /* Returns the number of direct children of pid written to out, -ENOBUFS if more

@@ -1,34 +1,52 @@
-/* macOS process table: libproc (proc_listallpids, proc_pidinfo,
- * proc_listchildpids) with sysctl(KERN_PROC_PID) where libproc refuses.
+/* macOS process table: sysctl(KERN_PROC_ALL) for the table, libproc
+ * (proc_pidinfo, proc_listchildpids) for single processes and children.
  *
- * Why this shape:
- * - The libproc wrappers return a COUNT of pids but take the buffer size in
- *   BYTES, report errors as 0 (not -1) with errno set, and truncate silently
- *   when the buffer is too small. So: errno is cleared before each call, 0 is
- *   an error only when errno says so, and a full buffer means "maybe more".
- * - PROC_PIDT_SHORTBSDINFO needs no same-user check, so it reads other users'
- *   processes; PROC_PIDTBSDINFO (start time, long name) gives EPERM for them.
- *   Both have been seen failing with ESRCH for zombies on real machines
- *   (https://github.com/netdata/netdata/pull/23297,
- *   https://github.com/unslothai/unsloth/pull/8493, and psutil's zombie
- *   guessing in https://github.com/giampaolo/psutil/issues/2650), even though
- *   xnu looks zombies up when arg != 0 (we pass 1). sysctl(KERN_PROC_PID) is
- *   what ps uses and answers for every process, zombies included, so it is
- *   the fallback for both refusals. Its p_starttime and pbi_start_* are both
- *   copied from the kernel's p_start, so start_time is the same whichever
- *   path read it: identity checks compare equal values.
+ * Why this shape (xnu line references are to bsd/kern/ in xnu-11417):
+ * - The table is ONE sysctl(KERN_PROC_ALL), as ps and psutil read it: a
+ *   648-byte kinfo_proc per process (zombies included: proc_iterate walks
+ *   allproc and zombproc), each filled from one look at the process. Asking
+ *   libproc per pid instead costs a sysctl(KERN_PROC_PID) for every process
+ *   of another user (PROC_PIDTBSDINFO refuses them, CHECK_SAME_USER), and
+ *   KERN_PROC_PID walks the whole process list in the kernel (it is
+ *   KERN_PROC_ALL with a filter): O(N^2) for a root-less snapshot.
+ * - kern_sysctl.c sysctl_prochandle: a NULL buffer returns the size needed
+ *   plus 5 records of slop; a buffer too small is filled as far as it goes
+ *   and the call fails with ENOMEM. The table can grow between the probe and
+ *   the read, so ENOMEM means "grow and read again" (bounded below).
+ * - proc_iterate collects the pids under the list lock and fills each record
+ *   later, one process at a time: each row is one consistent read of its
+ *   process, the table is not one instant. It skips processes in SIDL (being
+ *   forked), so a process in creation is simply not listed yet.
+ * - Rows come out in ascending pid order (the Python model bisects on pid;
+ *   the kernel lists newest first, then zombies).
+ * - p_comm holds up to MAXCOMLEN (16) bytes of the executable's name; only
+ *   a name that fills all 16 may be cut short, and only then is BSDINFO
+ *   asked for its 31-byte pbi_name (own processes, or as root).
+ * - getsid() is one call per row: proc_find() skips zombies (P_REF_DEAD), and
+ *   exit clears the session's leader link, so a zombie's sid is unknown and
+ *   reported as 0 (the engine carries the sid it recorded while the process
+ *   was alive). Pids are handed out by an incrementing counter (nextpid,
+ *   wrapping at PID_MAX 99999), so a pid freed between the list and getsid
+ *   is not handed out again within that window.
+ * - A traced process (P_TRACED, set from P_LTRACED) has the tracer as p_ppid;
+ *   ptrace(PT_ATTACH) saved the real parent in p_oppid (mach_process.c), and
+ *   PT_DETACH or the tracer's exit hands the process back to it, or to
+ *   launchd if it is gone (kern_exit.c). Rows report that parent, so a member
+ *   under lldb stays in its tree. Exit clears P_LTRACED: a traced process
+ *   that exited shows the tracer until the tracer reaps it.
+ * - SIDL (being forked) is retried, bounded: such a process is alive, and a
+ *   read that cannot see it yet must never make it "gone".
+ * - The libproc wrappers report errors as 0 (not -1) with errno set: errno is
+ *   cleared before each call, and 0 is an error only when errno says so. A
+ *   proc_pidinfo that copies fewer bytes than the struct is layout drift, an
+ *   error, never a half-filled row (psutil checks the same).
  * - sysctl(KERN_PROC_PID) "succeeds" with length 0 for a pid that is gone
- *   (psutil documents this in psutil/arch/osx/proc_utils.c): that is ESRCH.
- * - proc_pidinfo may return fewer bytes than the struct: that is a layout
- *   mismatch, an error, never a half-filled row (psutil checks the same).
- * - getsid() uses proc_find(), which skips zombies: a zombie's sid is
- *   reported as 0, "unknown" (zombies count as gone; no session rule may
- *   match them).
+ *   (psutil/arch/osx/proc_utils.c) or in SIDL: ESRCH, unless libproc still
+ *   sees the pid in SIDL.
  * - pid 0 (kernel_task) is left out of the table, as on Linux: 0 is the
  *   parent of the roots (launchd has ppid 0), never a process to signal.
- * - No allocation: pt_snapshot keeps the pid list in the tail of the
- *   caller's row buffer (see pt_snapshot), rows come out in ascending pid
- *   order (the Python model bisects on pid; the kernel lists newest first).
+ * - The one allocation, in pt_snapshot, is bounded by the caller's cap
+ *   (cap + 1 records) and freed before it returns.
  */
 #define _DARWIN_C_SOURCE /* struct kinfo_proc, struct extern_proc */
 #include "proctree.h"
@@ -44,11 +62,13 @@
 #include <sys/sysctl.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The kernel copies these structs out by size: a header that drifts from the
  * kernel's layout must fail the build, not silently misread fields. */
 _Static_assert(sizeof(struct proc_bsdinfo) == 136, "proc_bsdinfo size");
+_Static_assert(offsetof(struct proc_bsdinfo, pbi_flags) == 0, "pbi_flags");
 _Static_assert(offsetof(struct proc_bsdinfo, pbi_status) == 4, "pbi_status");
 _Static_assert(offsetof(struct proc_bsdinfo, pbi_ppid) == 16, "pbi_ppid");
 _Static_assert(offsetof(struct proc_bsdinfo, pbi_uid) == 20, "pbi_uid");
@@ -73,15 +93,43 @@ _Static_assert(offsetof(struct proc_bsdshortinfo, pbsi_svuid) == 52, "pbsi_svuid
 _Static_assert(offsetof(struct proc_bsdshortinfo, pbsi_svgid) == 56, "pbsi_svgid");
 _Static_assert(offsetof(struct proc_bsdshortinfo, pbsi_rfu) == 60, "pbsi_rfu");
 
-/* The 64-bit kinfo_proc the kernel fills for KERN_PROC_PID (648 bytes, p_stat
- * at 36 and p_pid at 40, as measured on macOS 14 in unsloth#8493 above). */
+/* The 64-bit kinfo_proc the kernel fills for KERN_PROC_ALL and KERN_PROC_PID
+ * (struct user64_kinfo_proc in xnu; 648 bytes, p_stat at 36 and p_pid at 40
+ * as measured on macOS 14 in https://github.com/unslothai/unsloth/pull/8493;
+ * the other offsets are the SDK's, for every field read here). */
 _Static_assert(sizeof(struct kinfo_proc) == 648, "kinfo_proc size");
+_Static_assert(offsetof(struct kinfo_proc, kp_proc.p_starttime) == 0, "kp_proc.p_starttime");
+_Static_assert(offsetof(struct kinfo_proc, kp_proc.p_flag) == 32, "kp_proc.p_flag");
 _Static_assert(offsetof(struct kinfo_proc, kp_proc.p_stat) == 36, "kp_proc.p_stat");
 _Static_assert(offsetof(struct kinfo_proc, kp_proc.p_pid) == 40, "kp_proc.p_pid");
+_Static_assert(offsetof(struct kinfo_proc, kp_proc.p_oppid) == 44, "kp_proc.p_oppid");
+_Static_assert(offsetof(struct kinfo_proc, kp_proc.p_comm) == 243, "kp_proc.p_comm");
+_Static_assert(sizeof(((struct kinfo_proc *)0)->kp_proc.p_comm) == MAXCOMLEN + 1, "p_comm size");
+_Static_assert(offsetof(struct kinfo_proc, kp_eproc) == 296, "kp_eproc");
+_Static_assert(offsetof(struct kinfo_proc, kp_eproc.e_ucred.cr_uid) == 420, "e_ucred.cr_uid");
+_Static_assert(offsetof(struct kinfo_proc, kp_eproc.e_ppid) == 560, "e_ppid");
+_Static_assert(offsetof(struct kinfo_proc, kp_eproc.e_pgid) == 564, "e_pgid");
 
-/* pt_snapshot keeps its pid list inside the row buffer; the proof above
- * pt_snapshot needs a row of at least two pids. */
-_Static_assert(sizeof(struct pt_proc) >= 2 * sizeof(int32_t), "row holds two pids");
+/* How often a process seen in SIDL (or not yet findable by pid) is read
+ * again, 20 us apart: fork takes it out of SIDL within microseconds
+ * (kern_fork.c: SRUN right after pinsertchild), so the bound is ~2 ms. */
+#define CREATION_TRIES 100
+#define CREATION_PAUSE_NS 20000
+
+/* The kernel has no pid above 99999; this bounds every request size. */
+#define PIDS_REQUEST_MAX (1 << 24)
+
+/* How many times pt_snapshot re-reads a table that outgrew its buffer. Each
+ * retry at least doubles the buffer up to cap + 1 records, so this is never
+ * the bound that ends the loop for cap below 2^24. */
+#define TABLE_TRIES 32
+
+/* Returns nothing; sleeps CREATION_PAUSE_NS so a process being forked can finish. */
+static void creation_pause(void)
+{
+    struct timespec ts = {0, CREATION_PAUSE_NS};
+    nanosleep(&ts, NULL);
+}
 
 /* Returns the Linux letter for a BSD p_stat value. */
 static char state_letter(uint32_t st)
@@ -112,7 +160,7 @@ static int copy_name(char name[PT_NAME_MAX], const char *src, size_t srclen)
     return 0;
 }
 
-/* Returns 0 with *out filled, -ESRCH if pid is gone (or a zombie libproc refuses), or -errno. */
+/* Returns 0 with *out filled, -ESRCH if pid is gone (or libproc refuses it), or -errno. */
 static int short_info(int32_t pid, struct proc_bsdshortinfo *out)
 {
     errno = 0;
@@ -136,7 +184,7 @@ static int bsd_info(int32_t pid, struct proc_bsdinfo *out)
     return -EIO;
 }
 
-/* Returns 0 with *out filled, -ESRCH if pid is gone (sysctl reports that as length 0), or -errno. */
+/* Returns 0 with *out filled, -ESRCH if pid is gone or in SIDL (sysctl reports both as length 0), or -errno. */
 static int kinfo(int32_t pid, struct kinfo_proc *out)
 {
     int mib[4] = {CTL_KERN, KERN_PROC, KERN_PROC_PID, (int)pid};
@@ -157,7 +205,63 @@ static uint64_t kinfo_start(const struct kinfo_proc *kp)
     return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
 }
 
-/* Returns 0 with *out filled from a kinfo_proc record (sid left for the caller). */
+/* Returns the start time of a proc_bsdinfo record in start_time units. */
+static uint64_t bsd_start(const struct proc_bsdinfo *bi)
+{
+    return bi->pbi_start_tvsec * 1000000u + bi->pbi_start_tvusec;
+}
+
+/* Returns the original parent of a traced process (p_oppid), or 0 if kp is not traced. */
+static int32_t traced_parent(const struct kinfo_proc *kp)
+{
+    if (!(kp->kp_proc.p_flag & P_TRACED))
+        return 0;
+    return kp->kp_proc.p_oppid > 0 ? kp->kp_proc.p_oppid : 0;
+}
+
+/* Returns 1 if a live (not zombie) process started at or before `born` holds pid oppid, judged from its own record, else 0. */
+static int parent_fits(int stat, uint64_t parent_start, uint64_t born)
+{
+    /* The kernel hands a traced process back to p_oppid only if proc_find()
+     * finds it (not a zombie); a pid reused since started after the child. */
+    return stat != SZOMB && parent_start <= born;
+}
+
+/* Returns 0 with *fits set for the process now at pid oppid (see parent_fits), or -errno for a read that failed. */
+static int live_parent_fits(int32_t oppid, uint64_t born, int *fits)
+{
+    struct proc_bsdinfo bi;
+    struct kinfo_proc kp;
+    *fits = 0;
+    if (bsd_info(oppid, &bi) == 0) {
+        *fits = parent_fits((int)bi.pbi_status, bsd_start(&bi), born);
+        return 0;
+    }
+    int rc = kinfo(oppid, &kp);
+    if (rc == -ESRCH)
+        return 0; /* the original parent exited: launchd will get the child */
+    if (rc != 0)
+        return rc;
+    *fits = parent_fits(kp.kp_proc.p_stat, kinfo_start(&kp), born);
+    return 0;
+}
+
+/* Returns 0 with *ppid set to kp's parent as proctree reports it (p_oppid when traced), or -errno. */
+static int reported_parent(const struct kinfo_proc *kp, int32_t *ppid)
+{
+    int32_t oppid = traced_parent(kp);
+    int fits;
+    *ppid = kp->kp_eproc.e_ppid;
+    if (oppid == 0 || oppid == *ppid)
+        return 0;
+    int rc = live_parent_fits(oppid, kinfo_start(kp), &fits);
+    if (rc != 0)
+        return rc;
+    *ppid = fits ? oppid : 1; /* PT_DETACH gives it to launchd when the parent is gone */
+    return 0;
+}
+
+/* Returns 0 with *out filled from a kinfo_proc record, except ppid (reported_parent) and sid (the caller's). */
 static int fill_from_kinfo(const struct kinfo_proc *kp, struct pt_proc *out)
 {
     out->pid = kp->kp_proc.p_pid;
@@ -169,9 +273,35 @@ static int fill_from_kinfo(const struct kinfo_proc *kp, struct pt_proc *out)
     return copy_name(out->name, kp->kp_proc.p_comm, sizeof kp->kp_proc.p_comm);
 }
 
-/* Returns 0 with out->sid set (0 where getsid refuses a process that is still there), -ESRCH if pid is gone, or -errno. */
-static int fill_sid(int32_t pid, struct pt_proc *out)
+/* Returns 0 with *out filled from a proc_bsdinfo record, except sid. */
+static int fill_from_bsd(const struct proc_bsdinfo *bi, struct pt_proc *out)
 {
+    out->pid = (int32_t)bi->pbi_pid;
+    out->ppid = (int32_t)bi->pbi_ppid;
+    out->pgid = (int32_t)bi->pbi_pgid;
+    out->uid = (uint32_t)bi->pbi_uid;
+    out->state = state_letter(bi->pbi_status);
+    out->start_time = bsd_start(bi);
+    /* pbi_name is the executable's name up to 31 bytes; pbi_comm stops at 15. */
+    if (bi->pbi_name[0])
+        return copy_name(out->name, bi->pbi_name, sizeof bi->pbi_name);
+    return copy_name(out->name, bi->pbi_comm, sizeof bi->pbi_comm);
+}
+
+/* Returns 1 if libproc sees pid in SIDL (being forked), else 0. */
+static int in_creation(int32_t pid)
+{
+    struct proc_bsdshortinfo si;
+    return short_info(pid, &si) == 0 && si.pbsi_status == SIDL;
+}
+
+/* Returns 0 with out->sid set, -EBUSY if pid is alive but getsid cannot find it yet
+ * and final is 0, -ESRCH if the process in *out is gone, or -errno. */
+static int fill_sid(int32_t pid, struct pt_proc *out, int final)
+{
+    out->sid = 0; /* unknown, never guessed: no session rule can match it */
+    if (out->state == 'Z')
+        return 0; /* getsid skips zombies; exit cleared the leader link */
     pid_t sid = getsid(pid);
     if (sid >= 0) {
         out->sid = sid;
@@ -180,188 +310,277 @@ static int fill_sid(int32_t pid, struct pt_proc *out)
     int err = errno;
     if (err != ESRCH)
         return -err;
-    /* getsid() goes through proc_find(), which skips zombies (and processes
-     * still being created): ask sysctl whether the process we read is there. */
+    /* getsid() goes through proc_find(), which skips zombies and processes
+     * still being created: ask sysctl whether the process we read is there. */
     struct kinfo_proc kp;
     int rc = kinfo(pid, &kp);
+    if (rc == -ESRCH && in_creation(pid))
+        return final ? 0 : -EBUSY;
     if (rc != 0)
         return rc;
     if (kinfo_start(&kp) != out->start_time)
         return -ESRCH; /* the process we read is gone; this is another one */
-    if (kp.kp_proc.p_stat == SZOMB)
+    if (kp.kp_proc.p_stat == SZOMB) {
         out->state = 'Z';
-    out->sid = 0; /* unknown, never guessed: no session rule can match it */
-    return 0;
+        return 0;
+    }
+    return final ? 0 : -EBUSY; /* alive, not findable yet: being created */
 }
 
-/* Returns 0 with *out filled for pid, -ESRCH if it is gone, or -errno. */
-static int read_one(int32_t pid, struct pt_proc *out)
+/* Returns 0 with *out filled for pid, -EBUSY if it is still being created (unless final),
+ * -ESRCH if it is gone, or -errno. */
+static int read_one_once(int32_t pid, struct pt_proc *out, int final)
 {
-    struct proc_bsdshortinfo si;
     struct proc_bsdinfo bi;
     struct kinfo_proc kp;
     int rc;
 
     memset(out, 0, sizeof *out);
-    if (pid <= 0)
-        return -ESRCH;
-    rc = short_info(pid, &si);
-    if (rc != 0) {
-        /* Refused (a zombie, a sandbox rule) or gone: sysctl decides which. */
-        rc = kinfo(pid, &kp);
-        if (rc != 0)
-            return rc;
-        fill_from_kinfo(&kp, out);
-        return fill_sid(pid, out);
-    }
-    out->pid = (int32_t)si.pbsi_pid;
-    out->ppid = (int32_t)si.pbsi_ppid;
-    out->pgid = (int32_t)si.pbsi_pgid;
-    out->uid = (uint32_t)si.pbsi_uid;
-    out->state = state_letter(si.pbsi_status);
-
     rc = bsd_info(pid, &bi);
-    if (rc == 0) {
-        out->start_time = bi.pbi_start_tvsec * 1000000u + bi.pbi_start_tvusec;
-        /* pbi_name is the executable's name up to 31 bytes; pbi_comm (and
-         * pbsi_comm) stop at 15. Prefer the longer one when it is set. */
-        if (bi.pbi_name[0])
-            copy_name(out->name, bi.pbi_name, sizeof bi.pbi_name);
-        else
-            copy_name(out->name, bi.pbi_comm, sizeof bi.pbi_comm);
-    } else {
-        /* EPERM for another user's process; ESRCH if it became a zombie. */
-        rc = kinfo(pid, &kp);
-        if (rc != 0)
-            return rc;
-        out->start_time = kinfo_start(&kp);
-        if (kp.kp_proc.p_stat == SZOMB)
-            out->state = 'Z';
-        copy_name(out->name, si.pbsi_comm, sizeof si.pbsi_comm);
+    if (rc == 0 && bi.pbi_status == SIDL && !final)
+        return -EBUSY;
+    if (rc == 0 && !(bi.pbi_flags & PROC_FLAG_TRACED)) {
+        fill_from_bsd(&bi, out); /* one read: own process (or root) */
+        return fill_sid(pid, out, final);
     }
-    return fill_sid(pid, out);
+    /* Another user's process (EPERM), a zombie libproc refuses (ESRCH on
+     * some releases), or a traced process whose p_oppid only sysctl gives. */
+    rc = kinfo(pid, &kp);
+    if (rc == -ESRCH && in_creation(pid))
+        return -EBUSY; /* sysctl skips SIDL: never "gone" for that */
+    if (rc != 0)
+        return rc;
+    if (kp.kp_proc.p_stat == SIDL && !final)
+        return -EBUSY;
+    fill_from_kinfo(&kp, out);
+    rc = reported_parent(&kp, &out->ppid);
+    if (rc != 0)
+        return rc;
+    if (strnlen(kp.kp_proc.p_comm, sizeof kp.kp_proc.p_comm) >= MAXCOMLEN && bsd_info(pid, &bi) == 0 &&
+        bsd_start(&bi) == out->start_time && strncmp(bi.pbi_name, kp.kp_proc.p_comm, MAXCOMLEN) == 0)
+        copy_name(out->name, bi.pbi_name, sizeof bi.pbi_name); /* traced own process: the long name */
+    return fill_sid(pid, out, final);
 }
 
-/* Returns <0, 0 or >0 as pid *a sorts before, with or after pid *b (ascending, for qsort). */
-static int cmp_pid(const void *a, const void *b)
+/* Returns 0 with *out filled for pid, -ESRCH if it is gone, -EBUSY if it stayed in creation past the bound, or -errno. */
+static int read_one(int32_t pid, struct pt_proc *out)
 {
-    int32_t x, y;
-    memcpy(&x, a, sizeof x);
-    memcpy(&y, b, sizeof y);
+    if (pid <= 0) {
+        memset(out, 0, sizeof *out);
+        return -ESRCH;
+    }
+    for (int i = 0; i < CREATION_TRIES; i++) {
+        int rc = read_one_once(pid, out, i == CREATION_TRIES - 1);
+        if (rc != -EBUSY)
+            return rc;
+        creation_pause();
+    }
+    return -EBUSY;
+}
+
+/* Returns <0, 0 or >0 as the record *a's pid sorts before, with or after *b's (ascending, for qsort and bsearch). */
+static int cmp_kinfo_pid(const void *a, const void *b)
+{
+    pid_t x = ((const struct kinfo_proc *)a)->kp_proc.p_pid;
+    pid_t y = ((const struct kinfo_proc *)b)->kp_proc.p_pid;
     return (x > y) - (x < y);
 }
 
-/* The kernel has no pid above this (PID_MAX is 99999); it bounds the request size. */
-#define PIDS_REQUEST_MAX (1 << 24)
+/* Returns 0 with *list (malloc'd, the caller frees it) holding *n records of every process,
+ * -ENOBUFS if more than cap exist, or -errno. */
+static int read_table(int cap, struct kinfo_proc **list, size_t *n)
+{
+    int mib[3] = {CTL_KERN, KERN_PROC, KERN_PROC_ALL};
+    const size_t rec = sizeof(struct kinfo_proc);
+    /* One record more than cap: a table that fills cap + 1 has more than cap. */
+    const size_t limit = (size_t)(cap < PIDS_REQUEST_MAX ? cap : PIDS_REQUEST_MAX) + 1;
+    size_t want = 0;
+
+    *list = NULL;
+    *n = 0;
+    for (int attempt = 0; attempt < TABLE_TRIES; attempt++) {
+        size_t probe = 0;
+        if (sysctl(mib, 3, NULL, &probe, NULL, 0) != 0)
+            return -errno;
+        /* The probe already adds 5 records of slop; an eighth more covers a
+         * fork burst, and a retry at least doubles what the last one asked. */
+        size_t guess = probe / rec + probe / rec / 8 + 1;
+        want = guess > 2 * want ? guess : 2 * want;
+        if (want > limit)
+            want = limit;
+        struct kinfo_proc *buf = malloc(want * rec);
+        if (!buf)
+            return -ENOMEM;
+        size_t len = want * rec;
+        if (sysctl(mib, 3, buf, &len, NULL, 0) != 0) {
+            int err = errno;
+            free(buf);
+            if (err != ENOMEM)
+                return -err;
+            if (want == limit)
+                return -ENOBUFS; /* cap + 1 records did not hold it */
+            continue;            /* the table grew past the buffer: read again */
+        }
+        if (len % rec != 0 || len == 0) {
+            free(buf);
+            return -EIO; /* layout drift, or an empty table (we are in it) */
+        }
+        if (len / rec > (size_t)cap) {
+            free(buf);
+            return -ENOBUFS;
+        }
+        *list = buf;
+        *n = len / rec;
+        return 0;
+    }
+    return -EAGAIN; /* unreachable for cap < 2^24 (see TABLE_TRIES) */
+}
+
+/* Returns 0 with *ppid set for the record kp, resolving a traced parent from the sorted table itself. */
+static int table_parent(const struct kinfo_proc *table, size_t n, const struct kinfo_proc *kp, int32_t *ppid)
+{
+    int32_t oppid = traced_parent(kp);
+    *ppid = kp->kp_eproc.e_ppid;
+    if (oppid == 0 || oppid == *ppid)
+        return 0;
+    struct kinfo_proc key;
+    key.kp_proc.p_pid = oppid;
+    const struct kinfo_proc *parent = bsearch(&key, table, n, sizeof *table, cmp_kinfo_pid);
+    /* Not in the table: it exited before its record was filled. */
+    int fits = parent && parent_fits(parent->kp_proc.p_stat, kinfo_start(parent), kinfo_start(kp));
+    *ppid = fits ? oppid : 1;
+    return 0;
+}
+
+/* Returns 0 after replacing row->name with BSDINFO's 31-byte pbi_name when p_comm fills MAXCOMLEN bytes and the kernel gives it for the same process. */
+static int table_long_name(const struct kinfo_proc *kp, struct pt_proc *row)
+{
+    struct proc_bsdinfo bi;
+    /* p_comm is the exec name cut at MAXCOMLEN (kern_exec.c), p_name the same
+     * name cut at 2*MAXCOMLEN: only a p_comm of full length can differ. */
+    if (strnlen(kp->kp_proc.p_comm, sizeof kp->kp_proc.p_comm) < MAXCOMLEN)
+        return 0;
+    if (bsd_info(row->pid, &bi) != 0 || bsd_start(&bi) != row->start_time)
+        return 0; /* another user's (EPERM), or gone: the 16 bytes stand */
+    if (strncmp(bi.pbi_name, kp->kp_proc.p_comm, MAXCOMLEN) != 0)
+        return 0;
+    return copy_name(row->name, bi.pbi_name, sizeof bi.pbi_name);
+}
+
+/* Returns 0 with row->sid set: getsid's answer, else 0 ("unknown") for a zombie, a process
+ * still being created after the bounded retries, or one that exited since its record was read. */
+static int table_sid(const struct kinfo_proc *kp, struct pt_proc *row)
+{
+    row->sid = 0;
+    if (kp->kp_proc.p_stat == SZOMB)
+        return 0; /* getsid skips zombies; exit cleared the leader link */
+    int tries = kp->kp_proc.p_stat == SIDL ? CREATION_TRIES : 1;
+    for (int i = 0; i < tries; i++) {
+        pid_t sid = getsid(row->pid);
+        if (sid >= 0) {
+            row->sid = sid;
+            return 0;
+        }
+        if (errno != ESRCH)
+            return 0;
+        if (i + 1 < tries)
+            creation_pause();
+    }
+    return 0;
+}
 
 /*
- * The pid list lives in the tail of the caller's buffer, so the table needs
- * no allocation beyond the rows the caller sized. With R = sizeof(struct
- * pt_proc), w <= cap + 1 pid slots ending at byte cap*R, and n <= cap pids
- * returned, pid j sits at cap*R - 4w + 4j. Row k <= i is written only after
- * pid i was read, and ends at R(i+1); the next unread pid (j = i+1 <= n-1
- * <= cap-1) starts at cap*R - 4w + 4(i+1) >= R(i+1) whenever R >= 8, so no
- * row ever covers a pid not yet read. The kernel builds its answer under
- * its process-list lock: one consistent list.
+ * One sysctl(KERN_PROC_ALL) gives every row's pid, ppid, pgid, uid, state,
+ * start time and name from one read of that process; getsid() adds the sid,
+ * and BSDINFO the long name where p_comm may be cut short. Nothing per row
+ * walks the process list again.
  */
 int pt_snapshot(struct pt_proc *out, int cap)
 {
+    struct kinfo_proc *table;
+    size_t n;
+
     if (cap < 0)
         return -EINVAL;
     if (cap == 0)
         return -ENOBUFS; /* there is always at least one process: us */
-
-    char *base = (char *)out;
-    size_t row = sizeof(struct pt_proc);
-    size_t total = (size_t)cap * row;
-    /* Ask for one pid more than cap: the kernel truncates silently, so only
-     * an answer of at most cap pids is known to be the whole table. */
-    int want = cap < PIDS_REQUEST_MAX ? cap + 1 : PIDS_REQUEST_MAX;
-    char *pids = base + total - (size_t)want * sizeof(int32_t);
-
-    errno = 0;
-    int n = proc_listallpids(pids, want * (int)sizeof(int32_t));
-    if (n <= 0)
-        return errno ? -errno : -EIO; /* never an empty table: we are in it */
-    if (n > cap || n >= want)
-        return -ENOBUFS;
-
-    /* Sort the pids in place so rows come out in ascending pid order. */
-    qsort(pids, (size_t)n, sizeof(int32_t), cmp_pid);
+    int rc = read_table(cap, &table, &n);
+    if (rc != 0)
+        return rc;
+    qsort(table, n, sizeof *table, cmp_kinfo_pid);
 
     int count = 0;
-    for (int i = 0; i < n; i++) {
-        int32_t pid;
-        memcpy(&pid, pids + (size_t)i * sizeof(int32_t), sizeof pid);
-        if (pid <= 0)
+    for (size_t i = 0; i < n; i++) {
+        const struct kinfo_proc *kp = &table[i];
+        if (kp->kp_proc.p_pid <= 0)
             continue; /* kernel_task (pid 0) is not part of the table */
-        struct pt_proc p;
-        int rc = read_one(pid, &p);
-        if (rc == -ESRCH)
-            continue; /* exited (and was reaped) while we scanned */
-        if (rc != 0)
-            return rc;
-        memcpy(base + (size_t)count * row, &p, row);
+        if (i > 0 && kp->kp_proc.p_pid == table[i - 1].kp_proc.p_pid)
+            continue; /* the model needs unique pids; xnu lists each once (allproc or zombproc, one lock) */
+        struct pt_proc *row = &out[count];
+        memset(row, 0, sizeof *row);
+        fill_from_kinfo(kp, row);
+        table_parent(table, n, kp, &row->ppid);
+        table_long_name(kp, row);
+        table_sid(kp, row);
         count++;
     }
+    free(table);
     return count;
 }
 
-/* Returns 0 with *out filled, -ESRCH if pid does not exist, or -errno. */
+/* Returns 0 with *out filled, -ESRCH if pid does not exist, -EBUSY if it stayed in creation, or -errno. */
 int pt_proc(int32_t pid, struct pt_proc *out)
 {
     return read_one(pid, out);
 }
 
-/* Returns 0 with *start and *ppid set for pid, -ESRCH if it is gone, or -errno. */
-static int start_and_ppid(int32_t pid, uint64_t *start, int32_t *ppid)
+/* Returns 0 with *start set for pid, -ESRCH if it is gone, or -errno. */
+static int start_of(int32_t pid, uint64_t *start)
 {
     struct proc_bsdinfo bi;
     struct kinfo_proc kp;
     if (bsd_info(pid, &bi) == 0) {
-        *start = bi.pbi_start_tvsec * 1000000u + bi.pbi_start_tvusec;
-        *ppid = (int32_t)bi.pbi_ppid;
+        *start = bsd_start(&bi);
         return 0;
     }
     int rc = kinfo(pid, &kp);
     if (rc != 0)
         return rc;
     *start = kinfo_start(&kp);
-    *ppid = kp.kp_eproc.e_ppid;
     return 0;
 }
 
-/* Returns 0 with *ppid set for pid, -ESRCH if it is gone, or -errno. */
+/* Returns 0 with *ppid set for pid as rows report it (the original parent while traced), -ESRCH if it is gone, or -errno. */
 static int ppid_of(int32_t pid, int32_t *ppid)
 {
     struct proc_bsdshortinfo si;
     struct kinfo_proc kp;
-    if (short_info(pid, &si) == 0) {
-        *ppid = (int32_t)si.pbsi_ppid;
+    int rc = short_info(pid, &si);
+    if (rc == 0 && !(si.pbsi_flags & PROC_FLAG_TRACED)) {
+        *ppid = (int32_t)si.pbsi_ppid; /* set by pinsertchild, so valid in SIDL too */
         return 0;
     }
-    int rc = kinfo(pid, &kp);
+    rc = kinfo(pid, &kp);
     if (rc != 0)
         return rc;
-    *ppid = kp.kp_eproc.e_ppid;
-    return 0;
+    return reported_parent(&kp, ppid);
 }
 
 /*
  * proc_listchildpids is PROC_PPID_ONLY under the kernel's process-list lock:
  * one consistent list (no skipped siblings, unlike Linux's children files),
  * zombies included. Two traps: it truncates silently, so a full buffer is
- * reported as -ENOBUFS (the binding grows and retries), and it also lists a
- * traced process under its original parent (p_oppid) while its ppid is the
- * tracer's, so each listed pid's ppid is checked and the others dropped,
- * keeping children() consistent with snapshot().
+ * reported as -ENOBUFS (the binding grows and retries), and it lists a traced
+ * process both under the tracer (p_ppid) and under its original parent
+ * (p_oppid). Each listed pid's parent is read as rows report it (p_oppid
+ * while traced) and kept only where it matches, so children() agrees with
+ * snapshot().
  */
 /* Returns the number of direct children of parent->pid written to out, -ENOBUFS if cap or more, -ESRCH, or -errno. */
 int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
 {
     uint64_t before = parent->start_time, after;
     int32_t pid = parent->pid;
-    int32_t unused;
     int32_t one;
     int rc;
 
@@ -395,7 +614,7 @@ int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
             out[kept++] = child;
     }
 
-    rc = start_and_ppid(pid, &after, &unused);
+    rc = start_of(pid, &after);
     if (rc != 0)
         return rc;
     if (after != before)
@@ -407,12 +626,11 @@ int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
 int pt_children(int32_t pid, int32_t *out, int cap)
 {
     struct pt_proc parent;
-    int32_t unused;
     if (pid <= 0)
         return -ESRCH;
     memset(&parent, 0, sizeof parent);
     parent.pid = pid;
-    int rc = start_and_ppid(pid, &parent.start_time, &unused);
+    int rc = start_of(pid, &parent.start_time);
     if (rc != 0)
         return rc;
     return pt_children_of(&parent, out, cap);

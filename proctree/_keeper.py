@@ -64,6 +64,13 @@ def _core():
         parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         if parent not in sys.path:
             sys.path.append(parent)
+        if sys.flags.no_site:
+            # spawn() starts the keeper with -S (no site: less startup where
+            # /proc needs no core), but the core's cffi backend is installed
+            # in site-packages: add them now, on the platforms that need it.
+            import site
+
+            site.main()
         from proctree import _binding as b
 
         _binding = b
@@ -204,7 +211,7 @@ def send(st, sig, protect=()):
         now = read_stat(pid)
         if now is None or now[6] != start:
             return "gone"
-        if fd is not None:
+        if fd is not None and hasattr(signal, "pidfd_send_signal"):
             signal.pidfd_send_signal(fd, sig)
         else:
             os.kill(pid, sig)
@@ -303,6 +310,18 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
 # ---------------------------------------------------------------------------
 # The keeper process.
 
+def _wake_pipe():
+    """(read fd, write fd) of a non-blocking close-on-exec pipe, on every platform.
+
+    os.pipe2 is Linux-only (macOS's libc has no pipe2): os.pipe() already sets
+    close-on-exec (PEP 446), and the keeper is single-threaded here, so no
+    other thread can fork between the two calls."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
+
+
 class _Keeper:
     def __init__(self, status_fd, mode, owner, grace, keep_orphans, cgroup, restore_signals, go_fd=None):
         self.status_fd = status_fd
@@ -316,7 +335,7 @@ class _Keeper:
         self.cmd = None
         self.cmd_status = None
         self.pending = []
-        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_r, self.wake_w = _wake_pipe()
 
     def say(self, line):
         if self.status_fd is None:

@@ -10,8 +10,9 @@
 #   cffi's generated _core.c       the same two macOS targets
 #   csrc/proctree_linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/proctree_walk.c           every target above (it is shared)
-#   a negative control             a copy of proctree_macos.c with one offset
-#                                  made wrong must FAIL to compile
+#   two negative controls          copies of proctree_macos.c with one offset
+#                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
+#                                  FAIL to compile
 #
 # Installs nothing except, if missing, `ziglang` and `cffi` via pip into the
 # Python it runs with ($PYTHON, default python3).
@@ -99,32 +100,40 @@ for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/proctree_walk.c
 done
 
-echo "== negative control: a wrong struct offset must fail the macOS check =="
+echo "== negative controls: a wrong struct offset must fail the macOS check =="
 # If the asserts were not evaluated (a header not found, a preprocessor branch
 # skipped), every check above would pass vacuously. Break one offset in a
-# copy and require the compile to fail on that assert.
-mkdir -p "$WORK/neg"
-cp csrc/proctree.h "$WORK/neg/"
-sed 's/offsetof(struct proc_bsdinfo, pbi_ppid) == 16/offsetof(struct proc_bsdinfo, pbi_ppid) == 20/' \
-    csrc/proctree_macos.c > "$WORK/neg/proctree_macos.c"
-if cmp -s csrc/proctree_macos.c "$WORK/neg/proctree_macos.c"; then
-    echo "error: the negative control found no pbi_ppid assert to break" >&2
-    exit 1
-fi
-for t in "${MAC_TARGETS[@]}"; do
-    printf '  %-24s pbi_ppid asserted at 20 ... ' "$t"
-    if zcc -target "$t" -c -std=c11 -Wall -Wextra -Werror -I"$WORK/neg" \
-        "$WORK/neg/proctree_macos.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
-        echo "compiled: the layout asserts are NOT being evaluated" >&2
+# copy and require the compile to fail on that assert: one libproc struct
+# (proc_bsdinfo) and one sysctl struct (kinfo_proc).
+negative() { # label sed-expression assert-name
+    local label=$1 expr=$2 name=$3
+    rm -rf "$WORK/neg" && mkdir -p "$WORK/neg"
+    cp csrc/proctree.h "$WORK/neg/"
+    sed "$expr" csrc/proctree_macos.c > "$WORK/neg/proctree_macos.c"
+    if cmp -s csrc/proctree_macos.c "$WORK/neg/proctree_macos.c"; then
+        echo "error: the negative control found no $name assert to break" >&2
         exit 1
     fi
-    if ! grep -q 'static assertion failed.*pbi_ppid' "$WORK/neg/err.txt"; then
-        echo "failed, but not on the pbi_ppid assert:" >&2
-        cat "$WORK/neg/err.txt" >&2
-        exit 1
-    fi
-    echo "fails as it must:"
-    grep -A3 'error:' "$WORK/neg/err.txt" | sed 's/^/      /'
-done
+    for t in "${MAC_TARGETS[@]}"; do
+        printf '  %-24s %s ... ' "$t" "$label"
+        if zcc -target "$t" -c -std=c11 -Wall -Wextra -Werror -I"$WORK/neg" \
+            "$WORK/neg/proctree_macos.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
+            echo "compiled: the layout asserts are NOT being evaluated" >&2
+            exit 1
+        fi
+        if ! grep -q "static assertion failed.*$name" "$WORK/neg/err.txt"; then
+            echo "failed, but not on the $name assert:" >&2
+            cat "$WORK/neg/err.txt" >&2
+            exit 1
+        fi
+        echo "fails as it must:"
+        grep -A3 'error:' "$WORK/neg/err.txt" | sed 's/^/      /'
+    done
+}
+negative "pbi_ppid asserted at 20" \
+    's/offsetof(struct proc_bsdinfo, pbi_ppid) == 16/offsetof(struct proc_bsdinfo, pbi_ppid) == 20/' pbi_ppid
+negative "kp_proc.p_oppid asserted at 48" \
+    's/offsetof(struct kinfo_proc, kp_proc.p_oppid) == 44/offsetof(struct kinfo_proc, kp_proc.p_oppid) == 48/' \
+    'kp_proc.p_oppid'
 
 echo "cross-compile checks passed"

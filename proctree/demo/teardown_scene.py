@@ -67,8 +67,13 @@ def leader():
     idle()
 child(leader)
 def keeper():
+    # Wait for the child to become a zombie without reaping it. os.waitid
+    # (WNOWAIT) is Linux-only before Python 3.13 on macOS: read its state instead.
+    import proctree
     z = child(lambda: None)
-    os.waitid(os.P_PID, z, os.WEXITED | os.WNOWAIT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not proctree.proc(z).is_zombie:
+        time.sleep(0.001)
     say("zombie", z)
     say("zombie keeper")
     idle()

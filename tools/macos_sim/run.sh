@@ -12,5 +12,5 @@ trap 'rm -rf "$out"' EXIT
 ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
     -Iinclude -I../../csrc \
-    ../../csrc/proctree_macos.c sim_kernel.c sim_test.c -o "$out/sim_test"
+    ../../csrc/proctree_macos.c ../../csrc/proctree_walk.c sim_kernel.c sim_test.c -o "$out/sim_test"
 "$out/sim_test"

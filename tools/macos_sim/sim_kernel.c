@@ -1,18 +1,32 @@
 /* A simulated xnu for csrc/proctree_macos.c: each call reproduces one
- * behaviour of the real one that the macOS core must survive.
+ * behaviour of the real one that the macOS core must survive (line
+ * references are to xnu-11417's bsd/kern/).
  *
- * - proc_listallpids / proc_listchildpids: a COUNT back for a size in BYTES,
- *   0 with errno on error, silent truncation to the buffer, newest pid first
- *   (xnu bsd/kern/proc_info.c, proc_listpids, and libproc's wrappers).
- * - PROC_PPID_ONLY also lists a traced process under its original parent
- *   (the p_oppid clause in proc_listpids), while its ppid is the tracer.
+ * - sysctl(KERN_PROC_ALL) (kern_sysctl.c sysctl_prochandle): a NULL buffer
+ *   gets the size needed plus 5 records of slop; a buffer too small is filled
+ *   as far as it goes, *oldlenp set to what was copied, and the call fails
+ *   with ENOMEM. Zombies are included; SIDL processes are skipped
+ *   (proc_iterate), unless sim_sidl_listed models a kernel that lists them.
+ *   sim_grow_per_read forks that many processes between the probe and each
+ *   read, so the table outgrows the buffer sized from the probe.
+ * - sysctl(KERN_PROC_PID) is the same walk with a pid filter: it answers for
+ *   zombies, and "succeeds" with length 0 for a pid that is gone or in SIDL.
+ * - kinfo_proc of a traced process: P_TRACED in p_flag, the tracer in
+ *   e_ppid, the original parent in p_oppid (fill_user64_externproc).
+ * - proc_listchildpids: a COUNT back for a size in BYTES,
+ *   0 with errno on error, silent truncation, newest pid first
+ *   (proc_info.c proc_listpids). PROC_PPID_ONLY also lists a traced process
+ *   under its original parent (the p_oppid clause), while its ppid is the
+ *   tracer's.
  * - proc_pidinfo fails with ESRCH for zombies (as observed on macOS 14 in
  *   netdata#23297 and unsloth#8493), EPERM for BSDINFO of another user's
- *   process (CHECK_SAME_USER), and optionally EPERM for SHORTBSDINFO.
- * - sysctl(KERN_PROC_PID) answers for every process, zombies included, and
- *   "succeeds" with length 0 for a pid that is gone.
- * - getsid() skips zombies (proc_find), answering ESRCH, and may not find
- *   a process that is still being created.
+ *   process (CHECK_SAME_USER), optionally EPERM for SHORTBSDINFO (a sandbox),
+ *   and sees SIDL processes (proc_find finds them once pinsertchild ran).
+ *   PROC_FLAG_TRACED is set in pbi_flags/pbsi_flags of a traced process.
+ * - getsid() skips zombies (proc_find, kern_prot.c), answering ESRCH, and
+ *   can be told to miss a process a few times (one not findable yet).
+ * - A process with sidl_reads > 0 is being forked: every look at it counts
+ *   down, and it turns SRUN when the count reaches 0.
  *
  * This checks the core's logic and memory handling against these stated
  * behaviours; it is no evidence about macOS itself, which only the macOS
@@ -29,6 +43,11 @@
 struct sim_proc sim_table[SIM_MAX];
 int sim_count;
 uid_t sim_uid = 501;
+int sim_sidl_listed;
+int sim_grow_per_read;
+struct sim_calls sim_calls;
+
+#define KERN_PROCSLOP 5
 
 static struct sim_proc *find(int pid)
 {
@@ -38,22 +57,39 @@ static struct sim_proc *find(int pid)
     return NULL;
 }
 
-int proc_listallpids(void *buffer, int buffersize)
+/* One look at p: a process being forked comes closer to SRUN with each. */
+static int observe(struct sim_proc *p)
 {
-    if (!buffer)
-        return sim_count + 20;
-    if (buffersize < 4) {
-        errno = ENOMEM;
-        return 0;
-    }
-    int want = buffersize / 4, n = 0;
-    for (int i = sim_count - 1; i >= 0 && n < want; i--)
-        ((int *)buffer)[n++] = sim_table[i].pid;
-    return n;
+    int st = p->stat;
+    if (p->stat == SIDL && p->sidl_reads > 0 && --p->sidl_reads == 0)
+        p->stat = SRUN;
+    return st;
+}
+
+/* Whether KERN_PROC_* walks list p (proc_iterate skips SIDL). */
+static int kern_lists(struct sim_proc *p)
+{
+    return observe(p) != SIDL || sim_sidl_listed;
+}
+
+static void fill_kinfo(const struct sim_proc *p, int stat, struct kinfo_proc *k)
+{
+    memset(k, 0, sizeof *k);
+    k->kp_proc.p_pid = p->pid;
+    k->kp_proc.p_stat = (char)stat;
+    k->kp_proc.p_flag = p->traced ? P_TRACED : 0;
+    k->kp_proc.p_oppid = p->traced ? p->oppid : 0;
+    k->kp_proc.p_starttime.tv_sec = p->sec;
+    k->kp_proc.p_starttime.tv_usec = p->usec;
+    strncpy(k->kp_proc.p_comm, p->exe, MAXCOMLEN); /* bcopy MAXCOMLEN into a zeroed [MAXCOMLEN+1] */
+    k->kp_eproc.e_ppid = p->ppid;
+    k->kp_eproc.e_pgid = p->pgid;
+    k->kp_eproc.e_ucred.cr_uid = (uid_t)p->uid;
 }
 
 int proc_listchildpids(pid_t ppid, void *buffer, int buffersize)
 {
+    sim_calls.listchildpids++;
     if (buffersize < 4) {
         errno = ENOMEM;
         return 0;
@@ -67,74 +103,136 @@ int proc_listchildpids(pid_t ppid, void *buffer, int buffersize)
     return n;
 }
 
+static int short_info(struct sim_proc *p, int stat, void *buffer, int buffersize)
+{
+    struct proc_bsdshortinfo s;
+    if (p->eperm_short) {
+        errno = EPERM;
+        return 0;
+    }
+    if (buffersize < (int)sizeof s) {
+        errno = ENOMEM;
+        return 0;
+    }
+    memset(&s, 0, sizeof s);
+    s.pbsi_pid = (uint32_t)p->pid;
+    s.pbsi_ppid = (uint32_t)p->ppid;
+    s.pbsi_pgid = (uint32_t)p->pgid;
+    s.pbsi_status = (uint32_t)stat;
+    s.pbsi_flags = p->traced ? PROC_FLAG_TRACED : 0;
+    s.pbsi_uid = (uid_t)p->uid;
+    strncpy(s.pbsi_comm, p->exe, MAXCOMLEN - 1);
+    memcpy(buffer, &s, sizeof s);
+    return (int)sizeof s;
+}
+
+static int bsd_info(struct sim_proc *p, int stat, void *buffer, int buffersize)
+{
+    struct proc_bsdinfo b;
+    if ((uid_t)p->uid != sim_uid && sim_uid != 0) {
+        errno = EPERM;
+        return 0;
+    }
+    if (buffersize < (int)sizeof b) {
+        errno = ENOMEM;
+        return 0;
+    }
+    memset(&b, 0, sizeof b);
+    b.pbi_pid = (uint32_t)p->pid;
+    b.pbi_ppid = (uint32_t)p->ppid;
+    b.pbi_pgid = (uint32_t)p->pgid;
+    b.pbi_status = (uint32_t)stat;
+    b.pbi_flags = p->traced ? PROC_FLAG_TRACED : 0;
+    b.pbi_uid = (uid_t)p->uid;
+    strncpy(b.pbi_comm, p->exe, MAXCOMLEN - 1);
+    if (!p->no_p_name)
+        strncpy(b.pbi_name, p->exe, 2 * MAXCOMLEN - 1);
+    b.pbi_start_tvsec = (uint64_t)p->sec;
+    b.pbi_start_tvusec = (uint64_t)p->usec;
+    memcpy(buffer, &b, sizeof b);
+    return (int)sizeof b;
+}
+
 int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize)
 {
     (void)arg;
+    if (flavor == PROC_PIDT_SHORTBSDINFO)
+        sim_calls.shortinfo++;
+    else if (flavor == PROC_PIDTBSDINFO)
+        sim_calls.bsdinfo++;
     struct sim_proc *p = find(pid);
     if (!p || p->stat == SZOMB) {
         errno = ESRCH;
         return 0;
     }
-    if (flavor == PROC_PIDT_SHORTBSDINFO) {
-        struct proc_bsdshortinfo s;
-        if (p->eperm_short) {
-            errno = EPERM;
-            return 0;
-        }
-        if (buffersize < (int)sizeof s) {
-            errno = ENOMEM;
-            return 0;
-        }
-        memset(&s, 0, sizeof s);
-        s.pbsi_pid = (uint32_t)p->pid;
-        s.pbsi_ppid = (uint32_t)p->ppid;
-        s.pbsi_pgid = (uint32_t)p->pgid;
-        s.pbsi_status = (uint32_t)p->stat;
-        s.pbsi_uid = (uid_t)p->uid;
-        memcpy(s.pbsi_comm, p->comm, MAXCOMLEN);
-        s.pbsi_comm[MAXCOMLEN - 1] = 0;
-        memcpy(buffer, &s, sizeof s);
-        return (int)sizeof s;
-    }
-    if (flavor == PROC_PIDTBSDINFO) {
-        struct proc_bsdinfo b;
-        if ((uid_t)p->uid != sim_uid && sim_uid != 0) {
-            errno = EPERM;
-            return 0;
-        }
-        if (buffersize < (int)sizeof b) {
-            errno = ENOMEM;
-            return 0;
-        }
-        memset(&b, 0, sizeof b);
-        b.pbi_pid = (uint32_t)p->pid;
-        b.pbi_ppid = (uint32_t)p->ppid;
-        b.pbi_pgid = (uint32_t)p->pgid;
-        b.pbi_status = (uint32_t)p->stat;
-        b.pbi_uid = (uid_t)p->uid;
-        memcpy(b.pbi_comm, p->comm, MAXCOMLEN);
-        b.pbi_comm[MAXCOMLEN - 1] = 0;
-        memcpy(b.pbi_name, p->name, 2 * MAXCOMLEN);
-        b.pbi_name[2 * MAXCOMLEN - 1] = 0;
-        b.pbi_start_tvsec = (uint64_t)p->sec;
-        b.pbi_start_tvusec = (uint64_t)p->usec;
-        memcpy(buffer, &b, sizeof b);
-        return (int)sizeof b;
-    }
+    int stat = observe(p);
+    if (flavor == PROC_PIDT_SHORTBSDINFO)
+        return short_info(p, stat, buffer, buffersize);
+    if (flavor == PROC_PIDTBSDINFO)
+        return bsd_info(p, stat, buffer, buffersize);
     errno = EINVAL;
     return 0;
 }
 
-int sysctl(int *name, unsigned namelen, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+/* Forks n processes (children of launchd, our user) at fresh pids. */
+static void fork_some(int n)
 {
-    (void)newp;
-    (void)newlen;
-    if (namelen != 4 || name[0] != CTL_KERN || name[1] != KERN_PROC || name[2] != KERN_PROC_PID) {
-        errno = EINVAL;
+    int next = 1;
+    for (int i = 0; i < sim_count; i++)
+        if (sim_table[i].pid >= next)
+            next = sim_table[i].pid + 1;
+    for (int i = 0; i < n && sim_count < SIM_MAX; i++) {
+        struct sim_proc *p = &sim_table[sim_count++];
+        memset(p, 0, sizeof *p);
+        p->pid = p->pgid = p->sid = next + i;
+        p->ppid = 1;
+        p->uid = 501;
+        p->stat = SRUN;
+        p->sec = 1800000000L + p->pid;
+        strcpy(p->exe, "forked");
+    }
+}
+
+static int kern_proc_all(void *oldp, size_t *oldlenp)
+{
+    const size_t rec = sizeof(struct kinfo_proc);
+    sim_calls.kern_proc_all++;
+    if (!oldp) {
+        size_t n = 0;
+        for (int i = 0; i < sim_count; i++)
+            n += kern_lists(&sim_table[i]);
+        *oldlenp = (n + KERN_PROCSLOP) * rec;
+        return 0;
+    }
+    fork_some(sim_grow_per_read);
+    size_t room = *oldlenp / rec, n = 0, needed = 0;
+    for (int i = sim_count - 1; i >= 0; i--) {
+        struct sim_proc *p = &sim_table[i];
+        int stat = p->stat;
+        if (!kern_lists(p))
+            continue;
+        needed++;
+        if (n < room) {
+            struct kinfo_proc k;
+            fill_kinfo(p, stat, &k);
+            memcpy((char *)oldp + n * rec, &k, rec);
+            n++;
+        }
+    }
+    *oldlenp = n * rec;
+    if (needed > n) {
+        errno = ENOMEM;
         return -1;
     }
-    struct sim_proc *p = find(name[3]);
-    if (!p) {
+    return 0;
+}
+
+static int kern_proc_pid(int pid, void *oldp, size_t *oldlenp)
+{
+    sim_calls.kern_proc_pid++;
+    struct sim_proc *p = find(pid);
+    int stat = p ? p->stat : 0;
+    if (!p || !kern_lists(p)) {
         *oldlenp = 0;
         return 0;
     }
@@ -143,24 +241,36 @@ int sysctl(int *name, unsigned namelen, void *oldp, size_t *oldlenp, void *newp,
         errno = ENOMEM;
         return -1;
     }
-    memset(&k, 0, sizeof k);
-    k.kp_proc.p_pid = p->pid;
-    k.kp_proc.p_stat = (char)p->stat;
-    k.kp_proc.p_starttime.tv_sec = p->sec;
-    k.kp_proc.p_starttime.tv_usec = p->usec;
-    memcpy(k.kp_proc.p_comm, p->comm, MAXCOMLEN + 1);
-    k.kp_eproc.e_ppid = p->ppid;
-    k.kp_eproc.e_pgid = p->pgid;
-    k.kp_eproc.e_ucred.cr_uid = (uid_t)p->uid;
+    fill_kinfo(p, stat, &k);
     memcpy(oldp, &k, sizeof k);
     *oldlenp = sizeof k;
     return 0;
 }
 
+int sysctl(int *name, unsigned namelen, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+    (void)newp;
+    (void)newlen;
+    if (namelen == 3 && name[0] == CTL_KERN && name[1] == KERN_PROC && name[2] == KERN_PROC_ALL)
+        return kern_proc_all(oldp, oldlenp);
+    if (namelen == 4 && name[0] == CTL_KERN && name[1] == KERN_PROC && name[2] == KERN_PROC_PID)
+        return kern_proc_pid(name[3], oldp, oldlenp);
+    errno = EINVAL;
+    return -1;
+}
+
 pid_t sim_getsid(pid_t pid)
 {
+    sim_calls.getsid++;
     struct sim_proc *p = find(pid);
-    if (!p || p->stat == SZOMB || p->no_getsid) {
+    if (p)
+        observe(p);
+    if (!p || p->stat == SZOMB) {
+        errno = ESRCH;
+        return -1;
+    }
+    if (p->getsid_fails > 0) {
+        p->getsid_fails--;
         errno = ESRCH;
         return -1;
     }

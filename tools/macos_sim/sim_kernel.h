@@ -4,14 +4,24 @@
 
 struct sim_proc {
     int pid, ppid, pgid, sid, uid, stat;
-    int traced, oppid;  /* ptraced: ppid is the tracer, oppid the real parent */
+    int traced, oppid;  /* P_TRACED: ppid is the tracer, oppid the original parent */
     int eperm_short;    /* a sandbox rule refuses even SHORTBSDINFO */
-    int no_getsid;      /* getsid() cannot find it yet (being created) */
+    int getsid_fails;   /* getsid() answers ESRCH this many more times (not findable yet) */
+    int sidl_reads;     /* reads as SIDL this many more times, then fork completes (SRUN) */
     long sec, usec;     /* p_start */
-    char comm[17], name[33];
+    char exe[48];       /* the exec name: p_comm, pbi_comm, pbi_name are cut from it */
+    int no_p_name;      /* p_name empty (pbi_name ""), as for a process that never exec'd */
 };
 
-#define SIM_MAX 5000
+/* Calls the core made, by kind: tests bound the work a snapshot does. */
+struct sim_calls {
+    int kern_proc_all, kern_proc_pid, bsdinfo, shortinfo, getsid, listchildpids;
+};
+
+#define SIM_MAX 6000
 extern struct sim_proc sim_table[SIM_MAX];
 extern int sim_count;
-extern uid_t sim_uid; /* the caller's uid: BSDINFO is refused for other users unless 0 */
+extern uid_t sim_uid;         /* the caller's uid: BSDINFO is refused for other users unless 0 */
+extern int sim_sidl_listed;   /* 1: KERN_PROC_* list SIDL processes (a kernel without proc_iterate's skip) */
+extern int sim_grow_per_read; /* processes forked between a KERN_PROC_ALL size probe and its read */
+extern struct sim_calls sim_calls;

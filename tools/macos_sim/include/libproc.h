@@ -4,7 +4,6 @@
 #include <sys/types.h>
 #include <sys/proc_info.h>
 
-int proc_listallpids(void *buffer, int buffersize);
 int proc_listchildpids(pid_t ppid, void *buffer, int buffersize);
 int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize);
 

@@ -1,5 +1,6 @@
-/* Simulated <sys/proc.h>: p_stat values and the fields of extern_proc that
- * proctree_macos.c reads, at the SDK's offsets (p_stat 36, p_pid 40). */
+/* Simulated <sys/proc.h>: p_stat values, P_TRACED and the fields of
+ * extern_proc that proctree_macos.c reads, at the SDK's offsets (p_flag 32,
+ * p_stat 36, p_pid 40, p_oppid 44, p_comm 243; 296 bytes in all). */
 #pragma once
 #include <stdint.h>
 #include <sys/time.h>
@@ -14,6 +15,8 @@
 #define SSTOP 4
 #define SZOMB 5
 
+#define P_TRACED 0x00000800
+
 struct extern_proc {
     union {
         struct {
@@ -27,6 +30,8 @@ struct extern_proc {
     int p_flag;
     char p_stat;
     pid_t p_pid;
-    char _unread[200];
+    pid_t p_oppid;
+    char _unread1[243 - 48];
     char p_comm[MAXCOMLEN + 1];
+    char _unread2[296 - 243 - (MAXCOMLEN + 1)];
 };

@@ -36,5 +36,7 @@ struct proc_bsdshortinfo {
     uint32_t pbsi_rfu;
 };
 
+#define PROC_FLAG_TRACED 2
+
 #define PROC_PIDTBSDINFO 3
 #define PROC_PIDT_SHORTBSDINFO 13
