@@ -13,6 +13,9 @@ import errno
 import os
 import time
 
+# cgroup v2 exists on Linux only; callers reach this module in cgroup mode only.
+LINUX_ONLY = True
+
 PARENT_PREFIX = "proctree-"
 
 

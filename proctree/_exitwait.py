@@ -81,53 +81,55 @@ class PollingWaiter:
         self._targets = []
 
 
-class PidfdWaiter:
-    """Linux: every target's pidfd in one epoll set, which is itself pollable.
+if sys.platform.startswith("linux"):
 
-    A pidfd turns readable when its process has exited (zombie or reaped);
-    targets without a pidfd go to a PollingWaiter alongside.
-    """
+    class PidfdWaiter:
+        """Linux: every target's pidfd in one epoll set, which is itself pollable.
 
-    def __init__(self):
-        self._ep = select.epoll()
-        self._by_fd = {}
-        self._fallback = PollingWaiter()
+        A pidfd turns readable when its process has exited (zombie or reaped);
+        targets without a pidfd go to a PollingWaiter alongside.
+        """
 
-    def watch(self, target):
-        if target.pidfd is None:
-            return self._fallback.watch(target)
-        self._ep.register(target.pidfd, select.EPOLLIN)
-        self._by_fd[target.pidfd] = target
-        return True
+        def __init__(self):
+            self._ep = select.epoll()
+            self._by_fd = {}
+            self._fallback = PollingWaiter()
 
-    def ready(self):
-        ended = []
-        while self._by_fd:
-            events = self._ep.poll(0, 256)
-            if not events:
-                break
-            for fd, _ in events:
-                t = self._by_fd.pop(fd, None)
-                if t is not None:
-                    self._ep.unregister(fd)
-                    ended.append(t)
-        if len(self._fallback):
-            ended.extend(self._fallback.ready())
-        return ended
+        def watch(self, target):
+            if target.pidfd is None:
+                return self._fallback.watch(target)
+            self._ep.register(target.pidfd, select.EPOLLIN)
+            self._by_fd[target.pidfd] = target
+            return True
 
-    def fileno(self):
-        return self._ep.fileno()
+        def ready(self):
+            ended = []
+            while self._by_fd:
+                events = self._ep.poll(0, 256)
+                if not events:
+                    break
+                for fd, _ in events:
+                    t = self._by_fd.pop(fd, None)
+                    if t is not None:
+                        self._ep.unregister(fd)
+                        ended.append(t)
+            if len(self._fallback):
+                ended.extend(self._fallback.ready())
+            return ended
 
-    def poll_interval(self):
-        return self._fallback.poll_interval()
+        def fileno(self):
+            return self._ep.fileno()
 
-    def __len__(self):
-        return len(self._by_fd) + len(self._fallback)
+        def poll_interval(self):
+            return self._fallback.poll_interval()
 
-    def close(self):
-        self._ep.close()
-        self._by_fd = {}
-        self._fallback.close()
+        def __len__(self):
+            return len(self._by_fd) + len(self._fallback)
+
+        def close(self):
+            self._ep.close()
+            self._by_fd = {}
+            self._fallback.close()
 
 
 class KqueueWaiter:

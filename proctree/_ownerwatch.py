@@ -20,20 +20,6 @@ import sys
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
-_libc = None
-
-
-def _prctl(option, arg):
-    global _libc
-    import ctypes  # only here: it costs the keeper ~4 ms of startup
-
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
-                   ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
 
 class _Fd:
     def __init__(self, fd, keep=None):
@@ -52,6 +38,18 @@ class _Fd:
 
 
 if sys.platform.startswith("linux"):
+    _libc = None
+
+    def _prctl(option, arg):
+        global _libc
+        import ctypes  # only here: it costs the keeper ~4 ms of startup
+
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
 
     def watch_owner(pid):
         # A pidfd of a thread-group leader polls readable when the whole

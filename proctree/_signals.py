@@ -112,7 +112,7 @@ def open_target(proc, guard, use_pidfd):
     if not guard.allows(proc.pid):
         raise ValueError(f"refusing to signal protected pid {proc.pid}")
     fd = None
-    if use_pidfd:
+    if use_pidfd and hasattr(os, "pidfd_open"):
         try:
             fd = os.pidfd_open(proc.pid)
         except ProcessLookupError:
@@ -154,7 +154,7 @@ def send(target, sig, guard):
     if not guard.allows(pid):
         raise ValueError(f"refusing to signal protected pid {pid}")
     try:
-        if target.pidfd is not None:
+        if target.pidfd is not None and hasattr(signal, "pidfd_send_signal"):
             signal.pidfd_send_signal(target.pidfd, sig)
         else:
             if not still_same(target):

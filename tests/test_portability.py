@@ -329,22 +329,7 @@ def _package_files():
 # Known unguarded uses in modules this change does not own, each safe today by
 # a data-flow argument the rule does not accept, with the edit that removes it.
 # An entry that no longer matches fails the test: delete it with the fix.
-PENDING = {
-    # module-level LINUX_ONLY = True: cgroup v2 is Linux-only, and callers reach
-    # this module only in cgroup mode
-    ("proctree/_cgroup.py", "/proc path '/proc/self/mountinfo'"),
-    ("proctree/_cgroup.py", "signal.pidfd_send_signal"),
-    # define PidfdWaiter under `if sys.platform.startswith("linux"):` (make_waiter
-    # builds it only there)
-    ("proctree/_exitwait.py", "select.epoll"),
-    ("proctree/_exitwait.py", "select.EPOLLIN"),
-    # move _prctl into the `if sys.platform.startswith("linux"):` section, its only callers
-    ("proctree/_ownerwatch.py", "prctl"),
-    # open_target: `if use_pidfd and hasattr(os, "pidfd_open"):`; send:
-    # `if target.pidfd is not None and hasattr(signal, "pidfd_send_signal"):`
-    ("proctree/_signals.py", "os.pidfd_open"),
-    ("proctree/_signals.py", "signal.pidfd_send_signal"),
-}
+PENDING: set = set()
 
 
 def _key(problem):
