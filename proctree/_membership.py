@@ -99,6 +99,7 @@ def select(
     cap: int,
     owners: Optional[Iterable[int]] = frozenset(),
     theirs: Optional[Mapping[int, int]] = None,
+    held: Optional[int] = None,
 ) -> Selection:
     """New members found in snap.
 
@@ -106,11 +107,16 @@ def select(
                a pid seen with another start time is someone else and is skipped)
     protected: pids never taken as members, nor walked through
     cap:       most identities ever held (anchors included)
-    owners:    pids whose children are never taken by kinship (the caller and
-               its ancestors); None follows parent links only (no pass over the
-               whole table)
+    owners:    the caller and its ancestors, or None to follow parent links
+               only (no pass over the whole table). An orphan they adopted (a
+               subreaper caller, a caller that is pid 1) is taken like any
+               other: fork keeps the session, so a child of theirs in another
+               session was adopted, not started; one in their own session is
+               not an orphan by the rule above.
     theirs:    {pid: start_time} already known to be started by a protected
                process: never taken
+    held:      how many identities count against cap already (default: every
+               anchor; the root is an anchor but no member with include_root=False)
     """
     protected = frozenset(protected)
     theirs_out: Dict[int, int] = dict(theirs or {})
@@ -118,7 +124,7 @@ def select(
     spared = []
     ambiguous = []
     seen = set()
-    room = cap - len(anchors)
+    room = cap - (len(anchors) if held is None else held)
     truncated = False
     queue: deque = deque()
     kin_leaders = set()  # members whose pid names a group or session in snap
@@ -180,7 +186,7 @@ def select(
         for q in snap.values():
             if q.pid in seen or not (q.pgid in kin_leaders or q.sid in kin_leaders) or q.is_zombie:
                 continue
-            if q.ppid in owner_set or not _orphaned(q, snap):
+            if not _orphaned(q, snap):
                 if not is_theirs(q):
                     not_orphaned.add(q.pid)
                 continue

@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _binding, _exitwait, _membership, _signals
-from ._errors import AccessDenied, NoSuchProcess
+from ._errors import AccessDenied, Error, NoSuchProcess
 from ._report import TeardownReport
 from ._validate import check_pid, check_positive_int, check_seconds
 
@@ -50,6 +50,8 @@ FREEZE_WAIT = 0.5
 # being created: there one quiet rescan proves nothing, and the engine rescans
 # after the kill until a rescan finds nothing new.
 STOP_MAY_MISS_FORKS = sys.platform == "darwin"
+# Cancelled or interrupted: rounds of (stop what is known, rescan) before the kill.
+ABORT_ROUNDS = 10
 # Async face: hand control back to the loop after this many members' worth of syscalls.
 BATCH = 64
 
@@ -131,6 +133,7 @@ class _Teardown:
         self.theirs = {}  # pid -> start time of what a protected process in the tree started
         self.ambiguous = {}  # orphans not taken: a protected process shares their session
         self.root_member = None
+        self.root = None  # the root's Proc as first read
         self.group_ok = False  # the root leads its group, which holds no protected process
         self.anchors = {}  # pid -> start_time of the root and every member
         self.spared = {}
@@ -246,6 +249,7 @@ class _Teardown:
             self.max_procs,
             self.owners if kin else None,
             theirs=self.theirs,
+            held=len(self.members),
         )
         self.theirs = sel.theirs
         if kin:
@@ -281,9 +285,12 @@ class _Teardown:
         return forks == kin_forks and n_members == len(self.members) and may_orphan == 0
 
     def _leader_present(self):
-        """True if a member that led its group or session still holds its pid (alive or zombie)."""
-        for m in self.members.values():
-            p = m.proc
+        """True if the root or a member that led its group or session still
+        holds its pid (alive or zombie): kinship can still prove its orphans."""
+        recorded = [m.proc for m in self.members.values()]
+        if self.root is not None and self.root_member is None:
+            recorded.append(self.root)  # include_root=False: an anchor, not a member
+        for p in recorded:
             if p.pid != p.pgid and p.pid != p.sid:
                 continue
             try:
@@ -328,6 +335,7 @@ class _Teardown:
                 f"refusing to tear down pid {self.pid}: it is the caller or one of its ancestors"
             )
         root = _binding.proc(self.pid)  # NoSuchProcess for a pid that is not there
+        self.root = root
         if _binding.is_kernel_thread(self.pid):
             raise ValueError(f"refusing to tear down pid {self.pid}: it is a kernel thread, not a process tree")
         self.owners = (self.guard.protected - {0, 1}) | {self.guard.me}
@@ -516,16 +524,37 @@ class _Teardown:
         return True
 
     def abort(self):
-        """Cancelled or interrupted: SIGKILL what is left at once, without waiting."""
+        """Cancelled or interrupted: end the whole tree at once, without the grace.
+
+        The interruption may have come before the first scan finished, when only
+        the root is known: stop what is known, rescan (kinship included) and
+        stop what each scan adds, until a scan finds nothing new or the rounds
+        run out, then SIGKILL them all. Bounded, and never waits for exits.
+        """
         if self.waiter is None:
             return
         self.killing = True
-        for m in self._live():
+        # The engine's own waiter may be closed already; the rescans below
+        # only need a bag that does not block.
+        self.waiter = _exitwait.PollingWaiter()
+        try:
+            for _ in range(ABORT_ROUNDS):
+                self._signal_quietly(self._live(), signal.SIGSTOP)
+                try:
+                    if not _run_inline(self._rescan(late=True)):
+                        break
+                except (Error, OSError, ValueError):
+                    break  # kill what is known
+            self._signal_quietly(self._live(), signal.SIGKILL)
+        finally:
+            self._close()
+
+    def _signal_quietly(self, members, sig):
+        for m in members:
             try:
-                self._signal(m, signal.SIGKILL)
-            except (OSError, ValueError):
+                self._signal(m, sig)
+            except (Error, OSError, ValueError):
                 pass
-        self._close()
 
     def _close(self):
         for m in self.members.values():
@@ -572,6 +601,16 @@ class _Teardown:
 
 
 # -- drivers -----------------------------------------------------------------
+
+
+def _run_inline(gen):
+    """Drive one of the engine's sub-generators to its result with blocking calls."""
+    try:
+        req = next(gen)
+        while True:
+            req = gen.send(req.fn() if isinstance(req, _Call) else None)
+    except StopIteration as done:
+        return done.value
 
 
 def _block(req):

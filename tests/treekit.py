@@ -461,7 +461,7 @@ def run_in_pid_namespace(script, timeout=60, env=None):
     full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([_PROCTREE_HOME, _TESTS]))
     full_env.update(env or {})
     return subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", textwrap.dedent(script)],
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True,
         text=True,
         timeout=timeout,

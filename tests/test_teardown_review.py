@@ -1,11 +1,14 @@
-"""Reproductions of defects found by a hostile review of terminate_tree / terminate_tree_async.
+"""A hostile review's findings on terminate_tree / terminate_tree_async, kept as regression tests.
 
-Each test asserts what README.md / docs/teardown.md promise. The ones the
-library does not keep yet are marked xfail(strict=True), so each turns into an
-XPASS failure once fixed (then drop the mark). Everything that starts or
-signals processes runs as pid 1 of a fresh PID namespace (treekit.run_ns_json):
-a wrong kill stays inside it, and everything in it dies with it. Each script
-arms an alarm so a hang cannot leave the namespace behind.
+Each test asserts what README.md / docs/teardown.md promise: orphans adopted
+by a subreaper caller or by a caller that is pid 1 are still ended; a cancel
+or Ctrl-C during the first scan ends the whole tree, not the root alone;
+include_root=False still finds the orphans left in the root's session, and
+max_procs counts members only; a grace too big for a float is a ValueError.
+Everything that starts or signals processes runs as pid 1 of a fresh PID
+namespace (treekit.run_ns_json): a wrong kill stays inside it, and everything
+in it dies with it. Each script arms an alarm so a hang cannot leave the
+namespace behind.
 """
 import pytest
 
@@ -37,7 +40,6 @@ def root_with_orphan():
 """
 
 
-@pytest.mark.xfail(strict=True, reason="F1 leak: an orphan adopted by a subreaper caller is treated as the caller's own")
 def test_subreaper_caller_still_ends_the_orphans_its_tree_left():
     # A supervisor that is a child subreaper (PR_SET_CHILD_SUBREAPER, the usual way
     # to catch double forks) adopts the tree's orphans. The orphan lives in the
@@ -64,7 +66,6 @@ done(**json.loads(os.read(rr, 65536)))
     assert r["ok"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="F2 leak: when the caller is pid 1 (a container's init), no orphan is ever a member")
 def test_pid1_caller_still_ends_the_orphans_its_tree_left():
     # The same rule as above, through pid 1: a supervisor running as a container's
     # pid 1 adopts every orphan, and `q.ppid in owners` then rejects all of them.
@@ -105,7 +106,6 @@ done(**json.loads(os.read(rr, 65536)))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="F3 leak: cancelled during the first scan, only the root is SIGKILLed")
 def test_async_cancel_during_the_first_scan_still_ends_the_whole_tree():
     # "Cancelling it skips the rest of the grace: what is left is SIGKILLed at
     # once". A cancel that lands while the first snapshot runs (the first await,
@@ -131,7 +131,6 @@ def main():
     assert r["kids_alive"] == [], r
 
 
-@pytest.mark.xfail(strict=True, reason="F3 leak: Ctrl-C during the first scan SIGKILLs only the root")
 def test_keyboard_interrupt_during_the_first_scan_still_ends_the_whole_tree():
     # The sync face: "(Ctrl-C in the sync face does the same.)" The interrupt is
     # injected into the first snapshot, where a real Ctrl-C lands on a big table.
@@ -161,7 +160,6 @@ def main():
     assert r["kids_alive"] == [], r
 
 
-@pytest.mark.xfail(strict=True, reason="F4 leak: include_root=False skips the final kinship scan")
 def test_include_root_false_still_ends_an_orphan_left_in_the_roots_session():
     # The root leads its session and stays (include_root=False); its child, on
     # SIGTERM, waits a little (so the backed-off parent-link rescans miss the
@@ -217,7 +215,6 @@ done(**json.loads(os.read(rr, 65536)))
     assert r["ok"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="F5 rough edge: with include_root=False, max_procs counts the root, which is no member")
 def test_include_root_false_with_max_procs_1_still_ends_one_member():
     # "At most max_procs members are held": with include_root=False the root is
     # not a member, yet it uses the only slot, so nothing at all is signalled.
@@ -247,7 +244,6 @@ done(**json.loads(os.read(rr, 65536)))
     assert r["found"] == 1, r
 
 
-@pytest.mark.xfail(strict=True, reason="F6 rough edge: a huge int grace raises OverflowError, not ValueError")
 def test_a_grace_too_big_for_a_float_is_a_value_error():
     # Validation fails before anything touches the system (2**22 is a valid pid value
     # that cannot exist), so this runs outside a namespace.
