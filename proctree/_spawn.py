@@ -318,20 +318,23 @@ class _KeeperPopen(subprocess.Popen):
         super()._execute_child(*args, **kwargs)
 
 
-def _end_keeper(popen, cgroup):
+def _end_keeper(popen, cgroup, mode):
     """End a keeper and whatever it started, at once, whatever stage it reached.
 
     SIGSTOP first: a stopped keeper starts nothing more, so what the walk
     below it finds is all there is. Then SIGKILL everything below it (and in
-    the cgroup), then the keeper, and reap it. Its pid is ours until we reap
-    it (Popen never signals a reaped pid), so walking from it is safe.
+    the cgroup; in session mode, what is in its session, where orphans of the
+    command go to init), then the keeper, and reap it. Its pid is ours until
+    we reap it (Popen never signals a reaped pid), so walking from it, and
+    taking its pid as the session's id, is safe.
     """
     try:
         if popen.pid is not None:
             popen.send_signal(signal.SIGSTOP)
-            if popen.returncode is None or cgroup is not None:
-                _keeper.teardown(popen.pid if popen.returncode is None else None, 0, cgroup=cgroup,
-                                 protect=_protected())
+            ours = popen.returncode is None
+            if ours or cgroup is not None:
+                _keeper.teardown(popen.pid if ours else None, 0, cgroup=cgroup, protect=_protected(),
+                                 session=popen.pid if ours and mode == "session" else None)
     finally:
         if popen.pid is not None:
             popen.kill()
@@ -404,7 +407,7 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
         if tree is not None:
             tree._abandon(patience=0)
         elif started:
-            _end_keeper(started[0], cgroup)
+            _end_keeper(started[0], cgroup, mode)
         raise
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
     if parts[:1] == ["err"] and len(parts) == 3:
@@ -796,7 +799,7 @@ class Tree:
         finally:
             try:
                 if self._popen.returncode is None:
-                    _end_keeper(self._popen, self.cgroup)
+                    _end_keeper(self._popen, self.cgroup, self.mode)
             finally:
                 self._release_fds()
 

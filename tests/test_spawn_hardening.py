@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -484,3 +485,34 @@ def test_every_ending_path_reaps_the_keeper(trees, mode, how):
     with pytest.raises(ChildProcessError):
         os.waitpid(t.keeper_pid, os.WNOHANG)  # reaped, by the Popen that owns it
     assert wait_gone([t.pid], 5)
+
+
+def test_interrupted_session_spawn_ends_what_left_the_keepers_children(keepers, monkeypatch):
+    # Session mode has no subreaper: an orphan of the command goes to init, and
+    # only the keeper's session still holds it. An interrupt after the command
+    # ran must end it too.
+    before = cgroup_dirs()
+    r, w = os.pipe()
+    script = ("import os, sys, time\n"
+              "if os.fork() == 0:\n"
+              "    if os.fork() == 0:\n"
+              "        os.write(int(sys.argv[1]), b'%d\\n' % os.getpid()); time.sleep(300)\n"
+              "    os._exit(0)\n"
+              "os.wait(); time.sleep(300)\n")
+    orphan = []
+    real = Tree._took_root
+
+    def took_root_then_interrupted(self, *a):
+        real(self, *a)
+        orphan.append(int(os.read(r, 64)))  # it is in place, reparented away from the command
+        raise Interrupt
+
+    monkeypatch.setattr(Tree, "_took_root", took_root_then_interrupted)
+    try:
+        with pytest.raises(Interrupt):
+            spawn([sys.executable, "-c", script, str(w)], contain="session", pass_fds=(w,))
+    finally:
+        os.close(r)
+        os.close(w)
+    assert orphan and wait_gone(orphan, 2)
+    assert_nothing_left(keepers, before)
