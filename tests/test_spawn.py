@@ -138,6 +138,9 @@ def trees():
             t.terminate(grace=0.5)
         except Exception:
             pass
+        for f in (t.stdin, t.stdout, t.stderr):  # as with Popen, the pipes are the caller's to close
+            if f is not None:
+                f.close()
 
 
 @pytest.fixture

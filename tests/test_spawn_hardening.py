@@ -158,7 +158,10 @@ def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers):
 
     async def main():
         asyncio.ensure_future(spawn_async(["sleep", "60"]))
-        await asyncio.sleep(0.005)  # main ends: asyncio.run cancels the spawn
+        deadline = time.monotonic() + 10
+        while not keepers and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        # main ends with the keeper starting: asyncio.run cancels the spawn
 
     asyncio.run(main())
     assert_nothing_left(keepers, before)
