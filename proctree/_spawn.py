@@ -341,6 +341,16 @@ def _end_keeper(popen, cgroup, mode):
             popen.wait()
 
 
+def _close_stdio(obj):
+    """Close the stdin/stdout/stderr pipes of a Popen or Tree (those it has)."""
+    for f in (obj.stdin, obj.stdout, obj.stderr):
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
 def _close_fds(fds):
     for fd in fds:
         try:
@@ -407,7 +417,10 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
         if tree is not None:
             tree._abandon(patience=0)
         elif started:
-            _end_keeper(started[0], cgroup, mode)
+            try:
+                _end_keeper(started[0], cgroup, mode)
+            finally:
+                _close_stdio(started[0])
         raise
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
     if parts[:1] == ["err"] and len(parts) == 3:
@@ -804,12 +817,7 @@ class Tree:
                 self._release_fds()
 
     def _release_fds(self):
-        for f in (self.stdin, self.stdout, self.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
+        _close_stdio(self)
         if self._status_fd is not None:
             _close_fds((self._status_fd,))
             self._status_fd = None
