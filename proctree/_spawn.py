@@ -847,12 +847,7 @@ class Tree:
         try:
             self.terminate()
         finally:
-            for f in (self.stdin, self.stdout, self.stderr):
-                if f is not None:
-                    try:
-                        f.close()
-                    except OSError:
-                        pass
+            _close_stdio(self)
 
 
 def _rc_to_status(rc):
