@@ -11,14 +11,21 @@ keep_orphans) and when the owner dies, however it dies.
 This module must never signal a pid it did not verify as part of the tree:
 the keeper is our own child (its pid stays ours until we reap it, so nothing
 walks from it after that), and cgroup members are members of a cgroup we made.
+Nor may it leave a keeper running that no Tree holds: a spawn interrupted or
+cancelled at any point ends the keeper and whatever it started before the
+interruption propagates. The Tree reaps its keeper itself, through the Popen
+that started it; no teardown engine reaps it.
 """
 import asyncio
+import contextvars
 import dataclasses
 import errno
+import functools
 import itertools
 import os
 import secrets
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -34,15 +41,21 @@ MODES = ("auto", "cgroup", "subreaper", "session")
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
 _LINUX = sys.platform.startswith("linux")
 
-# Popen keywords that would break containment, with the reason given to the caller.
-REJECTED = {
-    "start_new_session": "the keeper already puts the tree in a session of its own",
-    "process_group": "the tree gets its own session and process group",
-    "preexec_fn": "it would run in the keeper, not in the command (and is unsafe with threads)",
-    "user": "the keeper would lose the right to contain the tree (run the owner as that user)",
-    "group": "the keeper would lose the right to contain the tree (run the owner as that group)",
-    "extra_groups": "the keeper would lose the right to contain the tree",
+# Popen keywords spawn() handles itself. Each is accepted at its default (and
+# at any value the tree already honours), so a generic Popen wrapper can pass
+# them through; a value that would break containment is refused, with why.
+POPEN_POLICY = {
+    "start_new_session": "any value: the tree always runs in a session of its own, led by the keeper",
+    "process_group": "None or 0 (the command leads a process group of its own); another group would "
+                     "take the command out of the tree's session",
+    "preexec_fn": "None only: a function would run in the keeper, not in the command (and is unsafe with threads)",
+    "user": "None or the caller's own user: the keeper would lose the right to contain the tree "
+            "(run the owner as that user instead)",
+    "group": "None or the caller's own group: the keeper would lose the right to contain the tree "
+             "(run the owner as that group instead)",
+    "extra_groups": "None only: the keeper would lose the right to contain the tree",
 }
+_UNIX_SHELL = "/bin/sh"  # what Popen runs for shell=True (outside Android)
 
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0
@@ -51,6 +64,55 @@ _counter = itertools.count(1)
 
 class ContainmentUnavailable(OSError):
     """The containment asked for cannot work here; str() says why."""
+
+
+class _Stopped(Exception):
+    """A worker thread was asked (by a cancelled spawn_async/terminate_async) to stop."""
+
+
+class _Stop:
+    """A request from the event loop that a spawn or teardown running in a worker stop at once.
+
+    fd becomes readable once set (for select), wait(t) sleeps until set, and
+    callbacks registered with on_set run when it is set (to reach an event
+    loop). Closed by whoever made it, once the worker has finished.
+    """
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks = []
+        self.fd, self._w = os.pipe()
+
+    def set(self):
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            os.write(self._w, b"x")
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb()
+
+    def is_set(self):
+        return self._event.is_set()
+
+    def wait(self, timeout):
+        return self._event.wait(timeout)
+
+    def check(self):
+        if self._event.is_set():
+            raise _Stopped
+
+    def on_set(self, cb):
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(cb)
+                return
+        cb()
+
+    def close(self):
+        _close_fds((self.fd, self._w))
 
 
 _owner_cache = (None, None)
@@ -82,41 +144,103 @@ def _check_mode(contain):
 
 
 def _argv(args, shell, executable):
-    """(argv, executable to run) the way Popen would build them."""
-    if isinstance(args, (str, bytes, os.PathLike)):
+    """(argv, executable to run) exactly as Popen builds them on POSIX.
+
+    shell=True runs [/bin/sh, "-c", *args], with argv[0] replaced by
+    executable when one is given (Popen's rule: bash then runs as bash, not in
+    its sh mode); without shell, executable replaces the program run but
+    argv[0] stays args[0].
+    """
+    if isinstance(args, (str, bytes)):
+        args = [args]
+    elif isinstance(args, os.PathLike):
+        if shell:
+            raise TypeError("path-like args is not allowed when shell is true")  # as Popen
         args = [args]
     else:
         args = list(args)
-    argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else a for a in args]
-    for a in argv:
-        if not isinstance(a, str):
-            raise TypeError(f"expected str, bytes or os.PathLike object, not {type(a).__name__}")
-        if "\0" in a:
-            raise ValueError("embedded null byte")
     if shell:
-        argv = ["/bin/sh", "-c"] + argv
+        args = [_UNIX_SHELL, "-c"] + args
+        if executable:
+            args[0] = executable
+    argv = [_fs_str(a) for a in args]
     if not argv:
         raise IndexError("list index out of range")  # what Popen raises for []
-    exe = os.fsdecode(executable) if executable is not None else (argv[0] if not shell else "/bin/sh")
+    exe = _fs_str(executable) if executable is not None else argv[0]
     return argv, exe
+
+
+def _fs_str(a):
+    """One argument as str (bytes and path-likes decoded as Popen encodes them back); TypeError/ValueError as Popen."""
+    if isinstance(a, (bytes, os.PathLike)):
+        a = os.fsdecode(a)
+    if not isinstance(a, str):
+        raise TypeError(f"expected str, bytes or os.PathLike object, not {type(a).__name__}")
+    if "\0" in a:
+        raise ValueError("embedded null byte")
+    return a
+
+
+def _own_id(value, kind):
+    """True if user=/group= value names the caller's own (real and effective) id: a no-op Popen would do."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{kind} must be a string or an integer, not {type(value).__name__}")
+    if isinstance(value, str):
+        import grp
+        import pwd
+
+        try:
+            value = pwd.getpwnam(value).pw_uid if kind == "user" else grp.getgrnam(value).gr_gid
+        except KeyError:
+            return False
+    if kind == "user":
+        return value == os.getuid() == os.geteuid()
+    return value == os.getgid() == os.getegid()
+
+
+def _take_popen_policy(kw):
+    """Remove the keywords of POPEN_POLICY from kw; ValueError (saying why) for a value that would break containment."""
+    for key in POPEN_POLICY:
+        if key not in kw:
+            continue
+        value = kw.pop(key)
+        if key == "process_group":
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"process_group must be an int or None, not {type(value).__name__}")
+            if value <= 0:
+                continue  # 0: the command's own group, which it gets anyway; negative: Popen sets none
+        elif key == "start_new_session" or value is None:
+            continue
+        elif key in ("user", "group") and _own_id(value, key):
+            continue
+        raise ValueError(f"spawn() does not accept {key}={value!r}: {POPEN_POLICY[key]}")
 
 
 def spawn(args, *, contain="auto", grace=2.0, keep_orphans=False, tag=None, **popen_kwargs):
     """Start args as a contained tree and return its Tree once the command runs.
 
     args and the Popen keywords behave as in subprocess.Popen (stdio pipes,
-    cwd, env, text, pass_fds, ...) minus those in REJECTED. contain is "auto"
-    (the strongest that works here), "cgroup", "subreaper" or "session".
-    A missing executable raises the FileNotFoundError Popen raises.
+    cwd, env, text, pass_fds, shell, executable, ...); the keywords of
+    POPEN_POLICY are accepted at their defaults and refused (ValueError) at a
+    value that would break containment. contain is "auto" (the strongest that
+    works here), "cgroup", "subreaper" or "session". A missing executable
+    raises the FileNotFoundError Popen raises. Interrupted (KeyboardInterrupt,
+    any exception), it leaves nothing running.
     """
+    return _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, None)
+
+
+def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
+    """spawn(); stop (a _Stop, or None) lets another thread abandon it at once."""
     contain = _check_mode(contain)
     grace = check_seconds(grace, "grace")
     if not isinstance(keep_orphans, bool):
         raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
     tag = _marker.check_tag(tag)
-    for key in popen_kwargs:
-        if key in REJECTED:
-            raise ValueError(f"spawn() does not accept {key}=: {REJECTED[key]}")
+    popen_kwargs = dict(popen_kwargs)
+    _take_popen_policy(popen_kwargs)
     shell = popen_kwargs.pop("shell", False)
     executable = popen_kwargs.pop("executable", None)
     restore_signals = popen_kwargs.pop("restore_signals", True)
@@ -126,11 +250,13 @@ def spawn(args, *, contain="auto", grace=2.0, keep_orphans=False, tag=None, **po
     owner_pid, owner_start = _owner_identity()
     marker = _marker.format_marker(owner_pid, owner_start, tag)
     env[_marker.ENV] = marker
+    if stop is not None:
+        stop.check()
 
     mode, reason, cgroup = _choose(contain, owner_pid, owner_start, tag)
     try:
         return _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans,
-                      restore_signals, marker, dict(popen_kwargs))
+                      restore_signals, marker, dict(popen_kwargs), stop)
     except ContainmentUnavailable as exc:
         if cgroup is not None:
             _cgroup.remove(cgroup)
@@ -144,7 +270,7 @@ def spawn(args, *, contain="auto", grace=2.0, keep_orphans=False, tag=None, **po
             _cgroup.remove(cgroup)
         raise
     return _start(args, argv, exe, env, "subreaper" if _LINUX else "session", fallback, None, grace,
-                  keep_orphans, restore_signals, marker, popen_kwargs)
+                  keep_orphans, restore_signals, marker, popen_kwargs, stop)
 
 
 def _choose(contain, owner_pid, owner_start, tag):
@@ -174,74 +300,128 @@ def _choose(contain, owner_pid, owner_start, tag):
     return "session", "; ".join(reasons) or None, None
 
 
-def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker, kw):
-    pass_fds = tuple(kw.pop("pass_fds", ()))
-    r, w = os.pipe()
-    go_r = go_w = None
-    if cgroup is not None:
-        go_r, go_w = os.pipe()
-    ours = (w,) if go_r is None else (w, go_r)
-    # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
-    # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
-    if kw.get("close_fds", True) or pass_fds:
-        pass_fds += ours
-    else:  # every inheritable fd goes through: make ours so
-        for fd in ours:
-            os.set_inheritable(fd, True)
-    owner_pid = os.getpid()
-    cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), str(go_r) if go_r is not None else "-", mode,
-           str(owner_pid), repr(grace), "1" if keep_orphans else "0", cgroup or "-",
-           "1" if restore_signals else "0", exe, "--", *argv]
+class _KeeperPopen(subprocess.Popen):
+    """The keeper's Popen, which hands itself to spawn() before it forks.
+
+    Popen.__init__ can be interrupted after the fork (a KeyboardInterrupt while
+    it waits for the exec): then it raises without returning the object, and
+    the keeper would run on with nobody to end it. Holding the object from the
+    start, spawn() can end the keeper on any exception.
+    """
+
+    def __init__(self, holder, *args, **kwargs):
+        self._holder = holder
+        super().__init__(*args, **kwargs)
+
+    def _execute_child(self, *args, **kwargs):
+        self._holder.append(self)
+        super()._execute_child(*args, **kwargs)
+
+
+def _end_keeper(popen, cgroup, mode):
+    """End a keeper and whatever it started, at once, whatever stage it reached.
+
+    SIGSTOP first: a stopped keeper starts nothing more, so what the walk
+    below it finds is all there is. Then SIGKILL everything below it (and in
+    the cgroup; in session mode, what is in its session, where orphans of the
+    command go to init), then the keeper, and reap it. Its pid is ours until
+    we reap it (Popen never signals a reaped pid), so walking from it, and
+    taking its pid as the session's id, is safe.
+    """
     try:
+        if popen.pid is not None:
+            popen.send_signal(signal.SIGSTOP)
+            ours = popen.returncode is None
+            if ours or cgroup is not None:
+                _keeper.teardown(popen.pid if ours else None, 0, cgroup=cgroup, protect=_protected(),
+                                 session=popen.pid if ours and mode == "session" else None)
+    finally:
+        if popen.pid is not None:
+            popen.kill()
+            popen.wait()
+
+
+def _close_stdio(obj):
+    """Close the stdin/stdout/stderr pipes of a Popen or Tree (those it has)."""
+    for f in (obj.stdin, obj.stdout, obj.stderr):
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def _close_fds(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker, kw, stop):
+    """Start the keeper and, through it, the command; the Tree once the keeper says "ok".
+
+    Any exception before that (an interrupt, a stop request, a failed start)
+    ends the keeper and whatever it started before it propagates.
+    """
+    pass_fds = tuple(kw.pop("pass_fds", ()))
+    started = []  # the keeper's Popen, from before its fork
+    ours = []  # fds of ours still open, closed on failure
+    tree = None
+    moved = None
+    try:
+        r, w = os.pipe()
+        ours += [r, w]
+        go_r = go_w = None
+        if cgroup is not None:
+            go_r, go_w = os.pipe()
+            ours += [go_r, go_w]
+        for_keeper = (w,) if go_r is None else (w, go_r)
+        # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
+        # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
+        if kw.get("close_fds", True) or pass_fds:
+            pass_fds += for_keeper
+        else:  # every inheritable fd goes through: make ours so
+            for fd in for_keeper:
+                os.set_inheritable(fd, True)
+        cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), str(go_r) if go_r is not None else "-", mode,
+               str(os.getpid()), repr(grace), "1" if keep_orphans else "0", cgroup or "-",
+               "1" if restore_signals else "0", exe, "--", *argv]
+        if stop is not None:
+            stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
         # before its interpreter even starts, so a Ctrl-C at the terminal in
         # those ~15 ms cannot reach it (a fresh child never leads a group, so this
         # setsid cannot fail; the keeper still tries setsid/setpgid itself).
-        popen = subprocess.Popen(cmd, env=env, pass_fds=pass_fds, start_new_session=True, **kw)
-    except BaseException:
-        for fd in (r, w, go_r, go_w):
-            if fd is not None:
-                os.close(fd)
-        raise
-    os.close(w)
-    tree = Tree(args, popen, r, mode, reason, marker, cgroup, grace, keep_orphans)
-    moved = None
-    try:
+        popen = _KeeperPopen(started, cmd, env=env, pass_fds=pass_fds, start_new_session=True, **kw)
+        tree = Tree(args, popen, r, mode, reason, marker, cgroup, grace, keep_orphans)
+        ours.remove(r)  # the Tree's now
+        ours.remove(w)
+        os.close(w)
         if cgroup is not None:
+            ours.remove(go_r)
             os.close(go_r)
-            # Move the keeper in while its interpreter starts: the move waits for an
-            # RCU grace period (~7 ms idle), which this overlaps; the command is then
-            # born in the cgroup, and the keeper moves itself back out.
-            try:
-                try:
-                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                        f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
-                    moved = True
-                except OSError as exc:
-                    moved = exc
-                try:
-                    os.write(go_w, b"1" if moved is True else b"0")
-                except OSError:
-                    pass  # the keeper is gone already; its status says why
-            finally:
-                os.close(go_w)
-        line = tree._next_line(time.monotonic() + START_TIMEOUT)
+            moved = _move_keeper(popen, cgroup, go_w)
+            ours.remove(go_w)
+            os.close(go_w)
+        line = tree._next_line(time.monotonic() + START_TIMEOUT, stop)
+        parts = (line or "").split()
+        if parts[:1] == ["ok"] and len(parts) == 3:
+            tree._took_root(int(parts[1]), int(parts[2]), os.path.basename(exe))
+            if stop is not None:
+                stop.check()
+            return tree
     except BaseException:
-        tree._abandon()
+        _close_fds(ours)
+        if tree is not None:
+            tree._abandon(patience=0)
+        elif started:
+            try:
+                _end_keeper(started[0], cgroup, mode)
+            finally:
+                _close_stdio(started[0])
         raise
-    parts = (line or "").split()
-    if parts[:1] == ["ok"] and len(parts) == 3:
-        tree.pid = int(parts[1])
-        tree._root = Proc(tree.pid, popen.pid, tree.pid, popen.pid, os.getuid(), "R", int(parts[2]), os.path.basename(exe))
-        try:
-            from . import _binding
-
-            p = _binding.proc(tree.pid)
-            if p.start_time == tree._root.start_time or not _LINUX:
-                tree._root = p
-        except (NoSuchProcess, OSError):
-            pass  # it already ended: keep what the keeper told us
-        return tree
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
     if parts[:1] == ["err"] and len(parts) == 3:
         code, stage = int(parts[1]), parts[2]
@@ -255,6 +435,26 @@ def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, rest
             raise ContainmentUnavailable(code, f"contain={mode!r} failed in the keeper: {msg} ({stage})")
         raise OSError(code, f"the keeper could not start the command ({stage}): {msg}")
     raise subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
+
+
+def _move_keeper(popen, cgroup, go_w):
+    """Move the keeper into the tree's cgroup and tell it whether that worked; True or the OSError.
+
+    Done while its interpreter starts: the move waits for an RCU grace period
+    (~7 ms idle), which this overlaps; the command is then born in the cgroup,
+    and the keeper moves itself back out.
+    """
+    try:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
+        moved = True
+    except OSError as exc:
+        moved = exc
+    try:
+        os.write(go_w, b"1" if moved is True else b"0")
+    except OSError:
+        pass  # the keeper is gone already; its status says why
+    return moved
 
 
 class Tree:
@@ -292,14 +492,39 @@ class Tree:
     def keeper_pid(self):
         return self._popen.pid
 
+    def _took_root(self, pid, start, name):
+        """The keeper said "ok <pid> <start>": record the command, by that identity.
+
+        The full record is read back only if it is still that process (the
+        start time is the same C core reading on Linux and macOS, so the check
+        holds everywhere); else the keeper's word is kept.
+        """
+        self.pid = pid
+        self._root = Proc(pid, self.keeper_pid, pid, self.keeper_pid, os.getuid(), "R", start, name)
+        try:
+            from . import _binding
+
+            p = _binding.proc(pid)
+        except (NoSuchProcess, OSError):
+            return  # it already ended: keep what the keeper told us
+        if p.start_time == start:
+            self._root = p
+
     # -- status channel -----------------------------------------------------
-    def _next_line(self, deadline):
-        """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed."""
+    def _next_line(self, deadline, stop=None):
+        """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed.
+
+        _Stopped as soon as stop (a _Stop, or None) is set.
+        """
         while b"\n" not in self._buf:
             if self._eof:
                 return None
             left = max(0.0, deadline - time.monotonic())  # 0: just look
-            if not select.select([self._status_fd], [], [], left)[0]:
+            watch = [self._status_fd] if stop is None else [self._status_fd, stop.fd]
+            ready = select.select(watch, [], [], left)[0]
+            if stop is not None:
+                stop.check()
+            if not ready:
                 raise TimeoutError
             data = os.read(self._status_fd, 4096)
             if not data:
@@ -379,7 +604,10 @@ class Tree:
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         rc = self.wait(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._popen.wait(left)  # the keeper ends with its last member
+        try:
+            self._popen.wait(left)  # the keeper ends with its last member
+        except subprocess.TimeoutExpired as exc:
+            raise self._as_ours(exc) from None
         self._finish()
         return rc
 
@@ -406,10 +634,18 @@ class Tree:
 
     def communicate(self, input=None, timeout=None):
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
-        out = self._popen.communicate(input, timeout)
+        try:
+            out = self._popen.communicate(input, timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise self._as_ours(exc) from None
         self._pump(time.monotonic() + 5)
         self._finish()
         return out
+
+    def _as_ours(self, exc):
+        """A TimeoutExpired from the keeper's Popen, naming the user's command (the output read so far kept)."""
+        exc.cmd = self.args
+        return exc
 
     def send_signal(self, sig):
         """Send sig to the command.
@@ -430,7 +666,7 @@ class Tree:
         if self.poll() is not None or self._root is None or not self._keeper_is_ours():
             return
         st = _keeper.read_stat(self.pid)
-        if st is None or st[1] != self.keeper_pid or (_LINUX and st[6] != self._root.start_time):
+        if st is None or st[1] != self.keeper_pid or st[6] != self._root.start_time:
             return
         _keeper.send(st, sig, _protected())
 
@@ -467,15 +703,17 @@ class Tree:
     def terminate(self, grace=None):
         """Tear the whole tree down (SIGTERM, then SIGKILL after grace) and return the TeardownReport."""
         grace = self.grace if grace is None else check_seconds(grace, "grace")
+        return self._terminate(grace, None)
+
+    def _terminate(self, grace, stop):
+        """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
         with self._lock:
             t0 = time.monotonic()
             if self.cgroup is not None:
-                rep = self._report_from(_keeper.teardown(None, grace, cgroup=self.cgroup,
-                                                        protect=_protected() | {self.keeper_pid}))
+                rep = self._report_from(self._cgroup_teardown(grace, stop))
             elif self._keeper_is_ours():
                 try:
-                    rep = _teardown.terminate_tree(self.keeper_pid, grace=grace, include_root=False,
-                                                   signal_group=False)
+                    rep = self._engine_teardown(grace, stop)
                     rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
@@ -490,13 +728,45 @@ class Tree:
             self._report = rep
             return rep
 
+    def _cgroup_teardown(self, grace, stop):
+        protect = _protected() | {self.keeper_pid}
+        if stop is None:
+            return _keeper.teardown(None, grace, cgroup=self.cgroup, protect=protect)
+
+        def wake(t):  # the teardown's waits; a stop ends them, and the kill follows
+            if stop.wait(t):
+                raise _Stopped
+
+        try:
+            return _keeper.teardown(None, grace, cgroup=self.cgroup, protect=protect, wake=wake)
+        except _Stopped:
+            return _keeper.teardown(None, 0, cgroup=self.cgroup, protect=protect)
+
+    def _engine_teardown(self, grace, stop):
+        """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself)."""
+        kw = dict(grace=grace, include_root=False, signal_group=False)
+        if stop is None:
+            return _teardown.terminate_tree(self.keeper_pid, **kw)
+        # Stoppable: the engine's asyncio face, whose cancellation SIGKILLs what
+        # is left at once, on a loop of this worker thread's own.
+        rep = _run_stoppable(_teardown.terminate_tree_async(self.keeper_pid, **kw), stop)
+        if rep is None:  # stopped, perhaps before it began: kill whatever is left
+            rep = _teardown.terminate_tree(self.keeper_pid, **{**kw, "grace": 0})
+        return rep
+
     def kill(self):
         """terminate() with no grace: SIGKILL at once."""
         return self.terminate(grace=0)
 
     async def terminate_async(self, grace=None):
-        """terminate() without blocking the event loop."""
-        return await asyncio.to_thread(self.terminate, grace)
+        """terminate() without blocking the event loop.
+
+        Cancelling it skips the rest of the grace: what is left is SIGKILLed
+        at once, the keeper reaped, then CancelledError propagates (as with
+        terminate_tree_async).
+        """
+        grace = self.grace if grace is None else check_seconds(grace, "grace")
+        return await _in_worker(functools.partial(self._terminate, grace))
 
     def _report_from(self, d):
         conv = lambda m: tuple(Proc(*st) for st in m.values())  # noqa: E731
@@ -526,24 +796,38 @@ class Tree:
                     _keeper.teardown(None, 0, cgroup=self.cgroup, protect=_protected())
                 _cgroup.remove(self.cgroup)
 
-    def _abandon(self, patience=0.2):
+    def _abandon(self, patience=0.0):
         """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
 
-        patience: how long the keeper may take to exit by itself (short when
-        interrupted, where it may be about to start the command).
+        patience: how long the keeper may take to exit by itself (after it
+        reported an error); 0 to end it at once. An interrupt while waiting
+        still ends it.
         """
         try:
-            self._popen.wait(patience)
-        except subprocess.TimeoutExpired:
-            _keeper.teardown(self.keeper_pid, 0, cgroup=self.cgroup, protect=_protected())
-            self._popen.kill()
-            self._popen.wait()
-        for f in (self.stdin, self.stdout, self.stderr):
-            if f is not None:
-                f.close()
+            if self._popen.returncode is None:
+                try:
+                    self._popen.wait(patience)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            try:
+                if self._popen.returncode is None:
+                    _end_keeper(self._popen, self.cgroup, self.mode)
+            finally:
+                self._release_fds()
+
+    def _release_fds(self):
+        _close_stdio(self)
         if self._status_fd is not None:
-            os.close(self._status_fd)
+            _close_fds((self._status_fd,))
             self._status_fd = None
+
+    def _discard(self):
+        """End a tree its caller will never see (its spawn_async was cancelled): kill it and close its pipes."""
+        try:
+            self.kill()
+        finally:
+            self._release_fds()
 
     def __del__(self):
         # A dropped Tree keeps running until its owner dies (the keeper sees to
@@ -563,12 +847,7 @@ class Tree:
         try:
             self.terminate()
         finally:
-            for f in (self.stdin, self.stdout, self.stderr):
-                if f is not None:
-                    try:
-                        f.close()
-                    except OSError:
-                        pass
+            _close_stdio(self)
 
 
 def _rc_to_status(rc):
@@ -581,9 +860,83 @@ def _rc_to_status(rc):
 
 
 async def spawn_async(args, **kwargs):
-    """spawn() without blocking the event loop (the keeper's start runs in a thread).
+    """spawn() without blocking the event loop (the keeper's start runs in a worker thread).
 
     Spawning from a worker thread is safe: the keeper watches the owner
-    process, not the thread that forked it.
+    process, not the thread that forked it. Cancelled at any point, it leaves
+    nothing running (the keeper and the command, if started, are killed and
+    reaped) and CancelledError propagates.
     """
-    return await asyncio.to_thread(spawn, args, **kwargs)
+    return await _in_worker(functools.partial(_spawn_stoppable, args, kwargs), discard=Tree._discard)
+
+
+def _spawn_stoppable(args, kwargs, stop):
+    kw = dict(kwargs)
+    tree = _spawn(args, kw.pop("contain", "auto"), kw.pop("grace", 2.0), kw.pop("keep_orphans", False),
+                  kw.pop("tag", None), kw, stop)
+    if stop.is_set():
+        tree._discard()
+        raise _Stopped
+    return tree
+
+
+async def _in_worker(fn, discard=None):
+    """fn(stop) in a worker thread, awaited; the asyncio face of spawn and terminate.
+
+    If the awaiting task is cancelled (or anything else interrupts it) before
+    fn is done, fn is told to stop at once and is waited for, its result (if
+    it got that far) handed to discard (in a worker too), and then the
+    interruption propagates: a cancelled call leaves nothing running.
+    """
+    loop = asyncio.get_running_loop()
+    stop = _Stop()
+    work = loop.run_in_executor(None, contextvars.copy_context().run, fn, stop)  # as asyncio.to_thread
+    try:
+        return await asyncio.shield(work)
+    except BaseException:
+        if work.done() and (work.cancelled() or work.exception() is not None):
+            raise  # fn itself failed: nothing of it is left running
+        stop.set()
+        await _settle(work)
+        if discard is not None and not work.cancelled() and work.exception() is None:
+            await _settle(loop.run_in_executor(None, discard, work.result()))
+        raise
+    finally:
+        if work.done():
+            stop.close()
+        else:  # the loop is going away under us: let the worker close it when done
+            work.add_done_callback(lambda _: stop.close())
+
+
+async def _settle(fut):
+    """Wait until fut is done, through further cancellations: what it runs has been told to stop, so it ends soon."""
+    while not fut.done():
+        try:
+            await asyncio.wait([fut])
+        except asyncio.CancelledError:
+            continue
+    if not fut.cancelled():
+        fut.exception()  # retrieved: a _Stopped is expected, not "never retrieved"
+
+
+def _run_stoppable(coro, stop):
+    """Run coro on a new event loop in this (worker) thread; cancel it once stop is set. Its result, or None if cancelled."""
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(coro)
+
+        def cancel():
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass  # the loop is closed: the task is over
+
+        stop.on_set(cancel)
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            return None
+        finally:
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
