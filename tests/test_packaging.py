@@ -1,5 +1,5 @@
-"""Packaging: the wheel tag and module flavour on free-threaded CPython, and
-the installed distribution's metadata.
+"""Packaging: the wheel tag and module flavour on free-threaded CPython, the
+installed distribution's metadata, and README links that work on PyPI.
 
 setup.py and build_ffi.py are run here with sysconfig answering for a
 free-threaded interpreter (Py_GIL_DISABLED=1) and for a regular one, since
@@ -8,6 +8,7 @@ recorder, so nothing is built. These tests start no processes.
 """
 import importlib.metadata
 import pathlib
+import re
 import runpy
 import sys
 import sysconfig
@@ -81,3 +82,12 @@ def test_the_package_version_is_the_distribution_version():
     if version is None:
         pytest.skip("proctree has no __version__")
     assert version == importlib.metadata.version("proctree")
+
+
+@pytest.mark.skipif(not (ROOT / "README.md").is_file(), reason="no README.md next to the tests")
+def test_readme_links_are_absolute_so_they_work_on_pypi():
+    # PyPI renders README.md with no repository around it: a relative link
+    # such as (docs/teardown.md) is a dead link there.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    relative = re.findall(r"\]\((?!https?://|#)([^)]+)\)", readme)
+    assert relative == []
