@@ -1,10 +1,13 @@
 """Builds proctree._core, the cffi extension over csrc/ (out-of-line API mode).
 
 The cdef comes verbatim from csrc/proctree_cdef.h; the platform picks the
-implementation file. The module is built against the limited API (abi3).
+implementation file. The module is built against the limited API (abi3),
+except on free-threaded CPython, which has none (setup.py tags the wheel to
+match).
 """
 import pathlib
 import sys
+import sysconfig
 
 from cffi import FFI
 
@@ -18,6 +21,10 @@ elif sys.platform == "darwin":
 else:
     raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")
 
+# Py_GIL_DISABLED is set on free-threaded builds (3.13t, 3.14t), where
+# Py_LIMITED_API cannot be used.
+LIMITED_API = not sysconfig.get_config_var("Py_GIL_DISABLED")
+
 ffibuilder = FFI()
 ffibuilder.cdef((CSRC / "proctree_cdef.h").read_text())
 ffibuilder.set_source(
@@ -26,7 +33,7 @@ ffibuilder.set_source(
     sources=SOURCES,
     include_dirs=["csrc"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra"],
-    py_limited_api=True,
+    py_limited_api=LIMITED_API,
 )
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from ._errors import AccessDenied, Error, NoSuchProcess
 from ._model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
 
-__version__ = "0.1.0"
 
 # name -> the module that defines it, imported when the name is first used.
 _LAZY = {
@@ -48,6 +47,13 @@ __all__ = [
 
 
 def __getattr__(name):
+    if name == "__version__":
+        # Written once, in pyproject.toml; read only when asked, since
+        # importlib.metadata costs import time.
+        from importlib.metadata import version
+
+        value = globals()["__version__"] = version("proctree")
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")

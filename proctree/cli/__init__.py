@@ -37,16 +37,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def version():
-    """proctree's version: the installed distribution's, else the package's own constant."""
-    try:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
+    """proctree's version, as the installed distribution says (pyproject.toml is its one source)."""
+    import proctree
 
-        return dist_version("proctree")
-    except (ImportError, PackageNotFoundError):
-        from proctree import __version__
-
-        return __version__
+    return proctree.__version__
 
 
 class _VersionAction(argparse.Action):

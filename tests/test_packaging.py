@@ -1,0 +1,91 @@
+"""Packaging: the wheel tag and module flavour on free-threaded CPython, the
+installed distribution's metadata, and README links that work on PyPI.
+
+setup.py and build_ffi.py are run here with sysconfig answering for a
+free-threaded interpreter (Py_GIL_DISABLED=1) and for a regular one, since
+no free-threaded CPython is on the CI machines; setuptools is replaced by a
+recorder, so nothing is built. These tests start no processes.
+"""
+import importlib.metadata
+import pathlib
+import re
+import runpy
+import sys
+import sysconfig
+import types
+
+import pytest
+
+import proctree
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+needs_build_scripts = pytest.mark.skipif(
+    not (ROOT / "setup.py").is_file() or not (ROOT / "build_ffi.py").is_file(),
+    reason="the tests are not next to setup.py and build_ffi.py (not a checkout or sdist)",
+)
+
+
+def _pretend_gil_disabled(monkeypatch: pytest.MonkeyPatch, value: object) -> None:
+    real = sysconfig.get_config_var
+
+    def get_config_var(name: str) -> object:
+        return value if name == "Py_GIL_DISABLED" else real(name)
+
+    monkeypatch.setattr(sysconfig, "get_config_var", get_config_var)
+
+
+def _setup_kwargs(monkeypatch: pytest.MonkeyPatch) -> dict:
+    recorded: dict = {}
+    fake = types.ModuleType("setuptools")
+    fake.setup = lambda **kwargs: recorded.update(kwargs)
+    monkeypatch.setitem(sys.modules, "setuptools", fake)
+    runpy.run_path(str(ROOT / "setup.py"), run_name="__main__")
+    return recorded
+
+
+@needs_build_scripts
+@pytest.mark.parametrize(
+    "gil_disabled, wheel_options",
+    [
+        (None, {"bdist_wheel": {"py_limited_api": "cp310"}}),  # regular CPython (no such variable)
+        (0, {"bdist_wheel": {"py_limited_api": "cp310"}}),
+        (1, {}),  # free-threaded: setuptools refuses py_limited_api, the wheel is cp31Xt
+    ],
+)
+def test_setup_tags_abi3_only_where_the_limited_api_exists(monkeypatch, gil_disabled, wheel_options):
+    _pretend_gil_disabled(monkeypatch, gil_disabled)
+    kwargs = _setup_kwargs(monkeypatch)
+    assert kwargs["options"] == wheel_options
+    assert kwargs["cffi_modules"] == ["build_ffi.py:ffibuilder"]
+
+
+@needs_build_scripts
+@pytest.mark.parametrize("gil_disabled, limited", [(None, True), (0, True), (1, False)])
+def test_build_ffi_uses_the_limited_api_only_where_it_exists(monkeypatch, gil_disabled, limited):
+    pytest.importorskip("cffi")
+    _pretend_gil_disabled(monkeypatch, gil_disabled)
+    namespace = runpy.run_path(str(ROOT / "build_ffi.py"), run_name="build_ffi")
+    *_, source_kwargs = namespace["ffibuilder"]._assigned_source
+    assert source_kwargs["py_limited_api"] is limited
+
+
+def test_installed_metadata_carries_the_license_expression_and_file():
+    dist = importlib.metadata.distribution("proctree")
+    assert dist.metadata["License-Expression"] == "MIT"
+    assert "LICENSE" in (dist.metadata.get_all("License-File") or [])
+    assert not [c for c in dist.metadata.get_all("Classifier") or [] if c.startswith("License ::")]
+
+
+def test_the_package_version_is_the_distribution_version():
+    # pyproject.toml's [project] version is the only place the version is written.
+    assert proctree.__version__ == importlib.metadata.version("proctree")
+    assert "__version__" not in open(proctree.__file__, encoding="utf-8").read().split("def __getattr__")[0]
+
+
+@pytest.mark.skipif(not (ROOT / "README.md").is_file(), reason="no README.md next to the tests")
+def test_readme_links_are_absolute_so_they_work_on_pypi():
+    # PyPI renders README.md with no repository around it: a relative link
+    # such as (docs/teardown.md) is a dead link there.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    relative = re.findall(r"\]\((?!https?://|#)([^)]+)\)", readme)
+    assert relative == []
