@@ -36,7 +36,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import proctree  # noqa: E402
-from proctree import _binding  # noqa: E402
+from proctree._table import binding as _binding# noqa: E402
 
 try:
     import psutil

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import proctree  # noqa: E402
-from proctree._spawn import spawn  # noqa: E402
+from proctree._containment.spawn import spawn  # noqa: E402
 
 TREE_CMD = ["sh", "-c", "for i in $(seq 99); do sleep 60 & done; echo ready; wait"]
 

@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import proctree  # noqa: E402
-from proctree import _signals  # noqa: E402
+from proctree._teardown import signals as _signals  # noqa: E402
 
 try:
     import psutil

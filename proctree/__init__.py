@@ -11,19 +11,19 @@ first use, so `import proctree` stays cheap for code that only reads the table.
 import importlib
 
 from ._errors import AccessDenied, Error, NoSuchProcess
-from ._model import Proc, Snapshot
+from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
 
 
 # name -> the module that defines it, imported when the name is first used.
 _LAZY = {
-    "TeardownReport": "._report",
-    "terminate_tree": "._teardown",
-    "terminate_tree_async": "._teardown",
-    "ContainmentUnavailable": "._spawn",
-    "Tree": "._spawn",
-    "spawn": "._spawn",
-    "spawn_async": "._spawn",
+    "TeardownReport": "._teardown.report",
+    "terminate_tree": "._teardown.engine",
+    "terminate_tree_async": "._teardown.engine",
+    "ContainmentUnavailable": "._containment.spawn",
+    "Tree": "._containment.spawn",
+    "spawn": "._containment.spawn",
+    "spawn_async": "._containment.spawn",
 }
 
 __all__ = [
@@ -68,27 +68,27 @@ def __dir__():
 
 def snapshot():
     """Return a Snapshot of every process visible to the caller."""
-    from . import _binding
+    from ._table import binding as _binding
 
     return _binding.snapshot()
 
 
 def proc(pid):
     """Return the Proc for pid. Raises NoSuchProcess if it does not exist."""
-    from . import _binding
+    from ._table import binding as _binding
 
     return _binding.proc(_check_pid(pid))
 
 
 def children(pid):
     """Return the direct children of pid as a list of Proc (pid excluded)."""
-    from . import _live
+    from ._table import live as _live
 
     return _live.children(_check_pid(pid))
 
 
 def descendants(pid):
     """Return every process below pid, breadth-first (pid excluded)."""
-    from . import _live
+    from ._table import live as _live
 
     return _live.descendants(_check_pid(pid))

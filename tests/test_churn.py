@@ -24,7 +24,7 @@ from collections import deque
 import pytest
 
 import proctree
-from proctree._model import STATES
+from proctree._table.model import STATES
 from test_parse import read_all, read_proc
 from test_snapshot import PRELUDE, Spawner, spawn  # noqa: F401  (spawn is a fixture)
 
@@ -322,7 +322,7 @@ park_and_reap(stable)
 
 
 def test_parent_with_more_than_a_thousand_children(spawn, monkeypatch):
-    from proctree import _binding
+    from proctree._table import binding as _binding
 
     reads = []
     real = _binding.child_pids

@@ -149,7 +149,7 @@ def test_kill_json_missing_pid_for_real():
 
 @pytest.mark.parametrize("pid_of", [lambda: 1, os.getpid, os.getppid], ids=["init", "caller", "parent"])
 def test_kill_json_refusal_is_a_value_error(pid_of, capsys, monkeypatch):
-    from proctree import _signals
+    from proctree._teardown import signals as _signals
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"a signal was about to be sent: {args}")

@@ -75,7 +75,7 @@ def contained():
 
 
 def start(contained, argv, mode, **kw):
-    from proctree._spawn import spawn
+    from proctree._containment.spawn import spawn
 
     t = spawn(argv, contain=mode, keep_orphans=True, grace=3, stdout=subprocess.DEVNULL,
               stderr=subprocess.PIPE, **kw)

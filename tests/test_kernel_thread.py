@@ -11,7 +11,8 @@ import sys
 import pytest
 
 import proctree
-from proctree import _binding, _signals
+from proctree._table import binding as _binding
+from proctree._teardown import signals as _signals
 from proctree.cli import main
 from treekit import run_in_pid_namespace
 
@@ -120,7 +121,7 @@ def test_fake_kernel_thread_in_a_pid_namespace_is_torn_down():
         """
         import ctypes, json, os, signal, sys, time
         import proctree
-        from proctree import _binding
+        from proctree._table import binding as _binding
 
         def kworker_named_child():
             ctypes.CDLL(None).prctl(15, b"kworker/0:1", 0, 0, 0)  # PR_SET_NAME

@@ -454,7 +454,7 @@ try:
     runpy.run_path(keeper, run_name="__main__")
 except SystemExit as exc:
     code = exc.code
-os.write(note, ("core %%s proc %%s\n" %% ("proctree._binding" in sys.modules, sorted(set(touched)))).encode())
+os.write(note, ("core %%s proc %%s\n" %% ("proctree._table.binding" in sys.modules, sorted(set(touched)))).encode())
 sys.exit(code)
 """
 
@@ -486,7 +486,7 @@ def _alive(pid, start):
 
 
 def test_keeper_runs_without_linux_only_calls():
-    keeper_py = os.path.join(PKG, "_keeper.py")
+    keeper_py = os.path.join(PKG, "_containment", "keeper.py")
     status_r, status_w = os.pipe()
     report_r, report_w = os.pipe()
     note_r, note_w = os.pipe()

@@ -21,7 +21,7 @@ import time
 import pytest
 
 import proctree
-from proctree import _binding
+from proctree._table import binding as _binding
 from test_parse import parse_stat, read_all, read_proc
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc cross-checks")

@@ -19,8 +19,9 @@ import time
 import pytest
 
 import proctree
-from proctree import _cgroup, _marker
-from proctree._spawn import ContainmentUnavailable, Tree, spawn, spawn_async
+from proctree._containment import cgroup as _cgroup
+from proctree._containment import marker as _marker
+from proctree._containment.spawn import ContainmentUnavailable, Tree, spawn, spawn_async
 
 LINUX = sys.platform.startswith("linux")
 
@@ -310,7 +311,7 @@ def test_signals_the_keeper_does_not_forward_reach_the_command(trees, mode, sig)
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
 def test_nested_trees_are_removed_with_the_outer_one(trees, pipe):
     r, w = pipe
-    inner = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); from proctree._spawn import spawn; "
+    inner = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); from proctree._containment.spawn import spawn; "
              "t = spawn(['sleep', '300'], contain='cgroup'); "
              "os.write(int(sys.argv[2]), b'inner %d\\n' % t.pid); time.sleep(300)")
     root = os.path.dirname(os.path.dirname(proctree.__file__))
@@ -445,7 +446,7 @@ def test_session_mode_keep_orphans_keeps_what_kept_the_session(trees):
 OWNER = textwrap.dedent(r"""
     import os, sys, threading, time
     sys.path.insert(0, sys.argv[1])
-    from proctree._spawn import spawn
+    from proctree._containment.spawn import spawn
     w, mode, how = int(sys.argv[2]), sys.argv[3], sys.argv[4]
     daemonizer, OWNER_GRACE = sys.argv[5], float(sys.argv[6])
     r2, w2 = os.pipe()
@@ -705,7 +706,7 @@ def test_tree_is_exported_type(trees):
 PTY_OWNER = textwrap.dedent(r"""
     import os, sys
     sys.path.insert(0, sys.argv[1])
-    from proctree._spawn import spawn
+    from proctree._containment.spawn import spawn
     # We lead a session whose controlling terminal is the pty; the tree must not
     # be in it, so job control (SIGTTIN/SIGTTOU) can never stop it.
     t = spawn(["sh", "-c", "read x; echo got:$x; exec cat /proc/self/stat"], contain=sys.argv[2])
@@ -816,7 +817,7 @@ def test_wait_without_timeout_outlasts_a_long_select(trees, monkeypatch):
     # wait() with no timeout must wait for as long as the command runs: a
     # select() slice that ends with nothing to read (here: one that would
     # have been an hour long) is not a timeout.
-    from proctree import _spawn
+    from proctree._containment import spawn as _spawn
 
     real_select = _spawn.select.select
 
@@ -853,7 +854,7 @@ def test_terminate_from_another_thread_while_one_waits(trees):
 
 def test_keeper_confirming_scan_finds_what_the_children_lists_find():
     """The keeper's full-scan walk (which confirms every "nothing left") agrees with the live walk."""
-    from proctree import _keeper
+    from proctree._containment import keeper as _keeper
 
     r, w = os.pipe()
     # python -> (sleep, python -> sleep): says "ok" on the pipe once all four run

@@ -20,8 +20,10 @@ import time
 import pytest
 
 import proctree
-from proctree import _binding, _keeper, _spawn
-from proctree._spawn import Tree, spawn, spawn_async
+from proctree._table import binding as _binding
+from proctree._containment import keeper as _keeper
+from proctree._containment import spawn as _spawn
+from proctree._containment.spawn import Tree, spawn, spawn_async
 from test_spawn import ALL_MODES, CGROUP_OK, CGROUP_WHY, alive, cgroup_dirs, wait_gone
 
 # A command that ignores SIGTERM (and so does its sleep): only the kill ends it.

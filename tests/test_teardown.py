@@ -14,7 +14,7 @@ import time
 import pytest
 
 import proctree
-from proctree import _signals
+from proctree._teardown import signals as _signals
 from treekit import alive, kit, run_as_nobody  # noqa: F401  (kit is a fixture)
 
 HANG = 20.0  # a generous bound that only catches a hang

@@ -7,9 +7,9 @@ Guard's refusals are decided on Proc records the tests write down.
 import pytest
 
 from proctree import Proc, Snapshot
-from proctree._membership import select
-from proctree._signals import Guard
-from proctree._teardown import _validated
+from proctree._teardown.membership import select
+from proctree._teardown.signals import Guard
+from proctree._teardown.engine import _validated
 
 
 def P(pid, ppid, pgid=None, sid=None, start=100, state="S"):

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 from proctree import NoSuchProcess, Proc, Snapshot
-from proctree import _signals as real_signals
-from proctree import _teardown
+from proctree._teardown import signals as real_signals
+from proctree._teardown import engine as _teardown
 
 ME = 60  # the caller
 

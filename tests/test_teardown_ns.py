@@ -13,7 +13,7 @@ import signal
 import pytest
 
 import proctree
-from proctree import _signals
+from proctree._teardown import signals as _signals
 from treekit import run_ns_json
 
 def run(script, **env):

@@ -135,7 +135,7 @@ def test_keyboard_interrupt_during_the_first_scan_still_ends_the_whole_tree():
     # The sync face: "(Ctrl-C in the sync face does the same.)" The interrupt is
     # injected into the first snapshot, where a real Ctrl-C lands on a big table.
     r = run_ns_json(ALARM + r"""
-from proctree import _binding
+from proctree._table import binding as _binding
 def main():
     p, kids = tree()
     real = _binding.snapshot

@@ -474,7 +474,7 @@ def run_in_pid_namespace(script, timeout=60, env=None):
 NS_PROLOGUE = r"""
 import json, math, os, signal, sys, time
 import proctree
-from proctree import _signals
+from proctree._teardown import signals as _signals
 
 CATCHABLE = [s for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)]
 
@@ -515,7 +515,7 @@ def age_past_one_tick(p):
     # start_time has clock-tick resolution (10 ms on Linux): a pid reused within
     # the same tick has the same start time, which only a pidfd can tell apart
     # (docs/teardown.md). Make the member older than that before reusing its pid.
-    from proctree import _binding
+    from proctree._table import binding as _binding
     while _binding.now() <= p.start_time + 1:
         time.sleep(0.005)
 

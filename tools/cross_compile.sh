@@ -6,10 +6,10 @@
 # -fsyntax-only is broken, and a full compile evaluates the asserts anyway).
 #
 # Checks, each with -std=c11 -Wall -Wextra -Werror:
-#   csrc/proctree_macos.c          aarch64-macos.11.0, x86_64-macos.10.13
+#   csrc/core/macos.c          aarch64-macos.11.0, x86_64-macos.10.13
 #   cffi's generated _core.c       the same two macOS targets
-#   csrc/proctree_linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
-#   csrc/proctree_walk.c           every target above (it is shared)
+#   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
+#   csrc/core/walk.c           every target above (it is shared)
 #   two negative controls          copies of proctree_macos.c with one offset
 #                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
 #                                  FAIL to compile
@@ -41,7 +41,7 @@ done
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-CFLAGS=(-c -std=c11 -Wall -Wextra -Werror -Icsrc)
+CFLAGS=(-c -std=c11 -Wall -Wextra -Werror -Icsrc/include)
 MAC_TARGETS=(aarch64-macos.11.0 x86_64-macos.10.13)
 LINUX_TARGETS=(aarch64-linux-gnu.2.17 x86_64-linux-musl)
 
@@ -57,8 +57,8 @@ check() { # target file [extra flags...]
 
 echo "== macOS core =="
 for t in "${MAC_TARGETS[@]}"; do
-    check "$t" csrc/proctree_macos.c
-    check "$t" csrc/proctree_walk.c
+    check "$t" csrc/core/macos.c
+    check "$t" csrc/core/walk.c
 done
 
 echo "== cffi-generated module C for macOS =="
@@ -96,8 +96,8 @@ done
 
 echo "== Linux core =="
 for t in "${LINUX_TARGETS[@]}"; do
-    check "$t" csrc/proctree_linux.c
-    check "$t" csrc/proctree_walk.c
+    check "$t" csrc/core/linux.c
+    check "$t" csrc/core/walk.c
 done
 
 echo "== negative controls: a wrong struct offset must fail the macOS check =="
@@ -108,9 +108,9 @@ echo "== negative controls: a wrong struct offset must fail the macOS check =="
 negative() { # label sed-expression assert-name
     local label=$1 expr=$2 name=$3
     rm -rf "$WORK/neg" && mkdir -p "$WORK/neg"
-    cp csrc/proctree.h "$WORK/neg/"
-    sed "$expr" csrc/proctree_macos.c > "$WORK/neg/proctree_macos.c"
-    if cmp -s csrc/proctree_macos.c "$WORK/neg/proctree_macos.c"; then
+    cp csrc/include/proctree.h "$WORK/neg/"
+    sed "$expr" csrc/core/macos.c > "$WORK/neg/proctree_macos.c"
+    if cmp -s csrc/core/macos.c "$WORK/neg/proctree_macos.c"; then
         echo "error: the negative control found no $name assert to break" >&2
         exit 1
     fi

@@ -17,7 +17,7 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SI
 
 
 def register(sub):
-    from proctree._spawn import MODES
+    from proctree._containment.spawn import MODES
 
     p = sub.add_parser(
         "run",
@@ -43,7 +43,7 @@ def _exit_code(rc):
 
 
 def run(args):
-    from proctree._spawn import spawn
+    from proctree._containment.spawn import spawn
 
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:

@@ -67,7 +67,7 @@ def _names(procs):
 
 
 def run(out):
-    from proctree._spawn import spawn
+    from proctree._containment.spawn import spawn
 
     recorded = []  # every daemon the scene starts: whatever happens, none outlives it
     popen = tree = None

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs csrc/proctree_macos.c on this (Linux) machine against a simulated
+# Runs csrc/core/macos.c on this (Linux) machine against a simulated
 # libproc/sysctl (sim_kernel.c, which says which real behaviours it mimics),
 # under AddressSanitizer and UBSan. It checks the core's logic and memory
 # handling; only the macOS wheel tests say anything about macOS itself.
@@ -11,6 +11,6 @@ trap 'rm -rf "$out"' EXIT
 # needs its own feature macro under -std=c11.
 ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
-    -Iinclude -I../../csrc \
-    ../../csrc/proctree_macos.c ../../csrc/proctree_walk.c sim_kernel.c sim_test.c -o "$out/sim_test"
+    -Iinclude -I../../csrc/include \
+    ../../csrc/core/macos.c ../../csrc/core/walk.c sim_kernel.c sim_test.c -o "$out/sim_test"
 "$out/sim_test"

@@ -1,5 +1,5 @@
-/* Drives csrc/proctree_macos.c (and csrc/proctree_walk.c over it) against
- * sim_kernel.c: the contracts in csrc/proctree.h, the xnu behaviours listed
+/* Drives csrc/core/macos.c (and csrc/core/walk.c over it) against
+ * sim_kernel.c: the contracts in csrc/include/proctree.h, the xnu behaviours listed
  * in sim_kernel.c, and (under ASan) the snapshot's buffer handling. */
 #include <errno.h>
 #include <stdio.h>

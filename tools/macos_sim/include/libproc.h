@@ -1,4 +1,4 @@
-/* Simulated <libproc.h>: just the calls csrc/proctree_macos.c makes. */
+/* Simulated <libproc.h>: just the calls csrc/core/macos.c makes. */
 #pragma once
 #include <stdint.h>
 #include <sys/types.h>

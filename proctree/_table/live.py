@@ -2,7 +2,7 @@
 
 The kernel's per-thread children lists are fast but can skip an entry when a
 child they already returned leaves the list mid-read. The core
-(csrc/proctree_walk.c) reads every listed child back and accepts a list only
+(csrc/core/walk.c) reads every listed child back and accepts a list only
 if each one is still there with the same parent, reading it again a few times;
 when the tree keeps changing it says so, and we fall back to a full scan,
 which is slower but cannot skip.
@@ -10,8 +10,8 @@ which is slower but cannot skip.
 Guarantee: every process that stayed a descendant of pid, through parent links
 that did not change, for the whole call is in the answer.
 """
-from . import _binding
-from ._errors import NoSuchProcess
+from . import binding as _binding
+from .._errors import NoSuchProcess
 
 
 def _live_walk(pid, walk, scan):

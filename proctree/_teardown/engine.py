@@ -29,10 +29,13 @@ import sys
 import time
 from typing import Any, Callable, NamedTuple, Optional
 
-from . import _binding, _exitwait, _membership, _signals
-from ._errors import AccessDenied, Error, NoSuchProcess
-from ._report import TeardownReport
-from ._validate import check_pid, check_positive_int, check_seconds
+from .._table import binding as _binding
+from . import exitwait as _exitwait
+from . import membership as _membership
+from . import signals as _signals
+from .._errors import AccessDenied, Error, NoSuchProcess
+from .report import TeardownReport
+from .._validate import check_pid, check_positive_int, check_seconds
 
 # Rescans while waiting: soon after the signals (that is when forks race
 # them), then backing off so a long grace costs few scans.

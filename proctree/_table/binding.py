@@ -7,9 +7,9 @@ import errno
 import os
 import sys
 
-from . import _core
-from ._errors import AccessDenied, NoSuchProcess
-from ._model import Proc, Snapshot
+from .. import _core
+from .._errors import AccessDenied, NoSuchProcess
+from .model import Proc, Snapshot
 
 ffi = _core.ffi
 lib = _core.lib

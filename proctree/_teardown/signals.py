@@ -15,8 +15,8 @@ import errno
 import os
 import signal
 
-from . import _binding
-from ._errors import AccessDenied, NoSuchProcess
+from .._table import binding as _binding
+from .._errors import AccessDenied, NoSuchProcess
 
 SENT = "sent"
 GONE = "gone"

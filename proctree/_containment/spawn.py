@@ -31,14 +31,18 @@ import sys
 import threading
 import time
 
-from . import _cgroup, _keeper, _marker, _signals, _teardown
-from ._errors import NoSuchProcess
-from ._model import Proc
-from ._report import TeardownReport
-from ._validate import check_seconds
+from . import cgroup as _cgroup
+from . import keeper as _keeper
+from . import marker as _marker
+from .._teardown import signals as _signals
+from .._teardown import engine as _teardown
+from .._errors import NoSuchProcess
+from .._table.model import Proc
+from .._teardown.report import TeardownReport
+from .._validate import check_seconds
 
 MODES = ("auto", "cgroup", "subreaper", "session")
-_KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_keeper.py")
+_KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
 _LINUX = sys.platform.startswith("linux")
 
 # Popen keywords spawn() handles itself. Each is accepted at its default (and
@@ -123,7 +127,7 @@ def _owner_identity():
     global _owner_cache
     pid = os.getpid()
     if _owner_cache[0] != pid:
-        from . import _binding
+        from .._table import binding as _binding
 
         _owner_cache = (pid, _binding.proc(pid).start_time)
     return _owner_cache
@@ -502,7 +506,7 @@ class Tree:
         self.pid = pid
         self._root = Proc(pid, self.keeper_pid, pid, self.keeper_pid, os.getuid(), "R", start, name)
         try:
-            from . import _binding
+            from .._table import binding as _binding
 
             p = _binding.proc(pid)
         except (NoSuchProcess, OSError):
@@ -677,7 +681,8 @@ class Tree:
 
     def members(self):
         """The live members of the tree (the command and what it started), as Proc records."""
-        from . import _binding, _live
+        from .._table import binding as _binding
+        from .._table import live as _live
 
         out = {}
         if self.cgroup is not None:

@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from ._model import Proc
+from .._table.model import Proc
 
 
 @dataclass(frozen=True)

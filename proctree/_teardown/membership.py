@@ -34,7 +34,7 @@ past the cap.
 from collections import deque
 from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
-from ._model import Proc
+from .._table.model import Proc
 
 
 class Selection(NamedTuple):

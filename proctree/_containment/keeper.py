@@ -37,11 +37,12 @@ except ImportError:
     import signal
 
 try:
-    from . import _cgroup, _ownerwatch
+    from . import cgroup as _cgroup
+    from . import ownerwatch as _ownerwatch
 except ImportError:  # run as a script (python -I puts no script dir on sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _cgroup
-    import _ownerwatch
+    import cgroup as _cgroup
+    import ownerwatch as _ownerwatch
 
 FORWARD = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
            signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
@@ -61,7 +62,8 @@ def _core():
     """The package's compiled core, for systems without /proc (macOS); loaded only when needed."""
     global _binding
     if _binding is None:
-        parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # this file is <site>/proctree/_containment/keeper.py
+        parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if parent not in sys.path:
             sys.path.append(parent)
         if sys.flags.no_site:
@@ -71,7 +73,7 @@ def _core():
             import site
 
             site.main()
-        from proctree import _binding as b
+        from proctree._table import binding as b
 
         _binding = b
     return _binding

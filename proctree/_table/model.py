@@ -8,7 +8,7 @@ from bisect import bisect_left
 from collections import deque, namedtuple
 from collections.abc import Mapping
 
-from ._errors import NoSuchProcess
+from .._errors import NoSuchProcess
 
 # Linux's one-letter states; macOS states are mapped onto these by the core.
 STATES = frozenset("RSDZTtXIWPKw")

@@ -4,7 +4,7 @@
  * implementation per platform (proctree_linux.c, proctree_macos.c) defines
  * every function below. Every function returns 0 (or a count) on success
  * and -errno on failure; errno itself is never the channel.
- * csrc/proctree_cdef.h must stay identical in declarations (cffi reads it). */
+ * csrc/include/proctree_cdef.h must stay identical in declarations (cffi reads it). */
 #ifndef PROCTREE_H
 #define PROCTREE_H
 
@@ -58,7 +58,7 @@ int pt_verified_children_of(const struct pt_proc *parent, struct pt_proc *out, i
  * parent's list and found with the same parent; -EAGAIN if the tree kept
  * changing under the walk (scan instead), -ENOBUFS if more than fit in cap,
  * -ESRCH if root is gone, or -errno. A process that reparented within the
- * subtree during the walk may appear twice (csrc/proctree_walk.c). */
+ * subtree during the walk may appear twice (csrc/core/walk.c). */
 int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap);
 
 /* Returns 0 with *out set to "now" in start_time units, or -errno. */

@@ -17,8 +17,8 @@ import os
 import select
 import sys
 
-from . import _binding
-from ._errors import AccessDenied, NoSuchProcess
+from .._table import binding as _binding
+from .._errors import AccessDenied, NoSuchProcess
 
 # Targets without an event source are re-checked this often: quickly at first,
 # then backing off, so a slow member costs little CPU.

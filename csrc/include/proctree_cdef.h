@@ -1,4 +1,4 @@
-/* cffi declarations for the proctree C core. Mirrors csrc/proctree.h.
+/* cffi declarations for the proctree C core. Mirrors csrc/include/proctree.h.
  * No preprocessor directives here: cffi's cdef parser does not run cpp.
  * Every function returns 0 (or a count) on success and -errno on failure. */
 
