@@ -2,13 +2,10 @@
 import atexit
 import glob
 import os
-import secrets
 import shutil
 import sys
 import tempfile
-import time
 
-import pytest
 
 # `python -m pytest` puts the checkout first on sys.path, and the checkout's
 # proctree/ has no compiled core unless it was built in place: test the
@@ -30,36 +27,6 @@ def pytest_sessionstart(session):
         os.chdir(run_dir)
         atexit.register(shutil.rmtree, run_dir, True)
 
-import leakcheck  # noqa: E402
 
-NONCE = f"{os.getpid()}-{secrets.token_hex(6)}"
-os.environ[leakcheck.MARKER] = NONCE
-
-
-def _reap_own_zombies():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_processes(request):
-    """Fail the test if a process it started (directly or not) outlives it."""
-    yield
-    deadline = time.monotonic() + 5.0
-    left = leakcheck.leftovers(NONCE)
-    while left and time.monotonic() < deadline:
-        # Processes a test just killed may take a moment to exit or be reaped.
-        time.sleep(0.02)
-        _reap_own_zombies()
-        left = leakcheck.leftovers(NONCE)
-    if left:
-        leakcheck.end(left)
-        _reap_own_zombies()
-        names = ", ".join(f"{p.pid} ({p.name})" for p in left)
-        pytest.fail(f"test left processes behind: {names}", pytrace=False)
-    _reap_own_zombies()
+# The shared fixtures and the no-leftover check (tests/support/plugin.py).
+pytest_plugins = ["support.plugin"]

@@ -13,7 +13,7 @@ each keep short-lived children coming and going, and check on every call:
 Python parser just before and just after each call, and a pid counts only if
 both reads show it below the pid with the same parent and start time.
 Churn is bounded (a few dozen short-lived processes at a time) and stops by
-itself; everything is ended by the fixture from test_snapshot.
+itself; everything is ended by the `spawn` fixture (tests/support/plugin.py).
 """
 import os
 import sys
@@ -25,8 +25,7 @@ import pytest
 
 import proctree
 from proctree._table.model import STATES
-from test_parse import read_all, read_proc
-from test_snapshot import PRELUDE, Spawner, spawn  # noqa: F401  (spawn is a fixture)
+from support.procfs import read_all, read_proc
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc churn")
 

@@ -18,7 +18,7 @@ from proctree.cli import json_stream_of, main, version
 from proctree.cli._common import CliError, parse_pid, parse_seconds, printable
 from proctree.cli.tree import document, draw, table_roots, walk
 from proctree._validate import PID_MAX
-from treekit import alive, kit  # noqa: F401  (kit is a fixture)
+from support.treekit import alive
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__))))
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from test_spawn import CGROUP_OK, LINUX, alive
+from support.spawnkit import CGROUP_OK, LINUX, alive
 
 MODES = [
     pytest.param("cgroup", marks=pytest.mark.skipif(not CGROUP_OK, reason="no writable cgroup v2 here")),

@@ -14,7 +14,7 @@ import proctree
 from proctree._table import binding as _binding
 from proctree._teardown import signals as _signals
 from proctree.cli import main
-from treekit import run_in_pid_namespace
+from support.treekit import run_in_pid_namespace
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import proctree
-from test_spawn import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
+from support.spawnkit import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 MODES = [

@@ -15,7 +15,7 @@ import pytest
 
 import proctree
 from proctree._teardown import signals as _signals
-from treekit import alive, kit, run_as_nobody  # noqa: F401  (kit is a fixture)
+from support.treekit import alive, run_as_nobody
 
 HANG = 20.0  # a generous bound that only catches a hang
 
@@ -366,7 +366,7 @@ def test_async_bad_input_raises_on_await():
 
 
 def test_kit_cleanup_takes_in_children_its_trees_did_not_report():
-    from treekit import Kit
+    from support.treekit import Kit
 
     k = Kit()
     try:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from proctree.cli import main
-from treekit import alive, kit, run_as_nobody  # noqa: F401  (kit is a fixture)
+from support.treekit import alive, run_as_nobody
 
 
 def proctree_cli(*args):

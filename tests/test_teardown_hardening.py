@@ -7,7 +7,6 @@ report their pids through pipes and are always cleaned up.
 """
 import asyncio
 import multiprocessing
-import os
 import signal
 import subprocess
 import time
@@ -15,8 +14,8 @@ import time
 import pytest
 
 import proctree
-from treekit import alive, kit  # noqa: F401  (kit is a fixture)
-from treekit import run_ns_json as run_in_ns
+from support.treekit import alive
+from support.treekit import run_ns_json as run_in_ns
 
 
 # -- 1. kinship never reaches what the tree did not start -----------------------

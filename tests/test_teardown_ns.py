@@ -6,7 +6,6 @@ never be written outside a namespace). If the engine got it wrong, the damage
 stays inside the namespace, which dies with its pid 1. Each script prints one
 JSON line; the test asserts on it. Skipped where PID namespaces are unavailable.
 """
-import json
 import os
 import signal
 
@@ -14,7 +13,7 @@ import pytest
 
 import proctree
 from proctree._teardown import signals as _signals
-from treekit import run_ns_json
+from support.treekit import run_ns_json
 
 def run(script, **env):
     return run_ns_json(script, **env)

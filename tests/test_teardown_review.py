@@ -13,7 +13,7 @@ namespace behind.
 import pytest
 
 import proctree
-from treekit import run_ns_json
+from support.treekit import run_ns_json
 
 # Every namespace script starts with this: the namespace's init exits by itself
 # after 60 s (init ignores default-action signals, so it needs a handler).

@@ -64,12 +64,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"proctree.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"proctree.cli.{name}":
-                raise
-            continue  # not built yet on this branch
+        module = importlib.import_module(f"proctree.cli.{name}")
         module.register(sub)
     return parser
 

@@ -17,15 +17,13 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SI
 
 
 def register(sub):
-    from proctree._containment.spawn import MODES
-
     p = sub.add_parser(
         "run",
         help="run CMD contained in the foreground; nothing it started outlives it",
         description="Run CMD in the foreground as a contained tree; when it ends (or is "
         "interrupted, or this command is killed) nothing it started is left running.",
     )
-    p.add_argument("--contain", choices=MODES, default="auto",
+    p.add_argument("--contain", default="auto", metavar="{auto,cgroup,subreaper,session}",
                    help="containment mode (default: auto, the strongest that works here)")
     p.add_argument("--grace", type=parse_seconds, default=2.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL at teardown (default 2)")
@@ -43,7 +41,7 @@ def _exit_code(rc):
 
 
 def run(args):
-    from proctree._containment.spawn import spawn
+    from proctree import spawn
 
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
@@ -76,6 +74,8 @@ def run(args):
             raise CliError(f"run: {cmd[0]}: permission denied", code=126, kind="PermissionError") from None
         except OSError as exc:
             raise CliError.from_exception(exc, code=126) from None
+        except ValueError as exc:  # a bad --contain, said in spawn()'s words
+            raise CliError(f"run: {exc}") from None
         box["tree"] = tree
         for s in box["pending"]:
             tree.send_signal(s)

@@ -12,12 +12,7 @@ def run_all(out=None):
     out = out or sys.stdout
     ok = True
     for name in SCENES:
-        try:
-            scene = importlib.import_module(f"proctree.demo.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"proctree.demo.{name}":
-                raise
-            continue
+        scene = importlib.import_module(f"proctree.demo.{name}")
         out.write(f"\n=== {scene.TITLE} ===\n")
         out.flush()
         ok = scene.run(out) and ok

@@ -67,7 +67,7 @@ def _names(procs):
 
 
 def run(out):
-    from proctree._containment.spawn import spawn
+    spawn = proctree.spawn
 
     recorded = []  # every daemon the scene starts: whatever happens, none outlives it
     popen = tree = None

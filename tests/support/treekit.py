@@ -10,7 +10,7 @@ what the trees started without reporting (a forker's children): descendants
 of registered processes, and members of a session led by one of its roots
 while that root still holds its pid. It never signals anything else.
 
-Use:  from treekit import kit   # the fixture
+Use:  def test_x(kit):   # the fixture, from tests/support/plugin.py
       tree = kit.term_ignorer()
       tree.root, tree.pids, tree.role("ignorer")
 """
@@ -426,7 +426,7 @@ def kit():
 
 # -- a fresh PID namespace, for tests whose failure mode is a wide kill ---------
 
-_TESTS = os.path.dirname(os.path.abspath(__file__))
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, where `support` lives
 # Where the proctree under test was imported from: the checkout when it was
 # built in place, site-packages when the tests run against an install.
 _PROCTREE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))

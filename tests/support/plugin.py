@@ -1,0 +1,82 @@
+"""The test suite's pytest plugin: the shared fixtures, and the check that no test leaves a process behind.
+
+Loaded by tests/conftest.py (pytest_plugins). Every process a test starts
+inherits PROCTREE_TEST_RUN=<nonce>; after each test, whatever still carries
+the nonce fails the test and is ended (pid + start time checked).
+"""
+import os
+import secrets
+import time
+
+import pytest
+
+from . import leakcheck
+from .spawner import Spawner
+from .treekit import kit  # noqa: F401  (a fixture)
+
+NONCE = f"{os.getpid()}-{secrets.token_hex(6)}"
+os.environ[leakcheck.MARKER] = NONCE
+
+
+def _reap_own_zombies():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(request):
+    """Fail the test if a process it started (directly or not) outlives it."""
+    yield
+    deadline = time.monotonic() + 5.0
+    left = leakcheck.leftovers(NONCE)
+    while left and time.monotonic() < deadline:
+        # Processes a test just killed may take a moment to exit or be reaped.
+        time.sleep(0.02)
+        _reap_own_zombies()
+        left = leakcheck.leftovers(NONCE)
+    if left:
+        leakcheck.end(left)
+        _reap_own_zombies()
+        names = ", ".join(f"{p.pid} ({p.name})" for p in left)
+        pytest.fail(f"test left processes behind: {names}", pytrace=False)
+    _reap_own_zombies()
+
+
+@pytest.fixture
+def spawn():
+    s = Spawner()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def trees():
+    """Trees a test spawns; each is torn down afterwards, whatever happened."""
+    made = []
+    yield made
+    for t in made:
+        try:
+            t.terminate(grace=0.5)
+        except Exception:
+            pass
+        for f in (t.stdin, t.stdout, t.stderr):  # as with Popen, the pipes are the caller's to close
+            if f is not None:
+                f.close()
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass

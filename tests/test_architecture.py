@@ -1,0 +1,191 @@
+"""The layers and their import rules (docs/architecture.md), checked on the source.
+
+An AST read of every module under proctree/: which proctree modules it imports
+(absolute or relative, at any depth in the file), mapped to layers. Nothing
+is imported or run. Dynamic imports (importlib with a computed name) are the
+facade's and the command table's, and are not followed.
+"""
+import ast
+import os
+import sys
+
+import pytest
+
+import proctree
+
+PKG_DIR = os.path.dirname(os.path.abspath(proctree.__file__))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Module-name prefix -> layer number; lower layers never import higher ones.
+LAYERS = [
+    ("proctree._errors", 0),
+    ("proctree._validate", 0),
+    ("proctree._core", 1),
+    ("proctree._table", 2),
+    ("proctree._teardown", 3),
+    ("proctree._containment", 4),
+    ("proctree._reaper", 5),
+    ("proctree._supervisor", 5),
+    ("proctree.cli", 6),
+    ("proctree.demo", 6),
+]
+FACADE = {"proctree", "proctree.__main__"}
+KEEPER_SIDE = {"proctree._containment.keeper", "proctree._containment.cgroup", "proctree._containment.ownerwatch"}
+
+
+def layer_of(module):
+    for prefix, n in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return n
+    return None
+
+
+def _modules():
+    """(dotted name, path, is_package) of every module under proctree/."""
+    root = os.path.dirname(PKG_DIR)
+    for dirpath, dirnames, files in os.walk(PKG_DIR):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root)[:-3].split(os.sep)
+                is_pkg = rel[-1] == "__init__"
+                if is_pkg:
+                    rel = rel[:-1]
+                yield ".".join(rel), path, is_pkg
+
+
+MODULES = {name: (path, is_pkg) for name, path, is_pkg in _modules()}
+
+
+def _resolve(module, is_pkg, node):
+    """The proctree modules an import node names (a `from pkg import sub` names pkg.sub if it is a module)."""
+    out = []
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name == "proctree" or a.name.startswith("proctree.")]
+    if node.level:
+        base = module.split(".") if is_pkg else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if not (target == "proctree" or target.startswith("proctree.")):
+        return []
+    for a in node.names:
+        sub = f"{target}.{a.name}"
+        out.append(sub if sub in MODULES or sub == "proctree._core" else target)
+    return out
+
+
+def imports(module):
+    """[(imported module, lineno, at module level)] for module."""
+    path, is_pkg = MODULES[module]
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    top = {id(n) for n in tree.body}
+    # Imports inside a module-level try/if still run at import time.
+    for n in tree.body:
+        if isinstance(n, (ast.Try, ast.If)):
+            for sub in ast.walk(n):
+                if not isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    top.add(id(sub))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target in _resolve(module, is_pkg, node):
+                found.append((target, node.lineno, id(node) in top))
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_has_a_layer(module):
+    assert module in FACADE or layer_of(module) is not None, f"{module}: add it to LAYERS and docs/architecture.md"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m not in FACADE))
+def test_layers_import_only_from_layers_above(module):
+    mine = layer_of(module)
+    bad = [
+        f"{module}:{line} imports {target} (layer {layer_of(target)} > {mine})"
+        for target, line, _ in imports(module)
+        if target not in FACADE and (layer_of(target) or 0) > mine
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_binding_imports_the_compiled_module():
+    users = sorted({m for m in MODULES for t, _, _ in imports(m) if t == "proctree._core"})
+    assert users == ["proctree._table.binding"]
+
+
+def test_nothing_outside_containment_imports_the_keeper_side():
+    bad = [
+        f"{m}:{line} imports {t}"
+        for m in MODULES
+        if not m.startswith("proctree._containment")
+        for t, line, _ in imports(m)
+        if t in KEEPER_SIDE
+    ]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) == 6))
+def test_cli_and_demo_use_the_public_api(module):
+    # Their own package, the public API, the base layer; and the CLI runs the demo.
+    allowed = {module.split(".")[1]} | ({"demo"} if module.startswith("proctree.cli") else set())
+    bad = [
+        f"{module}:{line} imports {t}"
+        for t, line, _ in imports(module)
+        if t not in FACADE and layer_of(t) != 0 and t.split(".")[1] not in allowed
+    ]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", sorted(KEEPER_SIDE))
+def test_the_keeper_side_needs_only_the_stdlib_at_import(module):
+    bad = [
+        f"{module}:{line} imports {t} at import time"
+        for t, line, top in imports(module)
+        if top and t not in KEEPER_SIDE
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_test_module_imports_another():
+    tests = {f[:-3] for f in os.listdir(TESTS_DIR) if f.startswith("test_") and f.endswith(".py")}
+    bad = []
+    for name in sorted(tests):
+        with open(os.path.join(TESTS_DIR, name + ".py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            bad += [f"{name}:{node.lineno} imports {n}" for n in names if n in tests]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rules_catch_a_violation():
+    # The checker itself: a table module that imported the teardown would be caught.
+    assert layer_of("proctree._teardown.engine") > layer_of("proctree._table.binding")
+    assert layer_of("proctree._table.model") == 2 and layer_of("proctree.cli.run") == 6
+    node = ast.parse("from .. import _teardown").body[0]
+    assert _resolve("proctree._table.binding", False, node) == ["proctree._teardown"]
+    node = ast.parse("from .._teardown import engine").body[0]
+    assert _resolve("proctree._table.binding", False, node) == ["proctree._teardown.engine"]
+    node = ast.parse("from . import model as m").body[0]
+    assert _resolve("proctree._table.binding", False, node) == ["proctree._table.model"]
+
+
+def test_the_docs_name_every_layer_package():
+    with open(os.path.join(os.path.dirname(PKG_DIR), "docs", "architecture.md"), encoding="utf-8") as f:
+        doc = f.read()
+    packages = {m for m in MODULES if MODULES[m][1] and m != "proctree"}
+    missing = [p for p in packages if p.replace(".", "/") + "/" not in doc]
+    assert not missing, missing
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
