@@ -8,11 +8,21 @@ Error, NoSuchProcess, AccessDenied.
 The teardown and containment layers (and asyncio, which they use) load on
 first use, so `import proctree` stays cheap for code that only reads the table.
 """
+from __future__ import annotations
+
 import importlib
 
 from ._errors import AccessDenied, Error, NoSuchProcess
 from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._containment.spawn import ContainmentUnavailable, Tree, spawn, spawn_async
+    from ._teardown.engine import terminate_tree, terminate_tree_async
+    from ._teardown.report import TeardownReport
 
 
 # name -> the module that defines it, imported when the name is first used.
@@ -46,7 +56,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name == "__version__":
         # Written once, in pyproject.toml; read only when asked, since
         # importlib.metadata costs import time.
@@ -62,32 +72,32 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def snapshot():
+def snapshot() -> Snapshot:
     """Return a Snapshot of every process visible to the caller."""
     from ._table import binding as _binding
 
     return _binding.snapshot()
 
 
-def proc(pid):
+def proc(pid: int) -> Proc:
     """Return the Proc for pid. Raises NoSuchProcess if it does not exist."""
     from ._table import binding as _binding
 
     return _binding.proc(_check_pid(pid))
 
 
-def children(pid):
+def children(pid: int) -> list[Proc]:
     """Return the direct children of pid as a list of Proc (pid excluded)."""
     from ._table import live as _live
 
     return _live.children(_check_pid(pid))
 
 
-def descendants(pid):
+def descendants(pid: int) -> list[Proc]:
     """Return every process below pid, breadth-first (pid excluded)."""
     from ._table import live as _live
 

@@ -1,10 +1,12 @@
 """The exceptions proctree raises. Constructed like psutil's: Error(pid, ...)."""
+from __future__ import annotations
+
 
 
 class Error(Exception):
     """Base class of proctree's own errors."""
 
-    def __init__(self, pid=None, name=None, msg=None):
+    def __init__(self, pid: int | None = None, name: str | None = None, msg: str | None = None) -> None:
         self.pid = pid
         self.name = name
         self.msg = msg

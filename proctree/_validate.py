@@ -1,11 +1,13 @@
 """Argument checks shared by every public function: refuse bad input before any system call."""
+from __future__ import annotations
+
 import math
 
 # Linux caps pid_max at 2**22; macOS at 99999. Anything above cannot be a pid.
 PID_MAX = 2**22
 
 
-def check_pid(pid, what="pid"):
+def check_pid(pid: object, what: str = "pid") -> int:
     """Return pid as an int, or raise TypeError/ValueError. bool is not a pid."""
     if isinstance(pid, bool) or not isinstance(pid, int):
         raise TypeError(f"{what} must be an int, not {type(pid).__name__}")
@@ -16,7 +18,7 @@ def check_pid(pid, what="pid"):
     return int(pid)
 
 
-def check_seconds(value, what):
+def check_seconds(value: object, what: str) -> float:
     """Return value as a float of seconds >= 0, or raise TypeError/ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
@@ -30,7 +32,7 @@ def check_seconds(value, what):
     return seconds + 0.0  # -0.0 becomes 0.0
 
 
-def _brief(value):
+def _brief(value: object) -> str:
     """repr(value) cut short, so an error about a 400-digit int stays one line
     (and an int too long for repr(), past Python's 4300 digits, still has a message)."""
     if isinstance(value, int) and value.bit_length() > 128:
@@ -39,7 +41,7 @@ def _brief(value):
     return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
-def check_positive_int(value, what):
+def check_positive_int(value: object, what: str) -> int:
     """Return value as an int >= 1, or raise TypeError/ValueError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")

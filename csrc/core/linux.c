@@ -32,11 +32,11 @@
 #define MAX_THREADS 1024
 
 /* Fields after the name that we parse, counting state as field 3. */
-#define F_PPID 4
-#define F_PGRP 5
-#define F_SESSION 6
+#define F_PPID        4
+#define F_PGRP        5
+#define F_SESSION     6
 #define F_NUM_THREADS 20
-#define F_STARTTIME 22
+#define F_STARTTIME   22
 
 /* What one stat line tells beyond struct pt_proc. */
 struct stat_extra {
@@ -410,7 +410,7 @@ static int live_thread_state(int32_t pid, char *state)
  * is documented as unreliable while children exit: the kernel resumes its walk
  * by position when the child it returned last has left the list, which can
  * skip a sibling. That can only happen when a child we returned is reaped (or
- * reparented) during the read, so the binding re-reads every listed child and
+ * reparented) during the read, so the walk (walk.c) reads every listed child back and
  * retries when one vanished or changed parent. What this function guards
  * itself is the thread side: children move between a process's threads when a
  * thread exits, so it returns -EAGAIN when any thread it read exited meanwhile.

@@ -113,7 +113,7 @@ _Static_assert(offsetof(struct kinfo_proc, kp_eproc.e_pgid) == 564, "e_pgid");
 /* How often a process seen in SIDL (or not yet findable by pid) is read
  * again, 20 us apart: fork takes it out of SIDL within microseconds
  * (kern_fork.c: SRUN right after pinsertchild), so the bound is ~2 ms. */
-#define CREATION_TRIES 100
+#define CREATION_TRIES    100
 #define CREATION_PAUSE_NS 20000
 
 /* The kernel has no pid above 99999; this bounds every request size. */

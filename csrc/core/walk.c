@@ -3,7 +3,7 @@
  *
  * Why it is in C: a walk reads one children list and one record per process;
  * doing that from Python costs more than the reads themselves on small trees.
- * The rule is the binding's old one, unchanged: a list is accepted only if
+ * The rule: a list is accepted only if
  * every pid on it is still there with the same parent when read back (a
  * kernel list can skip an entry when one it returned leaves mid-read), read
  * again up to WALK_ATTEMPTS times, else -EAGAIN and the caller scans.

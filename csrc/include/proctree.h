@@ -19,7 +19,7 @@ struct pt_proc {
     int32_t pid;
     int32_t ppid; /* macOS: the original parent while traced (p_oppid), not the tracer */
     int32_t pgid;
-    int32_t sid;  /* 0 when unknown: macOS cannot read a zombie's session */
+    int32_t sid; /* 0 when unknown: macOS cannot read a zombie's session */
     uint32_t uid;
     char state;
     char leader_state; /* Linux: the state stat printed, the leader thread's (else 0) */

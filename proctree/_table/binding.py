@@ -3,13 +3,20 @@
 Turns the core's -errno returns into exceptions and its rows into Proc
 records. Nothing here reads ffi.errno: the C functions return the error.
 """
+from __future__ import annotations
+
 import errno
 import os
+from collections.abc import Callable
 import sys
 
 from .. import _core
 from .._errors import AccessDenied, NoSuchProcess
 from .model import Proc, Snapshot
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 ffi = _core.ffi
 lib = _core.lib
@@ -23,7 +30,7 @@ class Incomplete(Exception):
     """The core could not give a complete answer this time (-EAGAIN): retry or scan."""
 
 
-def check(rc, pid=None):
+def check(rc: int, pid: int | None = None) -> int:
     """Return rc if it is not an error; otherwise raise the matching exception."""
     if rc >= 0:
         return rc
@@ -42,7 +49,7 @@ def check(rc, pid=None):
         raise OSError(code, f"{os.strerror(code)} (pid={pid})") from exc
 
 
-def _row_to_proc(row):
+def _row_to_proc(row: Any) -> Proc:
     return Proc(
         row.pid,
         row.ppid,
@@ -55,12 +62,12 @@ def _row_to_proc(row):
     )
 
 
-def proc(pid):
+def proc(pid: int) -> Proc:
     """One process by pid (already validated). Raises NoSuchProcess/AccessDenied."""
     return proc_row(pid)[0]
 
 
-def proc_row(pid):
+def proc_row(pid: int) -> tuple[Proc, Any]:
     """(Proc, raw row) for pid; the row can be handed to verified_children_of() or descendants_of() later."""
     row = ffi.new("struct pt_proc *")
     check(lib.pt_proc(pid, row), pid)
@@ -71,7 +78,7 @@ def proc_row(pid):
 _last_count = 512
 
 
-def snapshot():
+def snapshot() -> Snapshot:
     """Every visible process, as a Snapshot (rows stay in C memory until asked for)."""
     global _last_count
     rows, n = _growing("struct pt_proc[]", _last_count + _last_count // 4 + 64, lib.pt_snapshot)
@@ -84,25 +91,25 @@ def snapshot():
     return Snapshot._from_rows(pids, ppids, lambda i: _row_to_proc(rows[i]))
 
 
-def child_pids(pid):
+def child_pids(pid: int) -> list[int]:
     """Pids of pid's direct children as the kernel lists them; may raise Incomplete."""
     out, n = _growing("int32_t[]", 256, lambda buf, cap: lib.pt_children(pid, buf, cap), pid)
     return list(out[0:n])
 
 
-def verified_children_of(row):
+def verified_children_of(row: Any) -> list[Proc]:
     """Procs of the direct children of the process a proc_row() row describes,
     each read back by the core with the same parent; may raise Incomplete."""
     return _verified_rows(lib.pt_verified_children_of, row)
 
 
-def descendants_of(row):
+def descendants_of(row: Any) -> list[Proc]:
     """Procs below the process a proc_row() row describes, breadth-first, each
     verified by the core; may raise Incomplete (scan instead)."""
     return _verified_rows(lib.pt_descendants_of, row)
 
 
-def _verified_rows(call, row):
+def _verified_rows(call: Callable[[Any, Any, int], int], row: Any) -> list[Proc]:
     rows, n = _growing("struct pt_proc[]", 64, lambda buf, cap: call(row, buf, cap), row.pid)
     # A process that reparented inside the subtree mid-walk can be listed twice.
     seen = {row.pid}
@@ -115,7 +122,7 @@ def _verified_rows(call, row):
     return out
 
 
-def _growing(ctype, cap, call, pid=None):
+def _growing(ctype: str, cap: int, call: Callable[[Any, int], int], pid: int | None = None) -> tuple[Any, int]:
     """(buffer, count) from call(buffer, cap), with a ctype[cap] buffer grown while the core says -ENOBUFS."""
     while True:
         buf = ffi.new(ctype, cap)
@@ -125,7 +132,7 @@ def _growing(ctype, cap, call, pid=None):
         cap *= 4
 
 
-def now():
+def now() -> int:
     """The current time in start_time units."""
     out = ffi.new("uint64_t *")
     check(lib.pt_now(out))
@@ -138,7 +145,7 @@ def now():
 PF_KTHREAD = 0x00200000
 
 
-def stat_flags(stat):
+def stat_flags(stat: bytes) -> int:
     """The flags field (field 9) of a /proc/<pid>/stat line (bytes).
 
     Fields are counted after the LAST ')': the name before it may hold
@@ -152,7 +159,7 @@ def stat_flags(stat):
     return int(fields[6])
 
 
-def is_kernel_thread(pid):
+def is_kernel_thread(pid: int) -> bool:
     """True if pid is a kernel thread (not a process tree anyone can tear down).
 
     pid already validated. Linux: PF_KTHREAD in /proc/<pid>/stat. macOS: only

@@ -10,11 +10,16 @@ which is slower but cannot skip.
 Guarantee: every process that stayed a descendant of pid, through parent links
 that did not change, for the whole call is in the answer.
 """
-from . import binding as _binding
+from __future__ import annotations
+
+from collections.abc import Callable
+
 from .._errors import NoSuchProcess
+from . import binding as _binding
+from .model import Proc, Snapshot
 
 
-def _live_walk(pid, walk, scan):
+def _live_walk(pid: int, walk: Callable[[object], list[Proc]], scan: Callable[[Snapshot, int], list[Proc]]) -> list[Proc]:
     _, row = _binding.proc_row(pid)  # NoSuchProcess for a pid that is not there
     try:
         return walk(row)
@@ -24,11 +29,11 @@ def _live_walk(pid, walk, scan):
         raise NoSuchProcess(pid) from None
 
 
-def children(pid):
+def children(pid: int) -> list[Proc]:
     """Direct children of pid (validated), as Procs."""
     return _live_walk(pid, _binding.verified_children_of, lambda snap, p: snap.children(p))
 
 
-def descendants(pid):
+def descendants(pid: int) -> list[Proc]:
     """Every process below pid (validated), breadth-first, pid excluded."""
     return _live_walk(pid, _binding.descendants_of, lambda snap, p: snap.descendants(p))
