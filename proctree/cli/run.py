@@ -6,10 +6,14 @@ to CMD's process group, and the exit status is CMD's (128+N for a signal).
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death).
 """
+from __future__ import annotations
+
 import argparse
 import json
 import signal
 import sys
+
+import proctree
 
 from ._common import CliError, parse_seconds
 
@@ -51,14 +55,14 @@ def run(args):
     grace = args.grace
 
     # Signals that arrive before the tree exists are held, then forwarded.
-    box = {"tree": None, "pending": []}
+    pending: list[int] = []
+    current: list[proctree.Tree] = []  # the tree, once it exists
 
     def forward(signum, frame):
-        tree = box["tree"]
-        if tree is None:
-            box["pending"].append(signum)
+        if not current:
+            pending.append(signum)
         else:
-            tree.send_signal(signum)
+            current[0].send_signal(signum)
 
     sigs = [getattr(signal, n) for n in FORWARDED if hasattr(signal, n)]
     old = {s: signal.signal(s, forward) for s in sigs}
@@ -76,8 +80,8 @@ def run(args):
             raise CliError.from_exception(exc, code=126) from None
         except ValueError as exc:  # a bad --contain, said in spawn()'s words
             raise CliError(f"run: {exc}") from None
-        box["tree"] = tree
-        for s in box["pending"]:
+        current.append(tree)
+        for s in pending:
             tree.send_signal(s)
         rc = tree.wait()
         if args.keep_orphans:

@@ -62,7 +62,7 @@ def label(p):
 
 def draw(snap, steps, out):
     """Write the walk as a pstree-like drawing, one line per process."""
-    rails = []  # rails[d]: what runs down the column of depth d+1 below the current line
+    rails: list[str] = []  # rails[d]: what runs down the column of depth d+1 below the current line
     for pid, depth, last, _ in steps:
         if depth == 0:
             out.write(label(snap[pid]) + "\n")

@@ -110,7 +110,7 @@ def run(out):
         out.write(f"{'process':<32}{'SIGTERM to the root only':<28}terminate_tree()\n")
         second = dict(roles2)
         for role, pid in sorted(roles, key=lambda rp: _ORDER.index(rp[0]) if rp[0] in _ORDER else 99):
-            out.write(f"{role:<32}{naive.get(pid, '?'):<28}{how.get(second.get(role), 'not found')}\n")
+            out.write(f"{role:<32}{naive.get(pid, '?'):<28}{how.get(second.get(role, 0), 'not found')}\n")
         leaked = sum(1 for v in naive.values() if v == "LEFT RUNNING")
         out.write(
             f"\nroot only: {leaked} of {len(roles)} processes left running (the scene ends them now).\n"
