@@ -1,9 +1,10 @@
 """The teardown state machine's decisions, table-driven, on a simulated process table.
 
-The engine (_teardown._Teardown) is driven here against a fake world: a
-table of Proc records, each with a behaviour on signals, a fake clock, and
-fake signalling/waiting modules swapped in for _binding, _signals and
-_exitwait. Nothing real is started or signalled. Each case checks which
+The engine (machine._Teardown) is driven here in a fake world passed to it
+(FakeSystem, which satisfies proctree._teardown.world.World): a table of Proc
+records, each with a behaviour on signals, a fake clock and fork counter, and
+identity-checked sends against that table. Nothing real is started or
+signalled, and no module global is swapped. Each case checks which
 signals went to whom, in what order, and what the report says.
 """
 import signal
@@ -12,7 +13,8 @@ import pytest
 
 from proctree import NoSuchProcess, Proc, Snapshot
 from proctree._teardown import signals as real_signals
-from proctree._teardown import engine as _teardown
+from proctree._teardown.engine import make_teardown
+from proctree._teardown.machine import _Call
 
 ME = 60  # the caller
 
@@ -93,57 +95,6 @@ class FakeTarget:
         pass
 
 
-class FakeSignals:
-    SENT, GONE, DENIED = real_signals.SENT, real_signals.GONE, real_signals.DENIED
-    Target = FakeTarget
-
-    def __init__(self, world):
-        self.w = world
-
-    def pidfds_available(self):
-        return False
-
-    def Guard(self):
-        return real_signals.Guard(me=ME, ancestors=[50, 1])
-
-    def _same(self, proc):
-        p = self.w.procs.get(proc.pid)
-        return p is not None and p.start_time == proc.start_time
-
-    def open_target(self, proc, guard, use_pidfd):
-        assert guard.allows(proc.pid), f"tried to open protected {proc.pid}"
-        return FakeTarget(proc) if self._same(proc) else None
-
-    def send(self, target, sig, guard):
-        assert guard.allows(target.proc.pid), f"tried to signal protected {target.proc.pid}"
-        if sig == 0:
-            return self.SENT if self._same(target.proc) else self.GONE
-        if not self._same(target.proc):
-            return self.GONE  # the start-time check
-        return self.w.kill(target.proc.pid, sig)
-
-    def send_group(self, pgid, sig, guard, leader):
-        assert pgid == leader.proc.pid and guard.allows_group(pgid)
-        self.w.log.append((-pgid, signal.Signals(sig).name[3:]))
-        for p in list(self.w.procs.values()):
-            if p.pgid == pgid:
-                self.w.deliver(p.pid, sig)
-        return self.SENT
-
-    def reap_zombie_child(self, pid):
-        p = self.w.procs.get(pid)
-        assert p is not None and p.ppid == ME and p.is_zombie, f"reaped {pid}, not our zombie"
-        del self.w.procs[pid]
-        return 0
-
-    def reap_if_own_child(self, target, me):
-        p = self.w.procs.get(target.proc.pid)
-        if p is not None and p.ppid == me and p.is_zombie:
-            del self.w.procs[p.pid]
-            return 0
-        return None
-
-
 class FakeWaiter:
     def __init__(self, world):
         self.w = world
@@ -174,35 +125,105 @@ class FakeWaiter:
         pass
 
 
-class FakeExitwait:
-    POLL_MAX = 0.02
+class FakeSystem:
+    """The engine's world (proctree._teardown.world.World) over a simulated table.
+
+    Every read and effect goes to the World above; the caller is ME, under 50
+    and init. Asserts that nothing protected is ever opened or signalled.
+    """
 
     def __init__(self, world):
         self.w = world
 
+    # -- process reads
+    def proc(self, pid):
+        return self.w.proc(pid)
+
+    def snapshot(self):
+        return self.w.snapshot()
+
+    def is_kernel_thread(self, pid):
+        return self.w.is_kernel_thread(pid)
+
+    # -- targets and sends
+    def guard(self):
+        return real_signals.Guard(me=ME, ancestors=[50, 1])
+
+    def _same(self, proc):
+        p = self.w.procs.get(proc.pid)
+        return p is not None and p.start_time == proc.start_time
+
+    def open_target(self, proc, guard, use_pidfd):
+        assert guard.allows(proc.pid), f"tried to open protected {proc.pid}"
+        return FakeTarget(proc) if self._same(proc) else None
+
+    def send(self, target, sig, guard):
+        assert guard.allows(target.proc.pid), f"tried to signal protected {target.proc.pid}"
+        if sig == 0:
+            return real_signals.SENT if self._same(target.proc) else real_signals.GONE
+        if not self._same(target.proc):
+            return real_signals.GONE  # the start-time check
+        return self.w.kill(target.proc.pid, sig)
+
+    def send_group(self, pgid, sig, guard, leader):
+        assert pgid == leader.proc.pid and guard.allows_group(pgid)
+        self.w.log.append((-pgid, signal.Signals(sig).name[3:]))
+        for p in list(self.w.procs.values()):
+            if p.pgid == pgid:
+                self.w.deliver(p.pid, sig)
+        return real_signals.SENT
+
+    def target_ended(self, target):
+        return FakeWaiter(self.w)._ended(target)
+
+    # -- waiting and time
     def make_waiter(self, use_pidfd):
         return FakeWaiter(self.w)
 
-    def _ended_by_reading(self, t):
-        return FakeWaiter(self.w)._ended(t)
-
-
-class FakeClock:
-    def __init__(self, world):
-        self.w = world
+    def polling_waiter(self):
+        return FakeWaiter(self.w)
 
     def monotonic(self):
         return self.w.now
 
+    # -- capacities
+    def fork_count(self):
+        return self.w.forks
 
-def drive(world, monkeypatch, pid=100, grace=1.0, include_root=True, signal_group=True, max_procs=1000):
-    monkeypatch.setattr(_teardown, "_binding", world)
-    monkeypatch.setattr(_teardown, "_signals", FakeSignals(world))
-    monkeypatch.setattr(_teardown, "_exitwait", FakeExitwait(world))
-    monkeypatch.setattr(_teardown, "time", FakeClock(world))
-    monkeypatch.setattr(_teardown, "_fork_count", lambda: world.forks)
-    monkeypatch.setattr(_teardown._Teardown, "_fd_budget", staticmethod(lambda: 0))
-    engine = _teardown._Teardown(pid, grace, include_root, signal_group, max_procs)
+    def pidfds_available(self):
+        return False
+
+    def fd_budget(self):
+        return 0
+
+    # -- reaping
+    def reap_zombie_child(self, pid):
+        p = self.w.procs.get(pid)
+        assert p is not None and p.ppid == ME and p.is_zombie, f"reaped {pid}, not our zombie"
+        del self.w.procs[pid]
+        return 0
+
+    def reap_if_own_child(self, target, me):
+        p = self.w.procs.get(target.proc.pid)
+        if p is not None and p.ppid == me and p.is_zombie:
+            del self.w.procs[p.pid]
+            return 0
+        return None
+
+    def unheld_target(self, proc):
+        return FakeTarget(proc)
+
+
+def drive(world, pid=100, grace=1.0, include_root=True, signal_group=True, max_procs=1000, reap=False):
+    engine = make_teardown(
+        pid,
+        grace=grace,
+        include_root=include_root,
+        signal_group=signal_group,
+        max_procs=max_procs,
+        reap=reap,
+        world=FakeSystem(world),
+    )
     gen = engine.steps()
     steps = 0
     try:
@@ -210,7 +231,7 @@ def drive(world, monkeypatch, pid=100, grace=1.0, include_root=True, signal_grou
         while True:
             steps += 1
             assert steps < 10000, "the state machine does not finish"
-            if isinstance(req, _teardown._Call):
+            if isinstance(req, _Call):
                 req = gen.send(req.fn())
                 continue
             world.now += max(req.timeout, 0.0)
@@ -234,9 +255,9 @@ def sigs(w, name=None):
     return [(pid, s) for pid, s in w.log if name is None or s == name]
 
 
-def test_cooperative_tree_gets_hup_term_cont_and_no_kill(monkeypatch):
+def test_cooperative_tree_gets_hup_term_cont_and_no_kill():
     w = world(P(100, ME), P(101, 100), P(102, 101, pgid=102))
-    rep = drive(w, monkeypatch)
+    rep = drive(w)
     assert w.log[0] == (-100, "HUP")
     assert sigs(w, "TERM") == [(100, "TERM"), (101, "TERM"), (102, "TERM")]
     assert sigs(w, "CONT") == [(100, "CONT"), (101, "CONT"), (102, "CONT")]
@@ -245,57 +266,57 @@ def test_cooperative_tree_gets_hup_term_cont_and_no_kill(monkeypatch):
     assert rep.elapsed < 1.0, "returned before the grace"
 
 
-def test_kernel_thread_root_is_refused_before_any_signal(monkeypatch):
+def test_kernel_thread_root_is_refused_before_any_signal():
     w = world(P(2, 0, 0, 0), P(100, 2, 0, 0))
     w.kthreads = {2, 100}
     with pytest.raises(ValueError, match="refusing to tear down pid 100: it is a kernel thread"):
-        drive(w, monkeypatch)
+        drive(w)
     assert w.log == []
 
 
-def test_term_ignorer_is_stopped_then_killed_after_the_grace(monkeypatch):
+def test_term_ignorer_is_stopped_then_killed_after_the_grace():
     w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
-    rep = drive(w, monkeypatch, grace=2.0)
+    rep = drive(w, grace=2.0)
     assert [s for pid, s in w.log if pid == 101] == ["TERM", "CONT", "STOP", "KILL"]
     assert [p.pid for p in rep.killed] == [101] and [p.pid for p in rep.exited] == [100]
     assert rep.elapsed >= 2.0
 
 
-def test_fork_on_term_adds_late_members_that_get_the_same_signals(monkeypatch):
+def test_fork_on_term_adds_late_members_that_get_the_same_signals():
     kids = [P(200, 101), P(201, 101)]
     w = world(P(100, ME), P(101, 100), p101={"TERM": ("fork", kids)}, p200={"TERM": "ignore"})
-    rep = drive(w, monkeypatch, grace=1.0)
+    rep = drive(w, grace=1.0)
     assert sorted(p.pid for p in rep.late) == [200, 201]
     assert (200, "TERM") in w.log and (201, "TERM") in w.log
     assert (200, "KILL") in w.log and (101, "KILL") in w.log
     assert rep.ok and not rep.truncated
 
 
-def test_caller_in_the_trees_session_is_never_signalled(monkeypatch):
+def test_caller_in_the_trees_session_is_never_signalled():
     w = World(
         [P(1, 0, 1, 1), P(100, 1), P(101, 100), P(ME, 1, pgid=ME, sid=100)],  # caller: orphan in root's session
         {},
     )
-    rep = drive(w, monkeypatch)
+    rep = drive(w)
     assert all(pid != ME for pid, _ in w.log)
     assert rep.extra["spared"] == [ME] and rep.ok
 
 
-def test_root_sharing_the_callers_group_gets_no_group_signal(monkeypatch):
+def test_root_sharing_the_callers_group_gets_no_group_signal():
     w = world(P(100, ME, pgid=50, sid=50), P(101, 100, pgid=50, sid=50))
-    rep = drive(w, monkeypatch)
+    rep = drive(w)
     assert all(pid > 0 for pid, _ in w.log), "no group signal"
     assert rep.extra["group"].startswith("skipped")
 
 
-def test_denied_member_is_reported_and_not_waited_for(monkeypatch):
+def test_denied_member_is_reported_and_not_waited_for():
     w = world(P(100, ME), P(101, 100), p101={"deny": True})
-    rep = drive(w, monkeypatch, grace=30.0)
+    rep = drive(w, grace=30.0)
     assert [p.pid for p in rep.denied] == [101] and [p.pid for p in rep.survivors] == [101]
     assert not rep.ok and rep.elapsed < 30.0
 
 
-def test_member_whose_pid_is_reused_before_escalation_is_not_signalled_again(monkeypatch):
+def test_member_whose_pid_is_reused_before_escalation_is_not_signalled_again():
     # 101 ignores TERM; before the grace ends it dies and pid 101 goes to a stranger.
     w = world(P(100, ME), P(101, 100), P(102, 100), p101={"TERM": "ignore"}, p102={"TERM": "ignore"})
     orig = w.deliver
@@ -306,35 +327,35 @@ def test_member_whose_pid_is_reused_before_escalation_is_not_signalled_again(mon
             w.procs[101] = P(101, 1, pgid=101, sid=101, start=9999)
 
     w.deliver = deliver
-    rep = drive(w, monkeypatch, grace=1.0)
+    rep = drive(w, grace=1.0)
     stranger = [s for pid, s in w.log if pid == 101][2:]
     assert stranger == [], f"the stranger at pid 101 got {stranger}"
     assert 101 in [p.pid for p in rep.exited]
     assert [p.pid for p in rep.killed] == [102]
 
 
-def test_max_procs_truncates_and_kills_the_verified_group(monkeypatch):
+def test_max_procs_truncates_and_kills_the_verified_group():
     kids = [P(101 + i, 100) for i in range(10)]
     w = world(P(100, ME), *kids, **{f"p{k.pid}": {"TERM": "ignore", "HUP": "ignore"} for k in kids})
-    rep = drive(w, monkeypatch, grace=0.5, max_procs=4)
+    rep = drive(w, grace=0.5, max_procs=4)
     assert rep.truncated and len(rep.found) == 4
     assert (-100, "KILL") in w.log
     assert all(w.procs.get(k.pid) is None or w.procs[k.pid].is_zombie for k in kids)
 
 
-def test_include_root_false_never_signals_the_root_or_its_group(monkeypatch):
+def test_include_root_false_never_signals_the_root_or_its_group():
     w = world(P(100, ME), P(101, 100))
-    rep = drive(w, monkeypatch, include_root=False)
+    rep = drive(w, include_root=False)
     assert all(pid not in (100, -100) for pid, _ in w.log)
     assert [p.pid for p in rep.found] == [101]
 
 
-def test_no_fork_since_the_last_scan_means_no_parent_link_rescan(monkeypatch):
+def test_no_fork_since_the_last_scan_means_no_parent_link_rescan():
     w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
     scans = []
     orig = w.snapshot
     w.snapshot = lambda: scans.append(w.now) or orig()
-    drive(w, monkeypatch, grace=1.0)
+    drive(w, grace=1.0)
     # Only the first: no fork, no new member, and nothing in the root's
     # group or session that a live parent holds (which could become an
     # orphan without a fork).
@@ -349,48 +370,48 @@ def test_no_fork_since_the_last_scan_means_no_parent_link_rescan(monkeypatch):
         return orig2()
 
     w2.snapshot = snap_and_fork
-    drive(w2, monkeypatch, grace=1.0)
+    drive(w2, grace=1.0)
     assert len(scans2) > 3, "with forks going on, it keeps looking"
 
 
 @pytest.mark.parametrize("grace", [0, 0.001, 5])
-def test_grace_zero_still_sends_term_first(monkeypatch, grace):
+def test_grace_zero_still_sends_term_first(grace):
     w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
-    drive(w, monkeypatch, grace=grace)
+    drive(w, grace=grace)
     seq = [s for pid, s in w.log if pid == 101]
     assert seq.index("TERM") < seq.index("KILL")
 
 
-def test_an_orphan_made_during_the_grace_is_found_by_the_kinship_scan(monkeypatch):
+def test_an_orphan_made_during_the_grace_is_found_by_the_kinship_scan():
     # The hostile review's leak: the root ignores TERM, then `(sleep 300 &)`
     # leaves an orphan in its session between two parent-link rescans. Those
     # rescans move the fork-counter mark; the kinship scan before the kill
     # must run all the same.
     w = world(P(100, ME), p100={"TERM": ("fork", [P(102, 1)])})
-    rep = drive(w, monkeypatch, grace=1.0)
+    rep = drive(w, grace=1.0)
     assert (102, "KILL") in w.log
     assert 102 in [p.pid for p in rep.late] and 102 in [p.pid for p in rep.killed]
     assert rep.ok
 
 
-def test_a_group_holding_a_sibling_job_is_not_signalled(monkeypatch):
+def test_a_group_holding_a_sibling_job_is_not_signalled():
     # `a | b` under a job-control shell (50): b shares a's group but is the shell's child.
     w = world(P(100, 50, pgid=100, sid=50), P(101, 50, pgid=100, sid=50), P(102, 100, pgid=100, sid=50))
-    rep = drive(w, monkeypatch, grace=1.0)
+    rep = drive(w, grace=1.0)
     assert [p.pid for p in rep.found] == [100, 102]
     assert all(pid not in (101, -100) for pid, _ in w.log), w.log
     assert rep.extra["group"].startswith("skipped: group 100 holds processes outside the tree")
 
 
-def test_truncated_is_never_ok(monkeypatch):
+def test_truncated_is_never_ok():
     kids = [P(101 + i, 100, pgid=101 + i) for i in range(10)]
     w = world(P(100, ME), *kids)
-    rep = drive(w, monkeypatch, grace=0.5, max_procs=4)
+    rep = drive(w, grace=0.5, max_procs=4)
     assert rep.truncated and not rep.survivors
     assert rep.ok is False and rep.to_dict()["ok"] is False
 
 
-def test_a_process_orphaned_without_any_fork_is_still_found(monkeypatch):
+def test_a_process_orphaned_without_any_fork_is_still_found():
     # `a | b` under a shell that is not protected: b is held by the live
     # shell. When the shell exits during the grace, b is orphaned into a's
     # group with no fork anywhere: the kinship scan before the kill must run.
@@ -402,7 +423,23 @@ def test_a_process_orphaned_without_any_fork_is_still_found(monkeypatch):
         p311={"TERM": "ignore"},
     )
     forks = w.forks
-    rep = drive(w, monkeypatch, pid=310, grace=1.0)
+    rep = drive(w, pid=310, grace=1.0)
     assert w.forks == forks
     assert 311 in [p.pid for p in rep.late], w.log
     assert (311, "KILL") in w.log
+
+
+def test_the_fake_system_offers_everything_the_world_protocol_names():
+    from proctree._teardown.world import System, World
+
+    wanted = {name for name in vars(World) if not name.startswith("_")}
+    assert wanted <= set(dir(FakeSystem)), wanted - set(dir(FakeSystem))
+    assert wanted <= set(dir(System)), wanted - set(dir(System))
+
+
+def test_reap_takes_only_the_callers_own_zombie_members():
+    # 100 is the caller's child, 101 is 100's: only 100 is ours to reap.
+    w = world(P(100, ME), P(101, 100))
+    rep = drive(w, reap=True)
+    assert rep.extra["reaped"] == {100: 0}
+    assert 100 not in w.procs and rep.ok

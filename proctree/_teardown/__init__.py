@@ -1,9 +1,12 @@
 """The teardown layer: end a process tree, and nothing else.
 
-engine is the state machine and its sync and asyncio drivers; membership
+machine is the state machine (_Teardown); engine holds its sync and asyncio
+drivers (terminate_tree, terminate_tree_async); world is every system call
+the machine makes, behind one object (System, or a fake in tests); membership
 decides, on one snapshot, what belongs to the tree; signals sends only to
 recorded identities (pidfd, start-time check); exitwait observes exits
-without reaping; report is the TeardownReport.
+without reaping; reaping reaps the caller's own children when asked; report
+is the TeardownReport.
 
 Must never: signal pid 0, pid 1, the caller or its ancestors; reap a wait
 status that belongs to the caller's objects unless asked (reap=True); import

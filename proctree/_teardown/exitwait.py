@@ -13,12 +13,18 @@ bag of Targets with:
 
 A zombie counts as ended. A waiter never signals anything and never reaps.
 """
+from __future__ import annotations
+
 import os
 import select
 import sys
+from typing import TYPE_CHECKING, Optional, Protocol
 
-from .._table import binding as _binding
 from .._errors import AccessDenied, NoSuchProcess
+from .._table import binding as _binding
+
+if TYPE_CHECKING:
+    from .signals import Target
 
 # Targets without an event source are re-checked this often: quickly at first,
 # then backing off, so a slow member costs little CPU.
@@ -26,7 +32,7 @@ POLL_FIRST = 0.001
 POLL_MAX = 0.02
 
 
-def _ended_by_reading(target):
+def ended_by_reading(target: Target) -> bool:
     """True if target's process is gone or a zombie, by reading it (fallback)."""
     pid = target.proc.pid
     try:
@@ -46,6 +52,20 @@ def _ended_by_reading(target):
         return True
 
 
+class Waiter(Protocol):
+    """What every waiter offers (see the module docstring)."""
+
+    def watch(self, target: Target) -> bool: ...
+
+    def ready(self) -> list[Target]: ...
+
+    def fileno(self) -> Optional[int]: ...
+
+    def poll_interval(self) -> Optional[float]: ...
+
+    def close(self) -> None: ...
+
+
 class PollingWaiter:
     """Fallback: re-read each target, backing off from POLL_FIRST to POLL_MAX."""
 
@@ -54,14 +74,14 @@ class PollingWaiter:
         self._interval = POLL_FIRST
 
     def watch(self, target):
-        if _ended_by_reading(target):
+        if ended_by_reading(target):
             return False
         self._targets.append(target)
         self._interval = POLL_FIRST
         return True
 
     def ready(self):
-        ended = [t for t in self._targets if _ended_by_reading(t)]
+        ended = [t for t in self._targets if ended_by_reading(t)]
         if ended:
             gone = {id(t) for t in ended}
             self._targets = [t for t in self._targets if id(t) not in gone]
@@ -155,7 +175,7 @@ class KqueueWaiter:
             return False
         except OSError:
             return self._fallback.watch(target)
-        if _ended_by_reading(target):
+        if ended_by_reading(target):
             try:
                 self._kq.control([self._event(pid, select.KQ_EV_DELETE)], 0, 0)
             except OSError:
@@ -193,7 +213,7 @@ class KqueueWaiter:
         self._fallback.close()
 
 
-def make_waiter(use_pidfd):
+def make_waiter(use_pidfd: bool) -> Waiter:
     """The best waiter for this platform (use_pidfd: the targets will carry pidfds)."""
     if sys.platform.startswith("linux") and use_pidfd and hasattr(select, "epoll"):
         return PidfdWaiter()

@@ -31,10 +31,12 @@ session: only a deliberate setpgid moves a process into another's group.
 Never: take a protected process as a member, or walk through one; never grow
 past the cap.
 """
+from __future__ import annotations
+
 from collections import deque
 from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
-from .._table.model import Proc
+from .._table.model import Proc, Snapshot
 
 
 class Selection(NamedTuple):
@@ -93,7 +95,7 @@ def _unambiguous(q: Proc, kin_leaders, homes) -> bool:
 
 
 def select(
-    snap,
+    snap: Snapshot,
     anchors: Mapping[int, int],
     protected: Iterable[int],
     cap: int,

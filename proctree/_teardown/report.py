@@ -1,6 +1,8 @@
 """TeardownReport: what a teardown found, and how each member ended."""
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .._table.model import Proc
 
@@ -30,10 +32,10 @@ class TeardownReport:
     truncated: bool = False
     elapsed: float = 0.0
     mode: str = "plain"
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """True when nothing of the tree survived, as far as the teardown can know.
 
         A truncated teardown held only max_procs members: what it could not
@@ -41,10 +43,10 @@ class TeardownReport:
         """
         return not self.survivors and not self.truncated
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (Proc records become dicts)."""
 
-        def procs(ps):
+        def procs(ps: Tuple[Proc, ...]) -> list:
             return [p._asdict() for p in ps]
 
         return {

@@ -11,22 +11,28 @@ pid 1, a negative pid, the caller or any of its ancestors, nor a process group
 that holds the caller or an ancestor: every send goes through Guard checks,
 whatever the tree claims.
 """
+from __future__ import annotations
+
 import errno
 import os
 import signal
+from typing import Callable, Iterable, Literal, Optional
 
-from .._table import binding as _binding
 from .._errors import AccessDenied, NoSuchProcess
+from .._table import binding as _binding
+from .._table.model import Proc
 
-SENT = "sent"
-GONE = "gone"
-DENIED = "denied"
+# What a send did: the signal went out, the process was gone, or it is not ours to signal.
+Outcome = Literal["sent", "gone", "denied"]
+SENT: Outcome = "sent"
+GONE: Outcome = "gone"
+DENIED: Outcome = "denied"
 
 # Tests and debugging: PROCTREE_NO_PIDFD=1 forces the start-time fallback.
-_pidfd_ok = None
+_pidfd_ok: Optional[bool] = None
 
 
-def pidfds_available():
+def pidfds_available() -> bool:
     """True when pidfd_open and pidfd_send_signal work here (probed once)."""
     global _pidfd_ok
     if _pidfd_ok is None:
@@ -43,7 +49,7 @@ def pidfds_available():
     return _pidfd_ok
 
 
-def _ancestor_pids(pid):
+def _ancestor_pids(pid: int) -> list[int]:
     """pid's ancestors by live parent links, up to the first pid <= 1 (or an unreadable one)."""
     out = []
     seen = {pid}
@@ -61,16 +67,16 @@ def _ancestor_pids(pid):
 class Guard:
     """Who must never be signalled: the caller, its ancestors, pid 0 and pid 1."""
 
-    def __init__(self, me=None, ancestors=None):
+    def __init__(self, me: Optional[int] = None, ancestors: Optional[Iterable[int]] = None) -> None:
         self.me = os.getpid() if me is None else me
         if ancestors is None:
             ancestors = _ancestor_pids(self.me)
         self.protected = frozenset({0, 1, self.me, *ancestors})
 
-    def allows(self, pid):
+    def allows(self, pid: int) -> bool:
         return pid > 1 and pid not in self.protected
 
-    def protected_groups(self):
+    def protected_groups(self) -> set[int]:
         """Process groups that hold a protected process right now (read live)."""
         groups = {0, 1}
         for pid in self.protected:
@@ -82,7 +88,7 @@ class Guard:
                 pass  # gone or hidden: it holds no group any more
         return groups
 
-    def allows_group(self, pgid):
+    def allows_group(self, pgid: int) -> bool:
         return pgid > 1 and pgid not in self.protected_groups()
 
 
@@ -91,20 +97,20 @@ class Target:
 
     __slots__ = ("proc", "pidfd")
 
-    def __init__(self, proc, pidfd):
+    def __init__(self, proc: Proc, pidfd: Optional[int]) -> None:
         self.proc = proc
         self.pidfd = pidfd
 
-    def close(self):
+    def close(self) -> None:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Target {self.proc.pid} start {self.proc.start_time} pidfd {self.pidfd}>"
 
 
-def open_target(proc, guard, use_pidfd):
+def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Optional[Target]:
     """A Target for proc, or None if that process is gone (its pid may be someone else's now).
 
     Raises AccessDenied if its identity cannot be checked, ValueError if the guard forbids it.
@@ -139,7 +145,7 @@ def open_target(proc, guard, use_pidfd):
     return Target(now, fd)
 
 
-def still_same(target):
+def still_same(target: Target) -> bool:
     """True/False whether target's process is still there (a zombie counts as there)."""
     try:
         now = _binding.proc(target.proc.pid)
@@ -148,7 +154,7 @@ def still_same(target):
     return now.start_time == target.proc.start_time
 
 
-def send(target, sig, guard):
+def send(target: Target, sig: int, guard: Guard) -> Outcome:
     """Send sig to target's process only. Returns SENT, GONE or DENIED."""
     pid = target.proc.pid
     if not guard.allows(pid):
@@ -167,7 +173,7 @@ def send(target, sig, guard):
     return SENT
 
 
-def send_group(pgid, sig, guard, leader):
+def send_group(pgid: int, sig: int, guard: Guard, leader: Target) -> Outcome:
     """Signal process group pgid, led by the member `leader`, if the guard allows.
 
     The one signal not bound to a pidfd: it is sent only while the leader is
@@ -187,10 +193,10 @@ def send_group(pgid, sig, guard, leader):
     return SENT
 
 
-_libc_killpg = None
+_libc_killpg: Optional[Callable[[int, int], None]] = None
 
 
-def _killpg(pgid, sig):
+def _killpg(pgid: int, sig: int) -> None:
     """killpg(2) without holding the GIL where ctypes allows.
 
     os.killpg holds the GIL for the whole call, and the kernel may run the
@@ -208,7 +214,7 @@ def _killpg(pgid, sig):
             fn.argtypes = (ctypes.c_int, ctypes.c_int)
             fn.restype = ctypes.c_int
 
-            def call(pgid, sig):
+            def call(pgid: int, sig: int) -> None:
                 if fn(pgid, sig) != 0:
                     code = ctypes.get_errno()
                     raise OSError(code, os.strerror(code))  # ESRCH/EPERM become their subclasses
@@ -217,42 +223,3 @@ def _killpg(pgid, sig):
         except (ImportError, OSError, AttributeError):
             _libc_killpg = os.killpg
     _libc_killpg(pgid, sig)
-
-
-def reap_zombie_child(pid):
-    """Reap pid, which the caller just saw as its own zombie child (right start time).
-
-    Nobody else can wait for the caller's child, and its pid cannot be reused
-    before it is reaped, so no re-check is needed. Returns its returncode or None.
-    """
-    try:
-        got, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(status) if got else None
-
-
-def reap_if_own_child(target, me):
-    """Reap target if it is the caller's own exited child. Returns its returncode or None.
-
-    Only ever waits for that one process: by pidfd where held, else by a pid that
-    is still our unreaped child (which the kernel cannot give to anyone else).
-    """
-    try:
-        if target.pidfd is not None and hasattr(os, "P_PIDFD"):
-            res = os.waitid(os.P_PIDFD, target.pidfd, os.WEXITED | os.WNOHANG)
-            if res is None:
-                return None
-            return -res.si_status if res.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else res.si_status
-        try:
-            now = _binding.proc(target.proc.pid)
-        except NoSuchProcess:
-            return None
-        if now.ppid != me or now.start_time != target.proc.start_time or not now.is_zombie:
-            return None
-        pid, status = os.waitpid(target.proc.pid, os.WNOHANG)
-        if pid == 0:
-            return None
-        return os.waitstatus_to_exitcode(status)
-    except ChildProcessError:
-        return None  # not ours, or someone else reaped it

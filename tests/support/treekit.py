@@ -392,6 +392,33 @@ class Kit:
         )
 
 
+    def double_forked_daemon(self):
+        """A daemon: double-forked into a session of its own, its parent gone (reaped) before ready.
+
+        Nothing in the tree leads its group or session any more and its parent
+        is init (or a subreaper): only containment (cgroup, subreaper, the
+        session marker) can still name it.
+        """
+        return self.start(
+            """
+            say("root")
+            r, w = os.pipe()
+            def middle():
+                os.setsid()
+                def daemon():
+                    say("daemon")
+                    os.write(w, b"x")
+                    idle()
+                child(daemon)
+            m = child(middle)
+            os.read(r, 1)
+            os.waitpid(m, 0)  # the middle is gone: the daemon reparented, alone in its session
+            ready()
+            idle()
+            """
+        )
+
+
 def run_as_nobody(fn):
     """Run fn() in a forked child that dropped to uid 65534; return (the bytes it
     returned, its exit code). fn returns (bytes, exit code)."""
@@ -530,3 +557,187 @@ def run_ns_json(script, **env):
     assert r.returncode == 0, f"namespace script failed:\n{r.stdout}\n{r.stderr}"
     assert "BYSTANDER GOT" not in r.stdout, r.stdout
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# -- the same trees under contained spawning, and under an owner that dies -------
+
+
+def _read_reports(r, wanted, timeout=READY_TIMEOUT):
+    """Read "role pid" lines from fd r until every role in `wanted` was heard; return them in order.
+
+    "ready" lines count towards `wanted` but are not returned as reports.
+    """
+    reports, heard, buf = [], set(), b""
+    deadline = time.monotonic() + timeout
+    while not wanted <= heard:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([r], [], [], left)[0]:
+            raise RuntimeError(f"tree did not get ready in time; heard {reports}")
+        data = os.read(r, 65536)
+        if not data:
+            raise RuntimeError(f"tree closed its pipe before ready; heard {reports}")
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            role, pid = line.decode().split()
+            heard.add(role)
+            if role != "ready":
+                reports.append((role, int(pid)))
+    return reports
+
+
+class SpawnedTree(Tree):
+    """A builder's tree started by proctree.spawn: `contained` is the proctree.Tree,
+    `root` the command (the builder's root), `keeper` the keeper's pid."""
+
+    def __init__(self, contained, reports):
+        self.contained = contained
+        self.reports = reports
+
+    @property
+    def root(self):
+        return self.contained.pid
+
+    @property
+    def keeper(self):
+        return self.contained.keeper_pid
+
+
+class SpawnedKit(Kit):
+    """Kit whose builders start their body under proctree.spawn(contain=mode) instead of Popen.
+
+    The builders are Kit's own (same bodies, same reports); cleanup() ends each
+    contained tree with Tree.kill() first, then does what Kit.cleanup does.
+    """
+
+    def __init__(self, mode, grace=0.5):
+        super().__init__()
+        self.mode = mode
+        self.grace = grace
+        self.contained = []
+
+    def start(self, body, *, new_session=True, extra_args=(), env=None, pass_fds=()):
+        # new_session is spawn's business here: every mode detaches the tree.
+        r, w = os.pipe()
+        script = _PROLOGUE + textwrap.dedent(body)
+        try:
+            t = proctree.spawn(
+                [sys.executable, "-c", script, str(w), *map(str, extra_args)],
+                contain=self.mode,
+                grace=self.grace,
+                pass_fds=(w, *pass_fds),
+                env=env,
+            )
+        except BaseException:
+            os.close(r)
+            os.close(w)
+            raise
+        self.contained.append(t)
+        self._register(t.keeper_pid)
+        self._register(t.pid)
+        os.close(w)
+        try:
+            reports = _read_reports(r, {"ready"})
+        finally:
+            os.close(r)
+        for _, pid in reports:
+            self._register(pid)
+        return SpawnedTree(t, reports)
+
+    def _adopt_unreported(self):
+        snap = proctree.snapshot()
+        for t in self.contained:
+            k = t.keeper_pid
+            if k in snap and snap[k].start_time == self.known.get(k):
+                for q in snap.descendants(k):
+                    self.known.setdefault(q.pid, q.start_time)
+        super()._adopt_unreported()
+
+    def cleanup(self):
+        self._adopt_unreported()
+        for t in self.contained:
+            try:
+                t.kill()
+            except Exception:
+                pass  # Kit.cleanup below ends whatever is left, by identity
+        super().cleanup()
+        for t in self.contained:
+            for f in (t.stdin, t.stdout, t.stderr):
+                if f is not None:
+                    f.close()
+
+
+# An owner: spawns argv[4:] under proctree.spawn(contain=argv[2], grace=argv[3]),
+# passes fd argv[1] through to the tree, reports "keeper" and "cmd", then idles
+# until it is killed.
+_OWNER = r"""
+import os, sys, time
+import proctree
+w, mode, grace = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+t = proctree.spawn(sys.argv[4:], contain=mode, grace=grace, pass_fds=(w,))
+os.write(w, b"keeper %d\ncmd %d\n" % (t.keeper_pid, t.pid))
+while True:
+    time.sleep(1000)
+"""
+
+
+class OwnedTree(SpawnedTree):
+    """A builder's tree spawned by a separate owner process (`owner`, a Popen) that a test may SIGKILL."""
+
+    def __init__(self, owner, reports):
+        self.owner = owner
+        self.reports = reports
+
+    @property
+    def root(self):
+        return self.role("cmd")
+
+    @property
+    def keeper(self):
+        return self.role("keeper")
+
+
+class OwnerKit(Kit):
+    """Kit whose builders start their body under proctree.spawn in a separate owner process.
+
+    That owner is the caller of spawn: killing it is the owner's death the
+    keeper must answer. The owner and everything its tree reports are
+    registered, so cleanup() ends them all, by identity, whatever happened.
+    """
+
+    def __init__(self, mode, grace=0.5):
+        super().__init__()
+        self.mode = mode
+        self.grace = grace
+        self.owned = []
+
+    def start(self, body, *, new_session=True, extra_args=(), env=None, pass_fds=()):
+        r, w = os.pipe()
+        script = _PROLOGUE + textwrap.dedent(body)
+        owner = subprocess.Popen(
+            [sys.executable, "-c", _OWNER, str(w), self.mode, repr(self.grace),
+             sys.executable, "-c", script, str(w), *map(str, extra_args)],
+            pass_fds=(w, *pass_fds),
+            env=self.python_env() if env is None else env,
+        )
+        self.popens.append(owner)
+        self._register(owner.pid)
+        os.close(w)
+        try:
+            reports = _read_reports(r, {"ready", "keeper", "cmd"})
+        finally:
+            os.close(r)
+        for _, pid in reports:
+            self._register(pid)
+        tree = OwnedTree(owner, reports)
+        self.owned.append(tree)
+        return tree
+
+    def _adopt_unreported(self):
+        snap = proctree.snapshot()
+        for t in self.owned:
+            k = t.keeper
+            if k in snap and snap[k].start_time == self.known.get(k):
+                for q in snap.descendants(k):
+                    self.known.setdefault(q.pid, q.start_time)
+        super()._adopt_unreported()
