@@ -515,7 +515,8 @@ class _Keeper:
             except (ImportError, ValueError, OSError):
                 pass
             signal.set_wakeup_fd(-1)
-            signal.signal(sig, signal.SIG_DFL)
+            if sig != signal.SIGKILL:  # SIGKILL has no handler to reset (signal() refuses it)
+                signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
             os.kill(os.getpid(), sig)
             return 128 + sig
