@@ -18,11 +18,11 @@ import subprocess
 import sys
 
 import pytest
+from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 import proctree
 from proctree._containment import protocol
 from proctree._containment.protocol import Err, Exit, KeeperArgs, Ok, ProtocolError, parse_status
-from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 V = f"v{protocol.PROTOCOL_VERSION}"

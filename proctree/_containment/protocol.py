@@ -26,8 +26,11 @@ without importing the proctree package. It never touches a process.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+
+# No dataclasses or typing at run time: they cost the keeper ~15 ms of startup.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Sequence, Tuple, Union
 
 try:
     import _signal as _sig  # the C module: the signal wrapper imports enum (~5 ms of keeper startup)
@@ -42,7 +45,7 @@ _FIXED = 10  # fields before "--"
 
 # The signals the keeper forwards to the command's process group; any other
 # signal the owner sends goes to the command directly.
-FORWARD: Tuple[int, ...] = (_sig.SIGHUP, _sig.SIGINT, _sig.SIGQUIT, _sig.SIGTERM,
+FORWARD: tuple[int, ...] = (_sig.SIGHUP, _sig.SIGINT, _sig.SIGQUIT, _sig.SIGTERM,
                             _sig.SIGUSR1, _sig.SIGUSR2, _sig.SIGWINCH)
 
 
@@ -50,8 +53,46 @@ class ProtocolError(ValueError):
     """A keeper command line or status line that does not follow the protocol; str() says what is wrong."""
 
 
-@dataclass(frozen=True)
-class KeeperArgs:
+class _Record:
+    """A small frozen record with named fields (a dataclass without the import cost)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(self.__slots__):
+            raise TypeError(f"{type(self).__name__} takes {len(self.__slots__)} fields")
+        values = dict(zip(self.__slots__, args))
+        for k, v in kwargs.items():
+            if k not in self.__slots__ or k in values:
+                raise TypeError(f"{type(self).__name__}: unexpected or repeated field {k!r}")
+            values[k] = v
+        missing = [k for k in self.__slots__ if k not in values]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: missing {', '.join(missing)}")
+        for k in self.__slots__:
+            object.__setattr__(self, k, values[k])
+        self._check()
+
+    def _check(self) -> None:
+        pass
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__,) + self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+class KeeperArgs(_Record):
     """Everything the owner tells a keeper, as named fields.
 
     status_fd:       where the keeper writes its status lines
@@ -66,6 +107,8 @@ class KeeperArgs:
     argv:            the command's argv
     """
 
+    __slots__ = ("status_fd", "go_fd", "mode", "owner_pid", "grace", "keep_orphans", "cgroup", "restore_signals",
+                 "exe", "argv")
     status_fd: int
     go_fd: Optional[int]
     mode: str
@@ -77,7 +120,7 @@ class KeeperArgs:
     exe: Optional[str]
     argv: Tuple[str, ...]
 
-    def __post_init__(self) -> None:
+    def _check(self) -> None:
         _check(_is_fd(self.status_fd), f"status_fd must be an fd number, not {self.status_fd!r}")
         _check(self.go_fd is None or _is_fd(self.go_fd), f"go_fd must be an fd number or None, not {self.go_fd!r}")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
@@ -123,30 +166,31 @@ class KeeperArgs:
             raise ProtocolError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class Ok:
+class Ok(_Record):
     """The command runs: its pid and start time (the C core's units; 0 if it could not be read)."""
 
+    __slots__ = ("pid", "start_time")
     pid: int
     start_time: int
 
 
-@dataclass(frozen=True)
-class Err:
+class Err(_Record):
     """The command could not start: errno (0 if unknown) and the stage that failed."""
 
+    __slots__ = ("errno", "stage")
     errno: int
     stage: str
 
 
-@dataclass(frozen=True)
-class Exit:
+class Exit(_Record):
     """The command ended with this raw wait status."""
 
+    __slots__ = ("wait_status",)
     wait_status: int
 
 
-Status = Union[Ok, Err, Exit]
+if TYPE_CHECKING:
+    Status = Union[Ok, Err, Exit]
 
 
 def ok_line(pid: int, start_time: int) -> str:

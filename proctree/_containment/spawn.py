@@ -34,13 +34,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 from .._teardown import engine as _teardown
-from .._teardown import signals as _signals
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
 from . import cgroup as _cgroup
@@ -642,7 +641,7 @@ class Tree:
         """
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         if not self._pump(deadline):
-            raise subprocess.TimeoutExpired(self.args, timeout)
+            raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -650,6 +649,7 @@ class Tree:
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
+        assert self._status is not None  # _pump() said it is known
         return os.waitstatus_to_exitcode(self._status)
 
     def join(self, timeout: Optional[float] = None) -> int:
@@ -683,7 +683,7 @@ class Tree:
                 readable()
                 await asyncio.wait_for(fut, timeout)
             except asyncio.TimeoutError:
-                raise subprocess.TimeoutExpired(self.args, timeout) from None
+                raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
             finally:
                 loop.remove_reader(fd)
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)

@@ -98,6 +98,17 @@ def wait_gone(pids, timeout):
     return not any(alive(p) for p in pids)
 
 
+def end_daemon(pid):
+    """Kill a daemon we started if it is still ours (it carries this run's leak marker)."""
+    try:
+        p = proctree.proc(pid)
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if os.environ["PROCTREE_TEST_RUN"].encode() in f.read():
+                os.kill(p.pid, 9)  # SIGKILL
+    except (OSError, proctree.NoSuchProcess):
+        pass
+
+
 def environ_marker(pid):
     with open(f"/proc/{pid}/environ", "rb") as f:
         return _marker.from_environ_block(f.read())
