@@ -425,11 +425,7 @@ def _start(launch: _Launch, kw: Dict[str, Any], stop: Optional[_Stop]) -> Tree:
         os.close(w)
         if launch.cgroup is not None:
             assert go_r is not None and go_w is not None
-            ours.remove(go_r)
-            os.close(go_r)
-            moved = _move_keeper(popen, launch.cgroup, go_w)
-            ours.remove(go_w)
-            os.close(go_w)
+            moved = _enter_cgroup(popen, launch.cgroup, go_r, go_w, ours)
         first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
         if isinstance(first, _protocol.Ok):
             tree._took_root(first, os.path.basename(launch.exe))
@@ -437,17 +433,32 @@ def _start(launch: _Launch, kw: Dict[str, Any], stop: Optional[_Stop]) -> Tree:
                 stop.check()
             return tree
     except BaseException:
-        _close_fds(ours)
-        if tree is not None:
-            tree._abandon(patience=0)
-        elif started:
-            try:
-                _end_keeper(started[0], launch.cgroup, launch.mode)
-            finally:
-                _close_stdio(started[0])
+        _give_up(ours, tree, started, launch)
         raise
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
     raise _start_error(first, launch, moved, popen)
+
+
+def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ours: List[int]) -> Union[bool, OSError]:
+    """Move the keeper into the cgroup and say go (_move_keeper), closing our ends of the go pipe."""
+    ours.remove(go_r)
+    os.close(go_r)
+    moved = _move_keeper(popen, cgroup, go_w)
+    ours.remove(go_w)
+    os.close(go_w)
+    return moved
+
+
+def _give_up(ours: List[int], tree: Optional[Tree], started: List[subprocess.Popen], launch: _Launch) -> None:
+    """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
+    _close_fds(ours)
+    if tree is not None:
+        tree._abandon(patience=0)
+    elif started:
+        try:
+            _end_keeper(started[0], launch.cgroup, launch.mode)
+        finally:
+            _close_stdio(started[0])
 
 
 def _hand_to_keeper(pass_fds: Tuple[int, ...], fds: Tuple[int, ...], kw: Dict[str, Any]) -> Tuple[int, ...]:
