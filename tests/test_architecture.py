@@ -30,7 +30,8 @@ LAYERS = [
     ("proctree.demo", 6),
 ]
 FACADE = {"proctree", "proctree.__main__"}
-KEEPER_SIDE = {"proctree._containment.keeper", "proctree._containment.cgroup", "proctree._containment.ownerwatch"}
+KEEPER_SIDE = {"proctree._containment.keeper", "proctree._containment.cgroup", "proctree._containment.ownerwatch",
+               "proctree._containment.protocol"}
 
 
 def layer_of(module):

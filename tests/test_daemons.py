@@ -14,7 +14,6 @@ import subprocess
 import time
 
 import pytest
-
 from support.spawnkit import CGROUP_OK, LINUX, alive
 
 MODES = [

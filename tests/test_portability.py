@@ -59,6 +59,7 @@ import time
 import pytest
 
 import proctree
+from proctree._containment.protocol import KeeperArgs
 
 PKG = os.path.dirname(os.path.abspath(proctree.__file__))
 
@@ -494,8 +495,9 @@ def test_keeper_runs_without_linux_only_calls():
     # its pid; session mode (the macOS default) must end it after the command.
     script = f"sleep 60 & echo $! > /dev/fd/{report_w}; exit 7"
     argv = [sys.executable, "-I", "-S", "-c", _AS_MACOS % {"linux_only": LINUX_ONLY}, str(note_w), keeper_py,
-            str(status_w), "-", "session", str(os.getpid()), "2.0", "0", "-", "1", "-", "--",
-            "/bin/sh", "-c", script]
+            *KeeperArgs(status_fd=status_w, go_fd=None, mode="session", owner_pid=os.getpid(), grace=2.0,
+                        keep_orphans=False, cgroup=None, restore_signals=True, exe=None,
+                        argv=("/bin/sh", "-c", script)).to_argv()]
     started = {}
     keeper = subprocess.Popen(argv, pass_fds=(status_w, report_w, note_w), start_new_session=True)
     for fd in (status_w, report_w, note_w):

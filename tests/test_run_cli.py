@@ -7,9 +7,9 @@ import sys
 import time
 
 import pytest
+from support.spawnkit import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
 
 import proctree
-from support.spawnkit import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 MODES = [

@@ -18,13 +18,13 @@ import threading
 import time
 
 import pytest
+from support.spawnkit import ALL_MODES, CGROUP_OK, CGROUP_WHY, alive, cgroup_dirs, wait_gone
 
 import proctree
-from proctree._table import binding as _binding
 from proctree._containment import keeper as _keeper
 from proctree._containment import spawn as _spawn
 from proctree._containment.spawn import Tree, spawn, spawn_async
-from support.spawnkit import ALL_MODES, CGROUP_OK, CGROUP_WHY, alive, cgroup_dirs, wait_gone
+from proctree._table import binding as _binding
 
 # A command that ignores SIGTERM (and so does its sleep): only the kill ends it.
 TERM_IGNORER = ["/bin/sh", "-c", 'trap "" TERM; sleep 60 & echo ready; wait']

@@ -181,8 +181,12 @@ def has_kill(path):
     return os.path.exists(os.path.join(path, "cgroup.kill"))
 
 
-def kill(path):
-    """SIGKILL everything in the cgroup: cgroup.kill (5.14+), else freeze, SIGKILL each, thaw."""
+def kill(path, use_pidfd=True):
+    """SIGKILL everything in the cgroup: cgroup.kill (5.14+), else freeze, SIGKILL each, thaw.
+
+    use_pidfd: whether the fallback may hold members by pidfd; the caller's
+    own capability decision (each side probes once, honouring PROCTREE_NO_PIDFD).
+    """
     _require_ours(path)
     if has_kill(path):
         try:
@@ -191,10 +195,10 @@ def kill(path):
             return
         except FileNotFoundError:
             return
-    _freeze_kill(path)
+    _freeze_kill(path, use_pidfd)
 
 
-def _freeze_kill(path):
+def _freeze_kill(path, use_pidfd):
     # Frozen, nothing can fork or move out between reading cgroup.procs and the
     # kill; SIGKILL is delivered to frozen tasks once they are thawed.
     freeze = os.path.join(path, "cgroup.freeze")
@@ -215,7 +219,7 @@ def _freeze_kill(path):
             if not ps:
                 break
             for pid in ps:
-                _kill_member(path, mount, pid)
+                _kill_member(path, mount, pid, use_pidfd)
             if frozen:
                 break
             time.sleep(0.01)
@@ -228,7 +232,7 @@ def _freeze_kill(path):
                 pass
 
 
-def _kill_member(path, mount, pid):
+def _kill_member(path, mount, pid, use_pidfd):
     """SIGKILL pid if it is still in the cgroup at path (or one nested in it).
 
     The pid was read from cgroup.procs, but a member that is not frozen can
@@ -240,7 +244,8 @@ def _kill_member(path, mount, pid):
     path = os.path.normpath(path)
     fd = None
     try:
-        fd = os.pidfd_open(pid)
+        if use_pidfd:
+            fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return
     except (AttributeError, OSError):

@@ -8,9 +8,9 @@ moves the keeper into the tree's cgroup while it starts up (the move waits for
 an RCU grace period, ~7 ms, which then overlaps the interpreter's start), the
 command is born there, and the keeper moves back out. Then it:
 
-* reports to the owner on a status pipe: ``ok <pid> <start>`` once the command
-  runs, ``err <errno> <stage>`` if it could not start, ``exit <waitstatus>``
-  when it ends;
+* reports to the owner on a status pipe (protocol.py: the command line and
+  the status lines): ``ok <pid> <start>`` once the command runs,
+  ``err <errno> <stage>`` if it could not start, ``exit <waitstatus>`` when it ends;
 * reaps every zombie that reparents to it;
 * forwards HUP, INT, QUIT, TERM, USR1, USR2 and WINCH to the command's process group;
 * when the command ends, tears down what it left (unless keep_orphans) and
@@ -22,8 +22,8 @@ It must never signal anything but its own descendants (or members of the
 tree's own cgroup), each checked by pid and start time, and never itself or
 its parent. Stdlib only, imported lazily where it costs startup time.
 
-The module also serves the owner: ``teardown()`` is the subreaper-aware
-teardown used here and, from the owner side, for cgroup trees.
+Nothing outside this file imports it: the owner side uses the teardown
+engine and owner.py, and speaks to the keeper through protocol.py only.
 """
 import errno
 import os
@@ -39,13 +39,16 @@ except ImportError:
 try:
     from . import cgroup as _cgroup
     from . import ownerwatch as _ownerwatch
+    from . import protocol as _protocol
 except ImportError:  # run as a script (python -I puts no script dir on sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import cgroup as _cgroup
     import ownerwatch as _ownerwatch
+    import protocol as _protocol
 
-FORWARD = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
-           signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
+FORWARD = _protocol.FORWARD
+# The keeper's own pidfd decision (PROCTREE_NO_PIDFD=1 forces the start-time fallback, as on the owner side).
+USE_PIDFD = os.environ.get("PROCTREE_NO_PIDFD") != "1" and hasattr(os, "pidfd_open")
 # Sent by PR_SET_PDEATHSIG where no pidfd can watch the owner: a wakeup, never forwarded.
 PDEATH_SIG = signal.SIGALRM
 MAX_PROCS = 16384
@@ -201,7 +204,7 @@ def send(st, sig, protect=()):
         return "gone"
     fd = None
     try:
-        if os.environ.get("PROCTREE_NO_PIDFD") != "1":
+        if USE_PIDFD:
             fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return "gone"
@@ -291,7 +294,7 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
             break
         if cgroup is not None:
             try:
-                _cgroup.kill(cgroup)
+                _cgroup.kill(cgroup, use_pidfd=USE_PIDFD)
             except OSError:
                 pass
         for key, st in cur.items():
@@ -380,7 +383,7 @@ class _Keeper:
                 return True
             if pid == self.cmd and self.cmd_status is None:
                 self.cmd_status = status
-                self.say(f"exit {status}")
+                self.say(_protocol.exit_line(status))
 
     def forward(self):
         while self.pending:
@@ -412,13 +415,13 @@ class _Keeper:
             self.cmd_status = 0
             if self.cgroup is not None:
                 self.leave_cgroup()  # else the cgroup cannot be removed while we live
-            self.say(f"err {exc.errno or 0} exec")
+            self.say(_protocol.err_line(exc.errno or 0, "exec"))
             return False
         self.cmd = pid
         if self.cgroup is not None:
             self.leave_cgroup()  # before "ok": once spawn() returns, the cgroup holds the tree alone
         st = read_stat(pid)
-        self.say(f"ok {pid} {st[6] if st else 0}")
+        self.say(_protocol.ok_line(pid, st[6] if st else 0))
         return True
 
     def wait_for_cgroup(self, go_fd):
@@ -429,7 +432,7 @@ class _Keeper:
             go = b""
         os.close(go_fd)
         if go != b"1":
-            self.say(f"err {errno.EPERM} cgroup")
+            self.say(_protocol.err_line(errno.EPERM, "cgroup"))
             return False
         return True
 
@@ -451,7 +454,7 @@ class _Keeper:
         if watch is None:
             _ownerwatch.parent_death_signal(PDEATH_SIG)  # a wakeup only; see _ownerwatch
         if not self.owner_alive():  # it died before we could watch it
-            self.say("err 0 owner")
+            self.say(_protocol.err_line(0, "owner"))
             return 1
         if self.go_fd is not None and not self.wait_for_cgroup(self.go_fd):
             if not self.owner_alive():  # it died mid-spawn: nobody else will remove the cgroup
@@ -512,7 +515,8 @@ class _Keeper:
             except (ImportError, ValueError, OSError):
                 pass
             signal.set_wakeup_fd(-1)
-            signal.signal(sig, signal.SIG_DFL)
+            if sig != signal.SIGKILL:  # SIGKILL has no handler to reset (signal() refuses it)
+                signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
             os.kill(os.getpid(), sig)
             return 128 + sig
@@ -520,16 +524,15 @@ class _Keeper:
 
 
 def main(argv):
-    # argv: status_fd go_fd|- mode owner_pid grace keep_orphans cgroup|- restore exe -- args...
-    status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, dashdash = argv[1:11]
-    assert dashdash == "--", "keeper: bad command line"
-    status_fd = int(status_fd)
+    try:
+        args = _protocol.KeeperArgs.from_argv(argv[1:])
+    except _protocol.ProtocolError as exc:
+        sys.stderr.write(f"proctree keeper: {exc}\n")
+        return 2
+    status_fd, go_fd, mode, cgroup = args.status_fd, args.go_fd, args.mode, args.cgroup
     os.set_inheritable(status_fd, False)
-    go_fd = None if go_fd == "-" else int(go_fd)
     if go_fd is not None:
         os.set_inheritable(go_fd, False)
-    cmd_argv = argv[11:]
-    cgroup = None if cgroup == "-" else cgroup
     try:
         # Leave the caller's session and terminal (SIGTTIN/SIGTTOU). spawn()
         # already did (Popen start_new_session); this is for other starters.
@@ -539,16 +542,16 @@ def main(argv):
             os.setpgid(0, 0)
         except OSError:
             pass  # never fail the spawn for it
-    keeper = _Keeper(status_fd, mode, int(owner), float(grace), keep == "1", cgroup, restore == "1", go_fd)
+    keeper = _Keeper(status_fd, mode, args.owner_pid, args.grace, args.keep_orphans, cgroup, args.restore_signals, go_fd)
     # In cgroup mode the cgroup already holds every member, so the keeper skips
     # PR_SET_CHILD_SUBREAPER (and the ctypes import it costs); orphans are reaped by init.
     if mode == "subreaper":
         try:
             _ownerwatch.become_subreaper()
         except OSError as exc:
-            keeper.say(f"err {exc.errno or 0} subreaper")
+            keeper.say(_protocol.err_line(exc.errno or 0, "subreaper"))
             return 126
-    return keeper.run(exe if exe != "-" else cmd_argv[0], cmd_argv)
+    return keeper.run(args.exe if args.exe is not None else args.argv[0], list(args.argv))
 
 
 def _detach_stdio():

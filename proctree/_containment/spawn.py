@@ -1,12 +1,14 @@
 """Contained spawning: spawn() starts a tree that cannot leak, and Tree ends it.
 
-The command runs under a keeper process (_keeper.py) that is the tree's
+The command runs under a keeper process (keeper.py) that is the tree's
 session leader and, in subreaper mode, a child subreaper, so descendants that
 double-fork reparent to it instead of to init. In cgroup mode the command also
 runs in a cgroup of its own, which nothing leaves without privilege, and
 teardown ends with cgroup.kill. Every member carries the PROCTREE_OWNER
 marker. The keeper tears the tree down when the command ends (unless
-keep_orphans) and when the owner dies, however it dies.
+keep_orphans) and when the owner dies, however it dies. The keeper is started
+and heard only through protocol.py; the owner's own teardowns use the teardown
+engine and owner.py, never the keeper's code.
 
 This module must never signal a pid it did not verify as part of the tree:
 the keeper is our own child (its pid stays ours until we reap it, so nothing
@@ -16,6 +18,8 @@ cancelled at any point ends the keeper and whatever it started before the
 interruption propagates. The Tree reaps its keeper itself, through the Popen
 that started it; no teardown engine reaps it.
 """
+from __future__ import annotations
+
 import asyncio
 import contextvars
 import dataclasses
@@ -30,16 +34,18 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
-from . import cgroup as _cgroup
-from . import keeper as _keeper
-from . import marker as _marker
-from .._teardown import signals as _signals
-from .._teardown import engine as _teardown
 from .._errors import NoSuchProcess
+from .._table import binding as _binding
 from .._table.model import Proc
+from .._teardown import engine as _teardown
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
+from . import cgroup as _cgroup
+from . import marker as _marker
+from . import owner as _owner
+from . import protocol as _protocol
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
@@ -127,16 +133,8 @@ def _owner_identity():
     global _owner_cache
     pid = os.getpid()
     if _owner_cache[0] != pid:
-        from .._table import binding as _binding
-
         _owner_cache = (pid, _binding.proc(pid).start_time)
     return _owner_cache
-
-
-def _protected():
-    """Pids no teardown of ours may signal: the teardown engine's set (pid 0, 1,
-    this process and every ancestor of it), for the keeper's own teardowns too."""
-    return set(_signals.Guard().protected)
 
 
 def _check_mode(contain):
@@ -222,7 +220,15 @@ def _take_popen_policy(kw):
         raise ValueError(f"spawn() does not accept {key}={value!r}: {POPEN_POLICY[key]}")
 
 
-def spawn(args, *, contain="auto", grace=2.0, keep_orphans=False, tag=None, **popen_kwargs):
+def spawn(
+    args: Any,
+    *,
+    contain: str = "auto",
+    grace: float = 2.0,
+    keep_orphans: bool = False,
+    tag: Optional[str] = None,
+    **popen_kwargs: Any,
+) -> Tree:
     """Start args as a contained tree and return its Tree once the command runs.
 
     args and the Popen keywords behave as in subprocess.Popen (stdio pipes,
@@ -258,9 +264,9 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         stop.check()
 
     mode, reason, cgroup = _choose(contain, owner_pid, owner_start, tag)
+    launch = _Launch(args, tuple(argv), exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker)
     try:
-        return _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans,
-                      restore_signals, marker, dict(popen_kwargs), stop)
+        return _start(launch, dict(popen_kwargs), stop)
     except ContainmentUnavailable as exc:
         if cgroup is not None:
             _cgroup.remove(cgroup)
@@ -273,8 +279,31 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         if cgroup is not None:
             _cgroup.remove(cgroup)
         raise
-    return _start(args, argv, exe, env, "subreaper" if _LINUX else "session", fallback, None, grace,
-                  keep_orphans, restore_signals, marker, popen_kwargs, stop)
+    launch = dataclasses.replace(launch, mode="subreaper" if _LINUX else "session", reason=fallback, cgroup=None)
+    return _start(launch, popen_kwargs, stop)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What spawn() decided before starting anything: the command, its environment and its containment."""
+
+    args: Any  # as the caller gave them (Tree.args)
+    argv: Tuple[str, ...]
+    exe: str  # the program run (argv[0] unless executable= was given)
+    env: Dict[str, str]
+    mode: str  # "cgroup", "subreaper" or "session"
+    reason: Optional[str]  # why a stronger mode was not used, or None
+    cgroup: Optional[str]
+    grace: float
+    keep_orphans: bool
+    restore_signals: bool
+    marker: str
+
+    def keeper_args(self, status_fd: int, go_fd: Optional[int]) -> _protocol.KeeperArgs:
+        return _protocol.KeeperArgs(
+            status_fd=status_fd, go_fd=go_fd, mode=self.mode, owner_pid=os.getpid(), grace=self.grace,
+            keep_orphans=self.keep_orphans, cgroup=self.cgroup, restore_signals=self.restore_signals,
+            exe=None if self.exe == self.argv[0] else self.exe, argv=self.argv)
 
 
 def _choose(contain, owner_pid, owner_start, tag):
@@ -335,10 +364,10 @@ def _end_keeper(popen, cgroup, mode):
     try:
         if popen.pid is not None:
             popen.send_signal(signal.SIGSTOP)
-            ours = popen.returncode is None
-            if ours or cgroup is not None:
-                _keeper.teardown(popen.pid if ours else None, 0, cgroup=cgroup, protect=_protected(),
-                                 session=popen.pid if ours and mode == "session" else None)
+            if popen.returncode is None:
+                _owner.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session")
+            elif cgroup is not None:
+                _owner.end_cgroup(cgroup, 0)
     finally:
         if popen.pid is not None:
             popen.kill()
@@ -363,82 +392,104 @@ def _close_fds(fds):
             pass
 
 
-def _start(args, argv, exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker, kw, stop):
-    """Start the keeper and, through it, the command; the Tree once the keeper says "ok".
+def _start(launch: _Launch, kw: Dict[str, Any], stop: Optional[_Stop]) -> Tree:
+    """Start the keeper and, through it, the command; the Tree once the keeper says Ok.
 
     Any exception before that (an interrupt, a stop request, a failed start)
     ends the keeper and whatever it started before it propagates.
     """
     pass_fds = tuple(kw.pop("pass_fds", ()))
-    started = []  # the keeper's Popen, from before its fork
-    ours = []  # fds of ours still open, closed on failure
+    started: List[subprocess.Popen] = []  # the keeper's Popen, from before its fork
+    ours: List[int] = []  # fds of ours still open, closed on failure
     tree = None
-    moved = None
+    moved: Union[bool, OSError, None] = None
     try:
         r, w = os.pipe()
         ours += [r, w]
         go_r = go_w = None
-        if cgroup is not None:
+        if launch.cgroup is not None:
             go_r, go_w = os.pipe()
             ours += [go_r, go_w]
-        for_keeper = (w,) if go_r is None else (w, go_r)
-        # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
-        # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
-        if kw.get("close_fds", True) or pass_fds:
-            pass_fds += for_keeper
-        else:  # every inheritable fd goes through: make ours so
-            for fd in for_keeper:
-                os.set_inheritable(fd, True)
-        cmd = [sys.executable, "-I", "-S", _KEEPER, str(w), str(go_r) if go_r is not None else "-", mode,
-               str(os.getpid()), repr(grace), "1" if keep_orphans else "0", cgroup or "-",
-               "1" if restore_signals else "0", exe, "--", *argv]
+        pass_fds = _hand_to_keeper(pass_fds, (w,) if go_r is None else (w, go_r), kw)
+        cmd = [sys.executable, "-I", "-S", _KEEPER, *launch.keeper_args(w, go_r).to_argv()]
         if stop is not None:
             stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
         # before its interpreter even starts, so a Ctrl-C at the terminal in
         # those ~15 ms cannot reach it (a fresh child never leads a group, so this
         # setsid cannot fail; the keeper still tries setsid/setpgid itself).
-        popen = _KeeperPopen(started, cmd, env=env, pass_fds=pass_fds, start_new_session=True, **kw)
-        tree = Tree(args, popen, r, mode, reason, marker, cgroup, grace, keep_orphans)
+        popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
+        tree = Tree(launch, popen, r)
         ours.remove(r)  # the Tree's now
         ours.remove(w)
         os.close(w)
-        if cgroup is not None:
-            ours.remove(go_r)
-            os.close(go_r)
-            moved = _move_keeper(popen, cgroup, go_w)
-            ours.remove(go_w)
-            os.close(go_w)
-        line = tree._next_line(time.monotonic() + START_TIMEOUT, stop)
-        parts = (line or "").split()
-        if parts[:1] == ["ok"] and len(parts) == 3:
-            tree._took_root(int(parts[1]), int(parts[2]), os.path.basename(exe))
+        if launch.cgroup is not None:
+            assert go_r is not None and go_w is not None
+            moved = _enter_cgroup(popen, launch.cgroup, go_r, go_w, ours)
+        first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
+        if isinstance(first, _protocol.Ok):
+            tree._took_root(first, os.path.basename(launch.exe))
             if stop is not None:
                 stop.check()
             return tree
     except BaseException:
-        _close_fds(ours)
-        if tree is not None:
-            tree._abandon(patience=0)
-        elif started:
-            try:
-                _end_keeper(started[0], cgroup, mode)
-            finally:
-                _close_stdio(started[0])
+        _give_up(ours, tree, started, launch)
         raise
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
-    if parts[:1] == ["err"] and len(parts) == 3:
-        code, stage = int(parts[1]), parts[2]
-        msg = os.strerror(code) if code else "unknown error"
-        if stage == "exec":
-            raise OSError(code, msg, exe)  # FileNotFoundError/PermissionError, as Popen
-        if stage == "cgroup" and isinstance(moved, OSError):
-            raise ContainmentUnavailable(moved.errno, f"contain='cgroup' failed: cannot move the keeper into "
-                                                      f"{cgroup}: {moved.strerror}") from moved
-        if stage in ("cgroup", "subreaper"):
-            raise ContainmentUnavailable(code, f"contain={mode!r} failed in the keeper: {msg} ({stage})")
-        raise OSError(code, f"the keeper could not start the command ({stage}): {msg}")
-    raise subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
+    raise _start_error(first, launch, moved, popen)
+
+
+def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ours: List[int]) -> Union[bool, OSError]:
+    """Move the keeper into the cgroup and say go (_move_keeper), closing our ends of the go pipe."""
+    ours.remove(go_r)
+    os.close(go_r)
+    moved = _move_keeper(popen, cgroup, go_w)
+    ours.remove(go_w)
+    os.close(go_w)
+    return moved
+
+
+def _give_up(ours: List[int], tree: Optional[Tree], started: List[subprocess.Popen], launch: _Launch) -> None:
+    """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
+    _close_fds(ours)
+    if tree is not None:
+        tree._abandon(patience=0)
+    elif started:
+        try:
+            _end_keeper(started[0], launch.cgroup, launch.mode)
+        finally:
+            _close_stdio(started[0])
+
+
+def _hand_to_keeper(pass_fds: Tuple[int, ...], fds: Tuple[int, ...], kw: Dict[str, Any]) -> Tuple[int, ...]:
+    """pass_fds with the keeper's own fds added, so that they survive Popen's closing of fds."""
+    # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
+    # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
+    if kw.get("close_fds", True) or pass_fds:
+        return pass_fds + fds
+    for fd in fds:  # every inheritable fd goes through: make ours so
+        os.set_inheritable(fd, True)
+    return pass_fds
+
+
+def _start_error(first: Optional[_protocol.Status], launch: _Launch, moved: Union[bool, OSError, None],
+                 popen: subprocess.Popen) -> BaseException:
+    """The exception spawn() raises for a keeper that reported Err (or nothing) instead of Ok."""
+    if not isinstance(first, _protocol.Err):
+        return subprocess.SubprocessError(
+            f"the keeper exited before starting the command (status {popen.returncode})")
+    code, stage = first.errno, first.stage
+    msg = os.strerror(code) if code else "unknown error"
+    if stage == "exec":
+        return OSError(code, msg, launch.exe)  # FileNotFoundError/PermissionError, as Popen
+    if stage == "cgroup" and isinstance(moved, OSError):
+        exc = ContainmentUnavailable(moved.errno, f"contain='cgroup' failed: cannot move the keeper into "
+                                                  f"{launch.cgroup}: {moved.strerror}")
+        exc.__cause__ = moved
+        return exc
+    if stage in ("cgroup", "subreaper"):
+        return ContainmentUnavailable(code, f"contain={launch.mode!r} failed in the keeper: {msg} ({stage})")
+    return OSError(code, f"the keeper could not start the command ({stage}): {msg}")
 
 
 def _move_keeper(popen, cgroup, go_w):
@@ -470,51 +521,62 @@ class Tree:
     manager, leaving the block tears the whole tree down.
     """
 
-    def __init__(self, args, popen, status_fd, mode, reason, marker, cgroup, grace, keep_orphans):
-        self.args = args
-        self.pid = None
-        self.mode = mode
-        self.mode_reason = reason  # why a stronger mode was not used (contain="auto"), or None
-        self.marker = marker
-        self.cgroup = cgroup
-        self.grace = grace
-        self.keep_orphans = keep_orphans
+    def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
+        self.args = launch.args
+        self.pid: Optional[int] = None
+        self.mode = launch.mode
+        self.mode_reason = launch.reason  # why a stronger mode was not used (contain="auto"), or None
+        self.marker = launch.marker
+        self.cgroup = launch.cgroup
+        self.grace = launch.grace
+        self.keep_orphans = launch.keep_orphans
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
         self._popen = popen
-        self._status_fd = status_fd
+        self._status_fd: Optional[int] = status_fd
         self._buf = b""
         self._eof = False
-        self._status = None  # the command's raw wait status, once known
-        self._root = None
-        self._report = None
+        self._status: Optional[int] = None  # the command's raw wait status, once known
+        self._root: Optional[Proc] = None
+        self._report: Optional[TeardownReport] = None
         self._lock = threading.RLock()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={self.returncode}>"
 
     @property
-    def keeper_pid(self):
+    def keeper_pid(self) -> int:
         return self._popen.pid
 
-    def _took_root(self, pid, start, name):
-        """The keeper said "ok <pid> <start>": record the command, by that identity.
+    def _took_root(self, ok: _protocol.Ok, name: str) -> None:
+        """The keeper reported Ok: record the command, by that identity.
 
         The full record is read back only if it is still that process (the
         start time is the same C core reading on Linux and macOS, so the check
         holds everywhere); else the keeper's word is kept.
         """
-        self.pid = pid
-        self._root = Proc(pid, self.keeper_pid, pid, self.keeper_pid, os.getuid(), "R", start, name)
+        self.pid = ok.pid
+        self._root = Proc(ok.pid, self.keeper_pid, ok.pid, self.keeper_pid, os.getuid(), "R", ok.start_time, name)
         try:
-            from .._table import binding as _binding
-
-            p = _binding.proc(pid)
+            p = _binding.proc(ok.pid)
         except (NoSuchProcess, OSError):
             return  # it already ended: keep what the keeper told us
-        if p.start_time == start:
+        if p.start_time == ok.start_time:
             self._root = p
 
     # -- status channel -----------------------------------------------------
+    def _first_status(self, deadline: float, stop: Optional[_Stop]) -> Optional[_protocol.Status]:
+        """The keeper's first status record (Ok or Err), None if it exited without one.
+
+        A line that breaks the protocol is an error of the keeper: SubprocessError.
+        """
+        line = self._next_line(deadline, stop)
+        if line is None:
+            return None
+        try:
+            return _protocol.parse_status(line)
+        except _protocol.ProtocolError as exc:
+            raise subprocess.SubprocessError(f"the keeper broke its protocol: {exc}") from None
+
     def _next_line(self, deadline, stop=None):
         """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed.
 
@@ -556,8 +618,8 @@ class Tree:
                     if line is None:
                         # The keeper went away without a word (killed): its own status is the best we have.
                         self._status = _rc_to_status(self._popen.wait())
-                    elif line.startswith("exit "):
-                        self._status = int(line.split()[1])
+                    else:
+                        self._status = _exit_status(line)
                 if self._status is not None:
                     return True
                 fd = self._status_fd
@@ -571,18 +633,18 @@ class Tree:
                 pass
 
     @property
-    def returncode(self):
+    def returncode(self) -> Optional[int]:
         """The command's exit code (negative signal number, as Popen), or None while it runs."""
         self.poll()
         if self._status is None:
             return None
         return os.waitstatus_to_exitcode(self._status)
 
-    def poll(self):
+    def poll(self) -> Optional[int]:
         self._pump(time.monotonic())
         return None if self._status is None else os.waitstatus_to_exitcode(self._status)
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> int:
         """Wait for the command to end and return its returncode.
 
         Without keep_orphans this also waits (within timeout) for the keeper to
@@ -590,7 +652,7 @@ class Tree:
         """
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         if not self._pump(deadline):
-            raise subprocess.TimeoutExpired(self.args, timeout)
+            raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -598,9 +660,10 @@ class Tree:
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
+        assert self._status is not None  # _pump() said it is known
         return os.waitstatus_to_exitcode(self._status)
 
-    def join(self, timeout=None):
+    def join(self, timeout: Optional[float] = None) -> int:
         """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
 
         Returns the command's returncode; raises subprocess.TimeoutExpired.
@@ -615,7 +678,7 @@ class Tree:
         self._finish()
         return rc
 
-    async def wait_async(self, timeout=None):
+    async def wait_async(self, timeout: Optional[float] = None) -> int:
         """wait() without blocking the event loop."""
         loop = asyncio.get_running_loop()
         if self._status is None and self._status_fd is not None:
@@ -631,12 +694,12 @@ class Tree:
                 readable()
                 await asyncio.wait_for(fut, timeout)
             except asyncio.TimeoutError:
-                raise subprocess.TimeoutExpired(self.args, timeout) from None
+                raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
             finally:
                 loop.remove_reader(fd)
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
 
-    def communicate(self, input=None, timeout=None):
+    def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Tuple[Any, Any]:
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
         try:
             out = self._popen.communicate(input, timeout)
@@ -651,17 +714,17 @@ class Tree:
         exc.cmd = self.args
         return exc
 
-    def send_signal(self, sig):
+    def send_signal(self, sig: int) -> None:
         """Send sig to the command.
 
-        The signals the keeper forwards (_keeper.FORWARD) go through it, to the
+        The signals the keeper forwards (protocol.FORWARD) go through it, to the
         command's process group. Any other goes to the command alone, by pidfd
         after checking its start time, while the keeper still holds it
         unreaped: SIGKILL and SIGSTOP cannot be caught, and the rest would kill
         the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
         be swallowed by it (SIGALRM, its wake-up).
         """
-        if sig in _keeper.FORWARD:
+        if sig in _protocol.FORWARD:
             self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
         else:
             self._send_direct(sig)
@@ -669,19 +732,21 @@ class Tree:
     def _send_direct(self, sig):
         if self.poll() is not None or self._root is None or not self._keeper_is_ours():
             return
-        st = _keeper.read_stat(self.pid)
-        if st is None or st[1] != self.keeper_pid or st[6] != self._root.start_time:
+        try:
+            now = _binding.proc(self._root.pid)
+        except (NoSuchProcess, OSError):
             return
-        _keeper.send(st, sig, _protected())
+        if now.ppid != self.keeper_pid or now.start_time != self._root.start_time:
+            return
+        _owner.signal_member(self._root, sig)
 
     # -- membership and teardown --------------------------------------------
     def _keeper_is_ours(self):
         # Until we reap it, the keeper's pid cannot be reused: walking from it is safe.
         return self._popen.returncode is None
 
-    def members(self):
+    def members(self) -> List[Proc]:
         """The live members of the tree (the command and what it started), as Proc records."""
-        from .._table import binding as _binding
         from .._table import live as _live
 
         out = {}
@@ -705,7 +770,7 @@ class Tree:
                         out.setdefault(p.pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
-    def terminate(self, grace=None):
+    def terminate(self, grace: Optional[float] = None) -> TeardownReport:
         """Tear the whole tree down (SIGTERM, then SIGKILL after grace) and return the TeardownReport."""
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return self._terminate(grace, None)
@@ -715,7 +780,8 @@ class Tree:
         with self._lock:
             t0 = time.monotonic()
             if self.cgroup is not None:
-                rep = self._report_from(self._cgroup_teardown(grace, stop))
+                rep = self._cgroup_teardown(grace, stop)
+                rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
             elif self._keeper_is_ours():
                 try:
                     rep = self._engine_teardown(grace, stop)
@@ -734,18 +800,9 @@ class Tree:
             return rep
 
     def _cgroup_teardown(self, grace, stop):
-        protect = _protected() | {self.keeper_pid}
-        if stop is None:
-            return _keeper.teardown(None, grace, cgroup=self.cgroup, protect=protect)
-
-        def wake(t):  # the teardown's waits; a stop ends them, and the kill follows
-            if stop.wait(t):
-                raise _Stopped
-
-        try:
-            return _keeper.teardown(None, grace, cgroup=self.cgroup, protect=protect, wake=wake)
-        except _Stopped:
-            return _keeper.teardown(None, 0, cgroup=self.cgroup, protect=protect)
+        """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
+        return _owner.end_cgroup(self.cgroup, grace, spare={self.keeper_pid},
+                                 stop_fd=None if stop is None else stop.fd)
 
     def _engine_teardown(self, grace, stop):
         """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself)."""
@@ -759,11 +816,11 @@ class Tree:
             rep = _teardown.terminate_tree(self.keeper_pid, **{**kw, "grace": 0})
         return rep
 
-    def kill(self):
+    def kill(self) -> TeardownReport:
         """terminate() with no grace: SIGKILL at once."""
         return self.terminate(grace=0)
 
-    async def terminate_async(self, grace=None):
+    async def terminate_async(self, grace: Optional[float] = None) -> TeardownReport:
         """terminate() without blocking the event loop.
 
         Cancelling it skips the rest of the grace: what is left is SIGKILLed
@@ -772,13 +829,6 @@ class Tree:
         """
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return await _in_worker(functools.partial(self._terminate, grace))
-
-    def _report_from(self, d):
-        conv = lambda m: tuple(Proc(*st) for st in m.values())  # noqa: E731
-        return TeardownReport(root=self._root, found=conv(d["found"]), exited=conv(d["exited"]),
-                              killed=conv(d["killed"]), survivors=conv(d["survivors"]),
-                              late=conv(d["late"]), denied=conv(d["denied"]),
-                              elapsed=d["elapsed"], mode=self.mode)
 
     def _finish(self):
         """Reap the keeper (it ends once its tree is gone) and remove the cgroup."""
@@ -798,7 +848,7 @@ class Tree:
                 self._status_fd = None
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
-                    _keeper.teardown(None, 0, cgroup=self.cgroup, protect=_protected())
+                    _owner.end_cgroup(self.cgroup, 0)
                 _cgroup.remove(self.cgroup)
 
     def _abandon(self, patience=0.0):
@@ -845,14 +895,24 @@ class Tree:
                 pass
             self._status_fd = None
 
-    def __enter__(self):
+    def __enter__(self) -> Tree:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         try:
             self.terminate()
         finally:
             _close_stdio(self)
+
+
+def _exit_status(line):
+    """The wait status an Exit line carries; None for any other line (a malformed one is ignored:
+    the keeper's own exit status still tells how the command ended)."""
+    try:
+        record = _protocol.parse_status(line)
+    except _protocol.ProtocolError:
+        return None
+    return record.wait_status if isinstance(record, _protocol.Exit) else None
 
 
 def _rc_to_status(rc):
@@ -864,7 +924,7 @@ def _rc_to_status(rc):
     return (rc & 0xFF) << 8
 
 
-async def spawn_async(args, **kwargs):
+async def spawn_async(args: Any, **kwargs: Any) -> Tree:
     """spawn() without blocking the event loop (the keeper's start runs in a worker thread).
 
     Spawning from a worker thread is safe: the keeper watches the owner

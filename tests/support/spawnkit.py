@@ -98,6 +98,17 @@ def wait_gone(pids, timeout):
     return not any(alive(p) for p in pids)
 
 
+def end_daemon(pid):
+    """Kill a daemon we started if it is still ours (it carries this run's leak marker)."""
+    try:
+        p = proctree.proc(pid)
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if os.environ["PROCTREE_TEST_RUN"].encode() in f.read():
+                os.kill(p.pid, 9)  # SIGKILL
+    except (OSError, proctree.NoSuchProcess):
+        pass
+
+
 def environ_marker(pid):
     with open(f"/proc/{pid}/environ", "rb") as f:
         return _marker.from_environ_block(f.read())
@@ -126,3 +137,86 @@ def start_daemonizer(trees, pipe, mode, ignore=False, then="sleep", **kw):
     trees.append(t)
     os.close(w)
     return t, read_lines(r, 2)
+
+
+# ---------------------------------------------------------------------------
+# Driving a keeper program directly, through the keeper protocol only.
+
+def keeper_command():
+    """The keeper program under test: PROCTREE_KEEPER (a command line), else the Python keeper as spawn() starts it."""
+    import shlex
+
+    from proctree._containment import spawn as _spawn
+
+    cmd = os.environ.get("PROCTREE_KEEPER")
+    return shlex.split(cmd) if cmd else [sys.executable, "-I", "-S", _spawn._KEEPER]
+
+
+class KeeperRun:
+    """One keeper started by this process (its owner) as spawn() starts one, with the argv of protocol.KeeperArgs.
+
+    In cgroup mode the owner moves the keeper into the tree's cgroup and says
+    go, as spawn() does. statuses() reads the status lines back as records.
+    """
+
+    def __init__(self, mode, argv, *, grace=1.0, keep_orphans=False, exe=None, pass_fds=(), cgroup=None):
+        import subprocess
+
+        from proctree._containment import protocol
+
+        self.cgroup = cgroup
+        self._buf = b""
+        self.status_r, w = os.pipe()
+        go_r = go_w = None
+        if cgroup is not None:
+            go_r, go_w = os.pipe()
+        args = protocol.KeeperArgs(status_fd=w, go_fd=go_r, mode=mode, owner_pid=os.getpid(), grace=grace,
+                                   keep_orphans=keep_orphans, cgroup=cgroup, restore_signals=True, exe=exe,
+                                   argv=tuple(argv))
+        fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
+        self.popen = subprocess.Popen(keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True)
+        os.close(w)
+        if cgroup is not None:
+            os.close(go_r)
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(self.popen.pid))
+            os.write(go_w, b"1")
+            os.close(go_w)
+
+    def status(self, timeout=15.0):
+        """The next status record, or None at EOF; AssertionError after timeout."""
+        from proctree._containment import protocol
+
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.status_r], [], [], left)[0]:
+                raise AssertionError("timed out waiting for a status line from the keeper")
+            data = os.read(self.status_r, 4096)
+            if not data:
+                return None
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return protocol.parse_status(line)
+
+    def close(self):
+        """End the keeper (and what it started, by the keeper's own descendants) and reap it; remove the cgroup."""
+        from proctree._containment import owner
+
+        try:
+            if self.popen.poll() is None:
+                try:
+                    proctree.terminate_tree(self.popen.pid, grace=0.5)
+                except proctree.NoSuchProcess:
+                    pass
+            self.popen.wait(10)
+        finally:
+            os.close(self.status_r)
+            if self.cgroup is not None and os.path.exists(self.cgroup):
+                owner.end_cgroup(self.cgroup, 0)
+                _cgroup.remove(self.cgroup)
+
+
+def new_cgroup(name):
+    """A tree cgroup of this process's own, as spawn() makes one."""
+    return _cgroup.create(os.getpid(), proctree.proc(os.getpid()).start_time, name)

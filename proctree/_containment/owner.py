@@ -1,0 +1,263 @@
+"""Owner-side teardown of contained trees: what a Tree does with its cgroup, its command and a failed spawn.
+
+Built only on the teardown layer's primitives (identity-checked signals,
+event-driven exit waits, the engine) and on cgroup.py; it never imports the
+keeper, which has its own copy of these policies for its side of the tree.
+One pidfd decision (signals.pidfds_available(), which honours
+PROCTREE_NO_PIDFD) governs every signal sent from here.
+
+This module must never signal a process it did not verify as a member: a
+cgroup member is one read from the tree's own cgroup, held by pidfd (or
+re-checked by start time) before each signal; the keeper's descendants are
+left to the engine, which walks from the keeper while it is our unreaped
+child. The Guard (pid 0, 1, the caller and its ancestors) is applied to all.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .._errors import AccessDenied, NoSuchProcess
+from .._table import binding as _binding
+from .._table.model import Proc
+from .._teardown import engine as _engine
+from .._teardown import exitwait as _exitwait
+from .._teardown import signals as _signals
+from .._teardown.report import TeardownReport
+from . import cgroup as _cgroup
+
+# Late joiners are looked for this often while waiting (quickly at first).
+RESCAN_FIRST = 0.002
+RESCAN_MAX = 0.05
+# How long SIGKILLed members may take to go before they count as survivors.
+KILL_PATIENCE = 2.0
+
+
+class _Member:
+    __slots__ = ("proc", "target", "late", "ended", "killed", "denied")
+
+    def __init__(self, proc: Proc, target: Optional[_signals.Target], late: bool) -> None:
+        self.proc = proc
+        self.target = target
+        self.late = late
+        self.ended = False
+        self.killed = False
+        self.denied = target is None  # its identity could not be checked: we may not signal it
+
+
+class _CgroupTeardown:
+    """One teardown of a cgroup's members: TERM each by identity, wait for exits, then kill the cgroup."""
+
+    def __init__(self, path: str, spare: Iterable[int]) -> None:
+        self.path = os.path.normpath(path)
+        self.spare = frozenset(spare)
+        self.use_pidfd = _signals.pidfds_available()
+        self.guard = _signals.Guard()
+        self.waiter = _exitwait.make_waiter(self.use_pidfd)
+        self.mount = _cgroup.find_mount()
+        self.members: Dict[Tuple[int, int], _Member] = {}
+        self.by_target: Dict[int, _Member] = {}
+
+    def admit(self, late: bool) -> None:
+        """Take in every member not yet known, and send it SIGTERM + SIGCONT."""
+        for pid in _cgroup.pids(self.path):
+            if pid in self.spare or not self.guard.allows(pid):
+                continue
+            try:
+                proc = _binding.proc(pid)
+            except (NoSuchProcess, AccessDenied, OSError):
+                continue
+            key = (pid, proc.start_time)
+            if proc.is_zombie or key in self.members:
+                continue
+            try:
+                target = _signals.open_target(proc, self.guard, self.use_pidfd)
+            except AccessDenied:
+                target = None
+            except ValueError:
+                continue
+            else:
+                if target is None:
+                    continue  # gone since the read
+                if not self._still_member(pid):
+                    target.close()  # its pid was reused by a process outside the tree since the read
+                    continue
+            m = self.members[key] = _Member(proc, target, late)
+            if target is not None:
+                self.by_target[id(target)] = m
+                self._polite(m)
+
+    def _still_member(self, pid: int) -> bool:
+        """pid is in our cgroup (or one nested in it); read while it is held, so it cannot be another's."""
+        rel = _cgroup.own_cgroup(pid)
+        if rel is None or self.mount is None:
+            return False
+        where = os.path.normpath(self.mount + rel)
+        return where == self.path or where.startswith(self.path + "/")
+
+    def _polite(self, m: _Member) -> None:
+        assert m.target is not None
+        if _signals.send(m.target, signal.SIGTERM, self.guard) == _signals.DENIED:
+            m.denied = True
+            return
+        _signals.send(m.target, signal.SIGCONT, self.guard)
+        if not self.waiter.watch(m.target):
+            m.ended = True
+
+    def live(self) -> List[_Member]:
+        return [m for m in self.members.values() if not m.ended]
+
+    def collect(self) -> None:
+        for t in self.waiter.ready():
+            m = self.by_target.get(id(t))
+            if m is not None:
+                m.ended = True
+
+    def wait(self, timeout: float, stop_fd: Optional[int] = None) -> bool:
+        """Sleep until a member may have ended or timeout passed; True if stop_fd became readable."""
+        interval = self.waiter.poll_interval()
+        if interval is not None:
+            timeout = min(timeout, interval)
+        fds = [fd for fd in (self.waiter.fileno(), stop_fd) if fd is not None]
+        try:
+            ready = select.select(fds, [], [], max(0.0, timeout))[0] if fds else []
+            if not fds:
+                time.sleep(max(0.0, timeout))
+        except InterruptedError:
+            ready = []
+        return stop_fd is not None and stop_fd in ready
+
+    def kill(self) -> None:
+        """SIGKILL what is left: cgroup.kill (or the freeze-kill fallback) and each member by identity."""
+        deadline = time.monotonic() + KILL_PATIENCE
+        while True:
+            self.collect()
+            self.admit(late=True)
+            live = [m for m in self.live() if m.target is not None or not m.denied]
+            if not live:
+                return
+            try:
+                _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
+            except (OSError, ValueError):
+                pass  # the members are still killed one by one below
+            for m in live:
+                if m.target is None:
+                    continue
+                sent = _signals.send(m.target, signal.SIGKILL, self.guard)
+                if sent == _signals.DENIED:
+                    m.denied = True
+                elif sent == _signals.SENT:
+                    m.killed = True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.wait(min(left, 0.02))
+
+    def report(self, t0: float) -> TeardownReport:
+        ms = list(self.members.values())
+
+        def procs(pick) -> Tuple[Proc, ...]:
+            return tuple(m.proc for m in ms if pick(m))
+
+        return TeardownReport(
+            root=None,
+            found=procs(lambda m: True),
+            exited=procs(lambda m: m.ended and not m.killed),
+            killed=procs(lambda m: m.killed),
+            survivors=procs(lambda m: not m.ended),
+            late=procs(lambda m: m.late),
+            denied=procs(lambda m: m.denied),
+            elapsed=time.monotonic() - t0,
+            mode="cgroup",
+        )
+
+    def close(self) -> None:
+        self.waiter.close()
+        for m in self.members.values():
+            if m.target is not None:
+                m.target.close()
+
+
+def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: Optional[int] = None) -> TeardownReport:
+    """End every process in the tree cgroup at path and return the TeardownReport (root None, mode "cgroup").
+
+    SIGTERM + SIGCONT to each member by identity, late joiners too; wait
+    (event-driven) up to grace for them to exit; then cgroup.kill, or freeze
+    and kill where the kernel lacks it, and SIGKILL each member left. spare:
+    pids never signalled one by one (the keeper). stop_fd: once readable, the
+    rest of the grace is skipped.
+    """
+    t0 = time.monotonic()
+    run = _CgroupTeardown(path, spare)
+    try:
+        run.admit(late=False)
+        deadline = t0 + grace
+        pause = RESCAN_FIRST
+        while True:
+            run.collect()
+            if not run.live():
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 or run.wait(min(left, pause), stop_fd):
+                break
+            pause = min(pause * 2, RESCAN_MAX)
+            run.collect()
+            run.admit(late=True)
+        run.kill()
+        run.collect()
+        return run.report(t0)
+    finally:
+        run.close()
+
+
+def signal_member(proc: Proc, sig: int, guard: Optional[_signals.Guard] = None) -> str:
+    """Send sig to the process proc records, if it is still that process: signals.SENT, GONE or DENIED.
+
+    ValueError if the guard (default: a fresh one for this process) forbids it.
+    """
+    guard = _signals.Guard() if guard is None else guard
+    try:
+        target = _signals.open_target(proc, guard, _signals.pidfds_available())
+    except AccessDenied:
+        return _signals.DENIED
+    if target is None:
+        return _signals.GONE
+    try:
+        return _signals.send(target, sig, guard)
+    finally:
+        target.close()
+
+
+def kill_below_keeper(keeper_pid: int, *, cgroup: Optional[str], session: bool) -> None:
+    """SIGKILL everything a stopped keeper started: its descendants, its cgroup, and (session mode) its session.
+
+    keeper_pid must be our unreaped child (so its pid, and the session it
+    leads, are still its own); the keeper itself is left to the caller.
+    """
+    try:
+        _engine.terminate_tree(keeper_pid, grace=0, include_root=False, signal_group=False)
+    except (NoSuchProcess, ValueError):
+        pass  # gone already: what it held went to init, and the cgroup/session sweeps below still apply
+    if session:
+        _kill_session(keeper_pid)
+    if cgroup is not None:
+        end_cgroup(cgroup, 0)
+
+
+def _kill_session(sid: int, rounds: int = 10) -> None:
+    """SIGKILL the members of session sid (its leader excluded), re-reading until none is left (bounded)."""
+    guard = _signals.Guard()
+    for _ in range(rounds):
+        members = [p for p in _binding.snapshot().values() if p.sid == sid and p.pid != sid and not p.is_zombie]
+        if not members:
+            return
+        for p in members:
+            try:
+                signal_member(p, signal.SIGKILL, guard)
+            except ValueError:
+                pass  # protected (the caller's own session is never ours to end)
+        time.sleep(0.005)
+

@@ -1,0 +1,288 @@
+"""The keeper protocol: the keeper's command line and its status lines, as code.
+
+The owner (spawn.py) starts a keeper program with a command line built by
+``KeeperArgs.to_argv()``; the keeper reads it back with
+``KeeperArgs.from_argv()``. The keeper then writes status lines on the status
+fd, formatted by ``ok_line``/``err_line``/``exit_line`` and read back by
+``parse_status`` into ``Ok``, ``Err`` or ``Exit``. Both sides go through this
+module only, so any keeper (the Python one here, or a native one) that speaks
+it can be driven by the same owner and the same conformance tests
+(tests/test_keeper_protocol.py).
+
+Command line (after the program)::
+
+    v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
+    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe> -- <argv...>
+
+Status lines (ASCII, one per line)::
+
+    ok <pid> <start_time>      the command runs
+    err <errno> <stage>        it could not start (stage: exec, cgroup, subreaper, owner)
+    exit <wait status>         it ended (a raw waitpid status)
+
+Stdlib only and no relative imports: the keeper loads this file directly,
+without importing the proctree package. It never touches a process.
+"""
+from __future__ import annotations
+
+import math
+
+# No dataclasses or typing at run time: they cost the keeper ~15 ms of startup.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Sequence, Tuple, Union
+
+try:
+    import _signal as _sig  # the C module: the signal wrapper imports enum (~5 ms of keeper startup)
+except ImportError:  # pragma: no cover - every CPython has it
+    import signal as _sig  # type: ignore[no-redef]
+
+PROTOCOL_VERSION = 1
+MODES = ("cgroup", "subreaper", "session")
+STAGES = ("exec", "cgroup", "subreaper", "owner")
+NONE = "-"  # an absent go fd or cgroup
+_FIXED = 10  # fields before "--"
+
+# The signals the keeper forwards to the command's process group; any other
+# signal the owner sends goes to the command directly.
+FORWARD: tuple[int, ...] = (_sig.SIGHUP, _sig.SIGINT, _sig.SIGQUIT, _sig.SIGTERM,
+                            _sig.SIGUSR1, _sig.SIGUSR2, _sig.SIGWINCH)
+
+
+class ProtocolError(ValueError):
+    """A keeper command line or status line that does not follow the protocol; str() says what is wrong."""
+
+
+class _Record:
+    """A small frozen record with named fields (a dataclass without the import cost)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(self.__slots__):
+            raise TypeError(f"{type(self).__name__} takes {len(self.__slots__)} fields")
+        values = dict(zip(self.__slots__, args))
+        for k, v in kwargs.items():
+            if k not in self.__slots__ or k in values:
+                raise TypeError(f"{type(self).__name__}: unexpected or repeated field {k!r}")
+            values[k] = v
+        missing = [k for k in self.__slots__ if k not in values]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: missing {', '.join(missing)}")
+        for k in self.__slots__:
+            object.__setattr__(self, k, values[k])
+        self._check()
+
+    def _check(self) -> None:
+        pass
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__,) + self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+class KeeperArgs(_Record):
+    """Everything the owner tells a keeper, as named fields.
+
+    status_fd:       where the keeper writes its status lines
+    go_fd:           cgroup mode: the owner writes b"1" there once it moved the keeper in (else None)
+    mode:            "cgroup", "subreaper" or "session"
+    owner_pid:       the keeper's parent, whose death ends the tree
+    grace:           seconds between SIGTERM and SIGKILL when the keeper ends the tree
+    keep_orphans:    when the command exits, leave what it started running
+    cgroup:          the tree's cgroup directory (cgroup mode), else None
+    restore_signals: reset SIGPIPE/SIGXFSZ to default for the command, as Popen does
+    exe:             the program to run (None: argv[0], looked up in PATH)
+    argv:            the command's argv
+    """
+
+    __slots__ = ("status_fd", "go_fd", "mode", "owner_pid", "grace", "keep_orphans", "cgroup", "restore_signals",
+                 "exe", "argv")
+    status_fd: int
+    go_fd: Optional[int]
+    mode: str
+    owner_pid: int
+    grace: float
+    keep_orphans: bool
+    cgroup: Optional[str]
+    restore_signals: bool
+    exe: Optional[str]
+    argv: Tuple[str, ...]
+
+    def _check(self) -> None:
+        _check(_is_fd(self.status_fd), f"status_fd must be an fd number, not {self.status_fd!r}")
+        _check(self.go_fd is None or _is_fd(self.go_fd), f"go_fd must be an fd number or None, not {self.go_fd!r}")
+        _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        _check(_is_int(self.owner_pid) and self.owner_pid > 0, f"owner_pid must be a pid, not {self.owner_pid!r}")
+        _check(_is_number(self.grace) and self.grace >= 0, f"grace must be seconds >= 0, not {self.grace!r}")
+        _check(isinstance(self.keep_orphans, bool), "keep_orphans must be a bool")
+        _check(isinstance(self.restore_signals, bool), "restore_signals must be a bool")
+        _check(self.cgroup is None or _is_word(self.cgroup), f"cgroup must be a path or None, not {self.cgroup!r}")
+        _check((self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
+               "cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup")
+        _check(self.exe is None or (isinstance(self.exe, str) and self.exe != NONE and "\0" not in self.exe),
+               f"exe must be a path or None, not {self.exe!r}")
+        _check(isinstance(self.argv, tuple) and len(self.argv) > 0
+               and all(isinstance(a, str) and "\0" not in a for a in self.argv),
+               "argv must be a non-empty tuple of str without NUL")
+
+    def to_argv(self) -> List[str]:
+        """The keeper's command line (without the program itself)."""
+        return [f"v{PROTOCOL_VERSION}", str(self.status_fd), _opt(self.go_fd), self.mode, str(self.owner_pid),
+                repr(float(self.grace)), _flag(self.keep_orphans), _opt(self.cgroup),
+                _flag(self.restore_signals), _opt(self.exe), "--", *self.argv]
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> "KeeperArgs":
+        """Read back what to_argv() wrote; ProtocolError for another version or a malformed line."""
+        argv = list(argv)
+        _check(all(isinstance(a, str) for a in argv), "keeper arguments must be str")
+        _check(len(argv) >= 1 and argv[0].startswith("v"), "keeper arguments must start with a protocol version")
+        _check(argv[0] == f"v{PROTOCOL_VERSION}",
+               f"keeper protocol version {argv[0][1:]!r} is not the supported {PROTOCOL_VERSION}")
+        _check(len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
+               f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}")
+        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe = argv[1:_FIXED]
+        try:
+            return cls(status_fd=_int(status_fd, "status_fd"), go_fd=None if go_fd == NONE else _int(go_fd, "go_fd"),
+                       mode=mode, owner_pid=_int(owner, "owner_pid"), grace=_seconds(grace),
+                       keep_orphans=_bool(keep, "keep_orphans"), cgroup=None if cgroup == NONE else cgroup,
+                       restore_signals=_bool(restore, "restore_signals"), exe=None if exe == NONE else exe,
+                       argv=tuple(argv[_FIXED + 1:]))
+        except ProtocolError:
+            raise
+        except (TypeError, ValueError) as exc:  # pragma: no cover - every field is checked above
+            raise ProtocolError(str(exc)) from None
+
+
+class Ok(_Record):
+    """The command runs: its pid and start time (the C core's units; 0 if it could not be read)."""
+
+    __slots__ = ("pid", "start_time")
+    pid: int
+    start_time: int
+
+
+class Err(_Record):
+    """The command could not start: errno (0 if unknown) and the stage that failed."""
+
+    __slots__ = ("errno", "stage")
+    errno: int
+    stage: str
+
+
+class Exit(_Record):
+    """The command ended with this raw wait status."""
+
+    __slots__ = ("wait_status",)
+    wait_status: int
+
+
+if TYPE_CHECKING:
+    Status = Union[Ok, Err, Exit]
+
+
+def ok_line(pid: int, start_time: int) -> str:
+    return _format(Ok(pid, start_time))
+
+
+def err_line(errno: int, stage: str) -> str:
+    return _format(Err(errno, stage))
+
+
+def exit_line(wait_status: int) -> str:
+    return _format(Exit(wait_status))
+
+
+def _format(record: Status) -> str:
+    line = {Ok: lambda r: f"ok {r.pid} {r.start_time}", Err: lambda r: f"err {r.errno} {r.stage}",
+            Exit: lambda r: f"exit {r.wait_status}"}[type(record)](record)
+    if parse_status(line) != record:
+        raise ProtocolError(f"not a valid status record: {record!r}")
+    return line
+
+
+def parse_status(line: Union[str, bytes]) -> Status:
+    """One status line (without its newline) as Ok, Err or Exit; ProtocolError if malformed."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("ascii")
+        except UnicodeDecodeError:
+            raise ProtocolError(f"status line is not ASCII: {line!r}") from None
+    if not isinstance(line, str):
+        raise ProtocolError(f"status line must be str or bytes, not {type(line).__name__}")
+    parts = line.split(" ")
+    kind, fields = parts[0], parts[1:]
+    if kind == "ok" and len(fields) == 2:
+        pid, start = _int(fields[0], "pid"), _int(fields[1], "start_time")
+        _check(pid > 0, f"ok: pid must be positive in {line!r}")
+        return Ok(pid, start)
+    if kind == "err" and len(fields) == 2:
+        _check(fields[1] in STAGES, f"err: unknown stage {fields[1]!r}")
+        return Err(_int(fields[0], "errno"), fields[1])
+    if kind == "exit" and len(fields) == 1:
+        status = _int(fields[0], "wait status")
+        _check(status <= 0xFFFF, f"exit: wait status out of range in {line!r}")
+        return Exit(status)
+    raise ProtocolError(f"malformed keeper status line: {line!r}")
+
+
+def _check(cond: object, message: str) -> None:
+    if not cond:
+        raise ProtocolError(message)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_fd(v: object) -> bool:
+    return _is_int(v) and v >= 0  # type: ignore[operator]
+
+
+def _is_number(v: object) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)  # type: ignore[arg-type]
+
+
+def _is_word(v: object) -> bool:
+    # A path field: non-empty, never the absent marker, no NUL.
+    return isinstance(v, str) and v not in ("", NONE) and "\0" not in v
+
+
+def _int(text: str, what: str) -> int:
+    """A non-negative decimal (ASCII digits only: int() would take '+1', ' 1', '1_0' and other scripts' digits)."""
+    _check(text.isascii() and text.isdigit() and len(text) <= 20, f"{what} must be a decimal number, not {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ProtocolError(f"grace must be a number of seconds, not {text!r}") from None
+    _check(text.isascii() and math.isfinite(value) and value >= 0, f"grace must be seconds >= 0, not {text!r}")
+    return value
+
+
+def _bool(text: str, what: str) -> bool:
+    _check(text in ("0", "1"), f"{what} must be 0 or 1, not {text!r}")
+    return text == "1"
+
+
+def _flag(v: bool) -> str:
+    return "1" if v else "0"
+
+
+def _opt(v: object) -> str:
+    return NONE if v is None else str(v)
