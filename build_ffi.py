@@ -5,6 +5,7 @@ implementation file. The module is built against the limited API (abi3),
 except on free-threaded CPython, which has none (setup.py tags the wheel to
 match).
 """
+
 import pathlib
 import sys
 import sysconfig

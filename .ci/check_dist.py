@@ -10,6 +10,7 @@ products. The wheel must ship the LICENSE and carry the license expression.
 Run from the git checkout the sdist was built from. Reads only; exit status
 1 with the reasons on any failure.
 """
+
 import subprocess
 import sys
 import tarfile

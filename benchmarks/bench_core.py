@@ -20,6 +20,7 @@ and the script ends them (SIGTERM, then SIGKILL) in a finally block, so
 nothing outlives it, even on Ctrl-C. It never signals anything it did not
 start. Linux only.
 """
+
 import argparse
 import ctypes
 import gc
@@ -36,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import proctree  # noqa: E402
-from proctree._table import binding as _binding# noqa: E402
+from proctree._table import binding as _binding  # noqa: E402
 
 try:
     import psutil
@@ -208,8 +209,9 @@ class Crowd:
         self.popens = []
         # wait until the table is back to its size (init may reap late)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(p.is_zombie for p in proctree.snapshot().values()
-                                                   if p.ppid in (1, os.getpid())):
+        while time.monotonic() < deadline and any(
+            p.is_zombie for p in proctree.snapshot().values() if p.ppid in (1, os.getpid())
+        ):
             time.sleep(0.05)
 
 
@@ -259,13 +261,16 @@ def bench_scan(lib, crowd, extras, rounds):
         n = len(proctree.snapshot())
         assert lib.floor_scan() > 0
         psutil_cached()  # fill the cache once
-        t = side_by_side({
-            "floor": lib.floor_scan,
-            "snapshot": proctree.snapshot,
-            "snapshot+values": lambda: list(proctree.snapshot().values()),
-            "psutil cached": psutil_cached,
-            "psutil cleared": psutil_cleared,
-        }, rounds)
+        t = side_by_side(
+            {
+                "floor": lib.floor_scan,
+                "snapshot": proctree.snapshot,
+                "snapshot+values": lambda: list(proctree.snapshot().values()),
+                "psutil cached": psutil_cached,
+                "psutil cleared": psutil_cleared,
+            },
+            rounds,
+        )
         crowd.stop()
         tag = f"(a) +{extra} ({n} procs)"
         last = extra == max(extras)
@@ -289,11 +294,14 @@ def bench_descendants(crowd, rounds):
     got = len(proctree.descendants(root))
     assert got == want, f"subtree has {got} processes, expected {want}"
     assert len(psutil.Process(root).children(recursive=True)) == want
-    t = side_by_side({
-        "live": lambda: proctree.descendants(root),
-        "snap": lambda: proctree.snapshot().descendants(root),
-        "psutil": lambda: psutil.Process(root).children(recursive=True),
-    }, rounds)
+    t = side_by_side(
+        {
+            "live": lambda: proctree.descendants(root),
+            "snap": lambda: proctree.snapshot().descendants(root),
+            "psutil": lambda: psutil.Process(root).children(recursive=True),
+        },
+        rounds,
+    )
     n = len(proctree.snapshot())
     crowd.stop()
     tag = f"(b) 50 of {n}"
@@ -348,13 +356,16 @@ def bench_import(rounds):
     def run(code):
         return lambda: subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd="/")
 
-    t = side_by_side({
-        "bare": run("pass"),
-        "proctree": run("import proctree"),
-        "psutil": run("import psutil"),
-        "proctree+scan": run("import proctree; proctree.snapshot()"),
-        "psutil+scan": run(f"import psutil; list(psutil.process_iter({PSUTIL_ATTRS!r}))"),
-    }, rounds)
+    t = side_by_side(
+        {
+            "bare": run("pass"),
+            "proctree": run("import proctree"),
+            "psutil": run("import psutil"),
+            "proctree+scan": run("import proctree; proctree.snapshot()"),
+            "psutil+scan": run(f"import psutil; list(psutil.process_iter({PSUTIL_ATTRS!r}))"),
+        },
+        rounds,
+    )
     bare = t["bare"]
     row("(d) python -c pass", ms(bare))
     row("(d) import proctree (minus bare start)", ms(t["proctree"] - bare))
@@ -362,8 +373,7 @@ def bench_import(rounds):
     row("(d) import + first snapshot(), proctree", ms(t["proctree+scan"] - bare))
     row("(d) import + first process_iter, psutil", ms(t["psutil+scan"] - bare))
     ok = t["proctree"] < t["psutil"]
-    row("(d) import proctree / import psutil", f"{(t['proctree'] - bare) / (t['psutil'] - bare):.2f}x",
-        "< 1x", ok)
+    row("(d) import proctree / import psutil", f"{(t['proctree'] - bare) / (t['psutil'] - bare):.2f}x", "< 1x", ok)
 
 
 def main():

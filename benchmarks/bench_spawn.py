@@ -8,6 +8,7 @@
 
 Usage: python benchmarks/bench_spawn.py [--rounds N] [--markdown FILE]
 """
+
 import argparse
 import os
 import platform
@@ -82,8 +83,7 @@ def bench_teardown(modes, rounds):
             rows[f"Tree.terminate ({m})"].append(time.perf_counter() - t)
             counts[f"Tree.terminate ({m})"].append(len(rep.found))
             tree.stdout.close()
-    return ({k: statistics.median(v) for k, v in rows.items()},
-            {k: statistics.median(v) for k, v in counts.items()})
+    return ({k: statistics.median(v) for k, v in rows.items()}, {k: statistics.median(v) for k, v in counts.items()})
 
 
 def main():
@@ -97,8 +97,10 @@ def main():
     td, counts = bench_teardown(modes, a.teardown_rounds)
     base = lat["subprocess.Popen"]
     out = []
-    out.append(f"Machine: {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
-               f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the end.\n")
+    out.append(
+        f"Machine: {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the end.\n"
+    )
     out.append(f"### Spawn latency (call to command running), median of {a.rounds} interleaved rounds\n")
     out.append("| how | median | added vs Popen | ratio vs Popen |")
     out.append("|---|---:|---:|---:|")

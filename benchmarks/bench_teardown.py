@@ -18,6 +18,7 @@ machine; read the ratios.
 It only signals trees it built (pid + start time recorded from their own
 reports) and ends whatever a method leaves behind before the next round.
 """
+
 import argparse
 import ctypes
 import os
@@ -92,7 +93,9 @@ idle()
 def build(n, ignore=False):
     """Start an n-process tree in its own session; return (Popen, {pid: start_time})."""
     r, w = os.pipe()
-    p = subprocess.Popen([sys.executable, "-c", _TREE, str(w), str(n), "1" if ignore else "0"], pass_fds=(w,), start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _TREE, str(w), str(n), "1" if ignore else "0"], pass_fds=(w,), start_new_session=True
+    )
     os.close(w)
     data = b""
     with os.fdopen(r, "rb") as f:
@@ -236,15 +239,21 @@ def fmt_ms(x):
 def print_table(title, results, base_label, out, md):
     base = statistics.median(results[base_label])
     if md:
-        out.write(f"\n### {title}\n\n| method | median | min | max | ratio to {base_label} |\n|---|---:|---:|---:|---:|\n")
+        out.write(
+            f"\n### {title}\n\n| method | median | min | max | ratio to {base_label} |\n|---|---:|---:|---:|---:|\n"
+        )
     else:
         out.write(f"\n{title}\n{'method':<44}{'median':>11}{'min':>11}{'max':>11}   ratio to {base_label}\n")
     for label, vals in results.items():
         med = statistics.median(vals)
         if md:
-            out.write(f"| {label} | {fmt_ms(med).strip()} | {fmt_ms(min(vals)).strip()} | {fmt_ms(max(vals)).strip()} | {med / base:.2f}x |\n")
+            out.write(
+                f"| {label} | {fmt_ms(med).strip()} | {fmt_ms(min(vals)).strip()} | {fmt_ms(max(vals)).strip()} | {med / base:.2f}x |\n"
+            )
         else:
-            out.write(f"{label:<44}{fmt_ms(med):>11}{fmt_ms(min(vals)):>11}{fmt_ms(max(vals)):>11}   {med / base:6.2f}x\n")
+            out.write(
+                f"{label:<44}{fmt_ms(med):>11}{fmt_ms(min(vals)):>11}{fmt_ms(max(vals)):>11}   {med / base:6.2f}x\n"
+            )
 
 
 def main(argv=None):
@@ -273,8 +282,13 @@ def main(argv=None):
         ("psutil recipe, caller is a subreaper", m_psutil, True, None),
     ]
     res = run_table(rows, 100, args.rounds)
-    print_table("1. cooperative 100-process tree: wall time until every member is gone", res,
-                "floor: killpg(SIGKILL) + pidfd poll", out, md)
+    print_table(
+        "1. cooperative 100-process tree: wall time until every member is gone",
+        res,
+        "floor: killpg(SIGKILL) + pidfd poll",
+        out,
+        md,
+    )
 
     # 2. One SIGTERM-ignorer: how far past the grace terminate_tree returns.
     over = []
@@ -288,9 +302,13 @@ def main(argv=None):
             cleanup(p, ids)
     med = statistics.median(over)
     if md:
-        out.write(f"\n### 2. one SIGTERM-ignorer, grace 0.5 s\n\nelapsed beyond the grace: median {med * 1e3:.1f} ms, max {max(over) * 1e3:.1f} ms (target: < 50 ms)\n")
+        out.write(
+            f"\n### 2. one SIGTERM-ignorer, grace 0.5 s\n\nelapsed beyond the grace: median {med * 1e3:.1f} ms, max {max(over) * 1e3:.1f} ms (target: < 50 ms)\n"
+        )
     else:
-        out.write(f"\n2. one SIGTERM-ignorer, grace 0.5 s: elapsed beyond the grace: median {med * 1e3:.1f} ms, max {max(over) * 1e3:.1f} ms (target < 50 ms)\n")
+        out.write(
+            f"\n2. one SIGTERM-ignorer, grace 0.5 s: elapsed beyond the grace: median {med * 1e3:.1f} ms, max {max(over) * 1e3:.1f} ms (target < 50 ms)\n"
+        )
 
     # 3. 1,000-member tree: CPU time of the caller.
     rows = [
@@ -299,7 +317,9 @@ def main(argv=None):
         ("psutil recipe", m_psutil, False, None),
     ]
     res = run_table(rows, 1000, max(3, args.rounds // 3), measure="cpu")
-    print_table("3. 1,000-member tree: CPU time spent by the caller", res, "floor: killpg(SIGKILL) + pidfd poll", out, md)
+    print_table(
+        "3. 1,000-member tree: CPU time spent by the caller", res, "floor: killpg(SIGKILL) + pidfd poll", out, md
+    )
     out.write(f"\n{'' if md else ''}load average {os.getloadavg()[0]:.1f} at the end\n")
     return 0
 

@@ -8,6 +8,7 @@ Error, NoSuchProcess, AccessDenied.
 The teardown and containment layers (and asyncio, which they use) load on
 first use, so `import proctree` stays cheap for code that only reads the table.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -3,6 +3,7 @@
 Mirrors csrc/include/proctree_cdef.h. Every function returns 0 (or a count) on
 success and -errno on failure; pointers are cffi cdata the caller allocated.
 """
+
 from typing import Any
 
 class _Lib:

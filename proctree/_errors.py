@@ -1,6 +1,6 @@
 """The exceptions proctree raises. Constructed like psutil's: Error(pid, ...)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 
 class Error(Exception):

@@ -1,4 +1,5 @@
 """Argument checks shared by every public function: refuse bad input before any system call."""
+
 from __future__ import annotations
 
 import math

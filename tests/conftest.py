@@ -1,11 +1,11 @@
 """Shared fixtures: every test must leave no process behind."""
+
 import atexit
 import glob
 import os
 import shutil
 import sys
 import tempfile
-
 
 # `python -m pytest` puts the checkout first on sys.path, and the checkout's
 # proctree/ has no compiled core unless it was built in place: test the

@@ -5,6 +5,7 @@ An AST read of every module under proctree/: which proctree modules it imports
 is imported or run. Dynamic imports (importlib with a computed name) are the
 facade's and the command table's, and are not followed.
 """
+
 import ast
 import os
 import sys
@@ -30,8 +31,12 @@ LAYERS = [
     ("proctree.demo", 6),
 ]
 FACADE = {"proctree", "proctree.__main__"}
-KEEPER_SIDE = {"proctree._containment.keeper", "proctree._containment.cgroup", "proctree._containment.ownerwatch",
-               "proctree._containment.protocol"}
+KEEPER_SIDE = {
+    "proctree._containment.keeper",
+    "proctree._containment.cgroup",
+    "proctree._containment.ownerwatch",
+    "proctree._containment.protocol",
+}
 
 
 def layer_of(module):

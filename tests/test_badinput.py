@@ -5,6 +5,7 @@ pid can have, NoSuchProcess for a pid that is not there. Never a crash, an
 OverflowError from the C boundary, or a partial answer (an empty list for a
 pid that does not exist would be one).
 """
+
 import os
 import subprocess
 import sys
@@ -166,8 +167,7 @@ BATTERY = textwrap.dedent(
 def test_no_crash_in_a_fresh_interpreter():
     # Import the very proctree this test process uses (checkout or installed).
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(proctree.__file__)))
-    r = subprocess.run([sys.executable, "-c", BATTERY], capture_output=True, text=True, timeout=60,
-                       cwd="/", env=env)
+    r = subprocess.run([sys.executable, "-c", BATTERY], capture_output=True, text=True, timeout=60, cwd="/", env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
 

@@ -15,6 +15,7 @@ both reads show it below the pid with the same parent and start time.
 Churn is bounded (a few dozen short-lived processes at a time) and stops by
 itself; everything is ended by the `spawn` fixture (tests/support/plugin.py).
 """
+
 import os
 import sys
 import textwrap
@@ -80,7 +81,9 @@ def churn(width):
 
 # A node forks FANOUT stable child nodes (down to DEPTH), LEAVES parked leaves,
 # reports itself, then churns WIDTH short-lived children until told to stop.
-TREE = CHURN_LIB + r"""
+TREE = (
+    CHURN_LIB
+    + r"""
 set_name(b"ptchurn")
 def node(depth):
     stable = []
@@ -99,12 +102,15 @@ def node(depth):
     park_and_reap(stable)
 node(DEPTH)
 """
+)
 
 
 def start_tree(spawn, depth=2, fanout=2, leaves=1, width=2, lifetime=30):
     nodes = sum(fanout**d for d in range(depth + 1))
-    body = (f"DEPTH, FANOUT, LEAVES, WIDTH, LIFETIME = {depth}, {fanout}, {leaves}, {width}, {lifetime}\n"
-            + textwrap.dedent(TREE))
+    body = (
+        f"DEPTH, FANOUT, LEAVES, WIDTH, LIFETIME = {depth}, {fanout}, {leaves}, {width}, {lifetime}\n"
+        + textwrap.dedent(TREE)
+    )
     root, lines = spawn.start(body, lines=nodes, timeout=60)
     return root, {pid for line in lines for pid in line} - {root}
 
@@ -127,8 +133,7 @@ def below(table, root):
 
 def stable_between(before, after):
     """Pids in both reads with the same parent and start time: alive and linked throughout."""
-    return {pid for pid, row in before.items()
-            if pid in after and after[pid][1] == row[1] and after[pid][6] == row[6]}
+    return {pid for pid, row in before.items() if pid in after and after[pid][1] == row[1] and after[pid][6] == row[6]}
 
 
 def check_answer(root, answer, stable, what):
@@ -253,7 +258,9 @@ def test_snapshot_tree_queries_under_churn(spawn):
 
 # Threads that come and go and fork: children move between the per-thread
 # lists when their thread exits, and the thread count keeps changing.
-THREADS = CHURN_LIB + r"""
+THREADS = (
+    CHURN_LIB
+    + r"""
 set_name(b"ptthreads")
 kids = []
 lock = threading.Lock()
@@ -282,6 +289,7 @@ while not stop_requested():
             del kids[STABLE:]
 park_and_reap(kids)
 """
+)
 
 
 def test_children_forked_by_threads_that_exit(spawn):
@@ -295,7 +303,9 @@ def test_children_forked_by_threads_that_exit(spawn):
 # (each pid is 5-6 bytes, so 1,500 make two or three pages): the odd ones stay, the
 # even ones exit one by one across the test (each exit shifts every later
 # sibling's position), and a few short-lived ones churn at the tail.
-BIG = CHURN_LIB + r"""
+BIG = (
+    CHURN_LIB
+    + r"""
 set_name(b"ptbig")
 stable = []
 for i in range(N):
@@ -318,6 +328,7 @@ for _ in range(N):
         break
 park_and_reap(stable)
 """
+)
 
 
 def test_parent_with_more_than_a_thousand_children(spawn, monkeypatch):
@@ -344,8 +355,10 @@ def test_parent_with_more_than_a_thousand_children(spawn, monkeypatch):
         calls += 1
         if calls % 4 == 0:
             naive_misses += bool(stable - set(real(root)))  # the kernel list read without verification
-    print(f"1,500 children: {calls} calls ({len(reads)} list reads: retries and scans happen); "
-          f"the unverified list missed a stable child in {naive_misses} of {calls // 4}")
+    print(
+        f"1,500 children: {calls} calls ({len(reads)} list reads: retries and scans happen); "
+        f"the unverified list missed a stable child in {naive_misses} of {calls // 4}"
+    )
     loop_calls(root, 3, proctree.descendants, "descendants")
     for pid, start in spawn.known:
         if pid in stable:

@@ -1,4 +1,5 @@
 """The `proctree` command as users run it: tree, demo, and bad arguments."""
+
 import json
 import os
 import subprocess
@@ -13,8 +14,9 @@ ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspat
 
 
 def cli(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "proctree", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "proctree", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 def test_demo_runs_every_scene_and_leaves_nothing():

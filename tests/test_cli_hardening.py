@@ -5,6 +5,7 @@ process: proctree.terminate_tree is replaced by a recorder there, so a pid
 misread (like "1_0" as 10) is caught without signalling anything. A few runs
 go through `python -m proctree` to check what lands on stdout and stderr.
 """
+
 import json
 import os
 import subprocess
@@ -14,18 +15,19 @@ import pytest
 
 import proctree
 from proctree import Proc, Snapshot
+from proctree._validate import PID_MAX
 from proctree.cli import json_stream_of, main, version
 from proctree.cli._common import CliError, parse_pid, parse_seconds, printable
 from proctree.cli.tree import document, draw, table_roots, walk
-from proctree._validate import PID_MAX
 from support.treekit import alive
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__))))
 
 
 def cli(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "proctree", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "proctree", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 @pytest.fixture
@@ -62,8 +64,33 @@ def one_json_error(text):
 # -- pid syntax ------------------------------------------------------------------
 
 BAD_PIDS = [
-    "1_0", "+5", " 12", "12 ", "\t12", "12\n", "١٢", "１２", "²", "0x10", "1e3", "1.0", "10.", "−5", "-5", "-0",
-    "", "0", "00", "010", "007", str(PID_MAX + 1), "9" * 30, "9" * 5000, "12abc", "pid", "٣",
+    "1_0",
+    "+5",
+    " 12",
+    "12 ",
+    "\t12",
+    "12\n",
+    "١٢",
+    "１２",
+    "²",
+    "0x10",
+    "1e3",
+    "1.0",
+    "10.",
+    "−5",
+    "-5",
+    "-0",
+    "",
+    "0",
+    "00",
+    "010",
+    "007",
+    str(PID_MAX + 1),
+    "9" * 30,
+    "9" * 5000,
+    "12abc",
+    "pid",
+    "٣",
 ]
 GOOD_PIDS = [("1", 1), ("42", 42), (str(PID_MAX), PID_MAX), ("10", 10), ("100", 100)]
 
@@ -105,8 +132,27 @@ def test_tree_with_a_bad_pid_is_one_json_error(text, capsys):
 
 # -- seconds syntax ---------------------------------------------------------------
 
-BAD_SECONDS = ["1_0", "inf", "nan", "-inf", "infinity", "1e400", "1e3", "-1", "-0.5", "+1", " 1", "1 ", "0x1", "١",
-               "", ".", "1..2", "9" * 400, "2s"]
+BAD_SECONDS = [
+    "1_0",
+    "inf",
+    "nan",
+    "-inf",
+    "infinity",
+    "1e400",
+    "1e3",
+    "-1",
+    "-0.5",
+    "+1",
+    " 1",
+    "1 ",
+    "0x1",
+    "١",
+    "",
+    ".",
+    "1..2",
+    "9" * 400,
+    "2s",
+]
 
 
 @pytest.mark.parametrize("text", BAD_SECONDS, ids=[repr(t)[:20] for t in BAD_SECONDS])
@@ -117,8 +163,9 @@ def test_kill_with_a_bad_grace_signals_nothing(text, recorder, capsys):
     assert out == "" and "usage: proctree kill" in err and "--grace" in err
 
 
-@pytest.mark.parametrize("text,seconds", [("0", 0.0), ("2", 2.0), ("0.5", 0.5), (".25", 0.25), ("3.", 3.0),
-                                          ("86400", 86400.0)])
+@pytest.mark.parametrize(
+    "text,seconds", [("0", 0.0), ("2", 2.0), ("0.5", 0.5), (".25", 0.25), ("3.", 3.0), ("86400", 86400.0)]
+)
 def test_grace_in_plain_decimal_reaches_the_library(text, seconds, recorder, capsys):
     assert main(["kill", "4242", "--grace", text]) == 2  # the recorder answers NoSuchProcess
     assert recorder == [(4242, seconds)]
@@ -247,8 +294,13 @@ def test_json_stream_of_a_command_line_that_did_not_parse(argv, where):
 @pytest.mark.parametrize("argv", [["--version"], ["tree"], ["tree", "--json"], ["kill", "--json", "0"]])
 def test_closed_stdout_is_no_traceback(argv):
     # `proctree ... >&-`: the command runs, its output goes nowhere.
-    r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "proctree", *argv],
-                       capture_output=True, text=True, timeout=60, env=ENV)
+    r = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "proctree", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
     assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr
 
 
@@ -274,8 +326,18 @@ def test_version_falls_back_to_the_package_constant(monkeypatch):
     assert version() == proctree.__version__
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["tree", "--help"], ["kill", "--help"], ["run", "--help"],
-                                  ["demo", "--help"], ["kill", "5", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["-h"],
+        ["tree", "--help"],
+        ["kill", "--help"],
+        ["run", "--help"],
+        ["demo", "--help"],
+        ["kill", "5", "--help"],
+    ],
+)
 def test_help_everywhere(argv):
     r = cli(*argv)
     assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith("usage: proctree")
@@ -444,8 +506,12 @@ def test_tree_of_a_live_chain_1000_deep(kit):
     assert [int(line.lstrip(" └─").split(" ")[0]) for line in lines] == expected
 
     # A reader that stops early (`| head -1`) is not an error, and leaves no noise.
-    p = subprocess.Popen([sys.executable, "-m", "proctree", "tree", str(tree.root)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=ENV)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "proctree", "tree", str(tree.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     assert p.stdout.readline().startswith(f"{tree.root} ".encode())
     p.stdout.close()
     err = p.stderr.read()

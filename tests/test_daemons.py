@@ -7,6 +7,7 @@ members(), and ended by terminate(): nothing of theirs is left and their
 ports are free again. Skipped with a reason where the binary is missing
 (.ci/apt-packages installs them in CI).
 """
+
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ import subprocess
 import time
 
 import pytest
+
 from support.spawnkit import CGROUP_OK, LINUX, alive
 
 MODES = [
@@ -23,8 +25,9 @@ MODES = [
 
 
 def need(binary):
-    path = shutil.which(binary) or next((p for p in (f"/usr/sbin/{binary}", f"/usr/bin/{binary}")
-                                         if os.access(p, os.X_OK)), None)
+    path = shutil.which(binary) or next(
+        (p for p in (f"/usr/sbin/{binary}", f"/usr/bin/{binary}") if os.access(p, os.X_OK)), None
+    )
     if path is None:
         pytest.skip(f"{binary} is not installed (apt-get install it; CI does, from .ci/apt-packages)")
     return path
@@ -76,8 +79,7 @@ def contained():
 def start(contained, argv, mode, **kw):
     from proctree._containment.spawn import spawn
 
-    t = spawn(argv, contain=mode, keep_orphans=True, grace=3, stdout=subprocess.DEVNULL,
-              stderr=subprocess.PIPE, **kw)
+    t = spawn(argv, contain=mode, keep_orphans=True, grace=3, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
     contained.append(t)
     rc = t.wait(timeout=30)
     err = t.stderr.read().decode(errors="replace")
@@ -136,9 +138,29 @@ def test_nginx(contained, tmp_path, mode):
 def test_redis_daemonize(contained, tmp_path, mode):
     redis = need("redis-server")
     port = free_port()
-    t = start(contained, [redis, "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "yes",
-                          "--dir", str(tmp_path), "--pidfile", str(tmp_path / "redis.pid"),
-                          "--logfile", str(tmp_path / "redis.log"), "--save", "", "--appendonly", "no"], mode)
+    t = start(
+        contained,
+        [
+            redis,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--daemonize",
+            "yes",
+            "--dir",
+            str(tmp_path),
+            "--pidfile",
+            str(tmp_path / "redis.pid"),
+            "--logfile",
+            str(tmp_path / "redis.log"),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        mode,
+    )
     wait_for(lambda: listening(port), 10, "redis to listen")
     wait_for(lambda: (tmp_path / "redis.pid").exists(), 10, "redis's pid file")
     pid = int((tmp_path / "redis.pid").read_text())
@@ -151,8 +173,12 @@ def test_redis_daemonize(contained, tmp_path, mode):
 def test_tmux_new_session_detached(contained, tmp_path, mode):
     tmux = need("tmux")
     sock = str(tmp_path / "sock")
-    t = start(contained, [tmux, "-S", sock, "new-session", "-d", "-s", "contained", "sleep 300"], mode,
-              env={**os.environ, "TMUX": ""})
+    t = start(
+        contained,
+        [tmux, "-S", sock, "new-session", "-d", "-s", "contained", "sleep 300"],
+        mode,
+        env={**os.environ, "TMUX": ""},
+    )
     wait_for(lambda: any(m.name == "sleep" for m in t.members()), 10, "the tmux pane's command")
     names = {m.name for m in t.members()}
     assert any(n.startswith("tmux") for n in names), names

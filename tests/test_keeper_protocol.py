@@ -9,6 +9,7 @@ keeper as spawn() starts it, so a native keeper can be checked by the same
 tests. Every process a test starts is recorded by pid and start time and
 ended in a finally block; the suite's leak check catches the rest.
 """
+
 import errno
 import json
 import os
@@ -18,19 +19,29 @@ import subprocess
 import sys
 
 import pytest
-from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 import proctree
 from proctree._containment import protocol
 from proctree._containment.protocol import Err, Exit, KeeperArgs, Ok, ProtocolError, parse_status
+from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 V = f"v{protocol.PROTOCOL_VERSION}"
 
 
 def args(**kw):
-    base = dict(status_fd=3, go_fd=None, mode="subreaper", owner_pid=100, grace=2.0, keep_orphans=False,
-                cgroup=None, restore_signals=True, exe=None, argv=("sleep", "1"))
+    base = dict(
+        status_fd=3,
+        go_fd=None,
+        mode="subreaper",
+        owner_pid=100,
+        grace=2.0,
+        keep_orphans=False,
+        cgroup=None,
+        restore_signals=True,
+        exe=None,
+        argv=("sleep", "1"),
+    )
     base.update(kw)
     return KeeperArgs(**base)
 
@@ -38,16 +49,21 @@ def args(**kw):
 # ---------------------------------------------------------------------------
 # argv: round trip and rejection
 
-@pytest.mark.parametrize("a", [
-    args(),
-    args(mode="session", grace=0.0, keep_orphans=True, restore_signals=False),
-    args(mode="cgroup", cgroup="/sys/fs/cgroup/x y/proctree-1-2/t-1", go_fd=7),
-    args(mode="cgroup", cgroup="/c/proctree-1-2/t"),  # another starter may move the keeper in itself
-    args(exe="/bin/bash", argv=("sh", "-c", "echo -- - ''")),
-    args(argv=("-",), exe=None),
-    args(argv=("--", "-", "", " a b ", "é"), exe="--"),
-    args(grace=1e-3), args(grace=12345.678),
-])
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        args(),
+        args(mode="session", grace=0.0, keep_orphans=True, restore_signals=False),
+        args(mode="cgroup", cgroup="/sys/fs/cgroup/x y/proctree-1-2/t-1", go_fd=7),
+        args(mode="cgroup", cgroup="/c/proctree-1-2/t"),  # another starter may move the keeper in itself
+        args(exe="/bin/bash", argv=("sh", "-c", "echo -- - ''")),
+        args(argv=("-",), exe=None),
+        args(argv=("--", "-", "", " a b ", "é"), exe="--"),
+        args(grace=1e-3),
+        args(grace=12345.678),
+    ],
+)
 def test_argv_round_trip(a):
     argv = a.to_argv()
     assert argv[0] == V and all(isinstance(x, str) for x in argv)
@@ -63,43 +79,61 @@ def _with(i, value):
     return out
 
 
-@pytest.mark.parametrize("argv, why", [
-    ([], "version"),
-    (["1"] + GOOD[1:], "version"),
-    (["v0"] + GOOD[1:], "version"),
-    (["v2"] + GOOD[1:], "not the supported"),
-    (GOOD[:10], "need"),  # no command after "--"
-    (GOOD[:11], "need"),
-    (_with(10, "++"), "need"),
-    (_with(1, "x"), "status_fd"),
-    (_with(1, "-1"), "status_fd"),
-    (_with(1, "+3"), "status_fd"),
-    (_with(1, "٣"), "status_fd"),  # a digit, but not ASCII
-    (_with(2, "x"), "go_fd"),
-    (_with(3, "jail"), "mode"),
-    (_with(4, "0"), "owner_pid"),
-    (_with(4, ""), "owner_pid"),
-    (_with(5, "nan"), "grace"),
-    (_with(5, "inf"), "grace"),
-    (_with(5, "-1.0"), "grace"),
-    (_with(5, "soon"), "grace"),
-    (_with(6, "2"), "keep_orphans"),
-    (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
-    (_with(8, "yes"), "restore_signals"),
-    (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
-    (GOOD[:11] + ["a\0b"], "argv"),
-])
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        ([], "version"),
+        (["1"] + GOOD[1:], "version"),
+        (["v0"] + GOOD[1:], "version"),
+        (["v2"] + GOOD[1:], "not the supported"),
+        (GOOD[:10], "need"),  # no command after "--"
+        (GOOD[:11], "need"),
+        (_with(10, "++"), "need"),
+        (_with(1, "x"), "status_fd"),
+        (_with(1, "-1"), "status_fd"),
+        (_with(1, "+3"), "status_fd"),
+        (_with(1, "٣"), "status_fd"),  # a digit, but not ASCII
+        (_with(2, "x"), "go_fd"),
+        (_with(3, "jail"), "mode"),
+        (_with(4, "0"), "owner_pid"),
+        (_with(4, ""), "owner_pid"),
+        (_with(5, "nan"), "grace"),
+        (_with(5, "inf"), "grace"),
+        (_with(5, "-1.0"), "grace"),
+        (_with(5, "soon"), "grace"),
+        (_with(6, "2"), "keep_orphans"),
+        (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
+        (_with(8, "yes"), "restore_signals"),
+        (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
+        (GOOD[:11] + ["a\0b"], "argv"),
+    ],
+)
 def test_argv_rejected(argv, why):
     with pytest.raises(ProtocolError, match=why):
         KeeperArgs.from_argv(argv)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(status_fd=-1), dict(status_fd=True), dict(go_fd="3"), dict(mode="auto"), dict(owner_pid=0),
-    dict(grace=float("nan")), dict(grace=-1), dict(grace="1"), dict(keep_orphans=1), dict(restore_signals=None),
-    dict(argv=()), dict(argv=["sleep"]), dict(argv=("a\0",)), dict(exe="-"), dict(mode="session", cgroup="/c"),
-    dict(go_fd=5),  # a go fd outside cgroup mode
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(status_fd=-1),
+        dict(status_fd=True),
+        dict(go_fd="3"),
+        dict(mode="auto"),
+        dict(owner_pid=0),
+        dict(grace=float("nan")),
+        dict(grace=-1),
+        dict(grace="1"),
+        dict(keep_orphans=1),
+        dict(restore_signals=None),
+        dict(argv=()),
+        dict(argv=["sleep"]),
+        dict(argv=("a\0",)),
+        dict(exe="-"),
+        dict(mode="session", cgroup="/c"),
+        dict(go_fd=5),  # a go fd outside cgroup mode
+    ],
+)
 def test_args_rejected_before_anything_runs(kw):
     with pytest.raises(ProtocolError):
         args(**kw)
@@ -111,8 +145,27 @@ def test_protocol_error_is_a_value_error():
 
 def test_argv_fuzz_never_crashes_the_decoder():
     rng = random.Random(1234)
-    alphabet = GOOD + ["", "-", "--", "v1", "v2", "0", "1", "-1", "nan", "1e309", "cgroup", "session", "\0", "٣",
-                       "+1", " 1", "1_0", "0x10", "9" * 30]
+    alphabet = GOOD + [
+        "",
+        "-",
+        "--",
+        "v1",
+        "v2",
+        "0",
+        "1",
+        "-1",
+        "nan",
+        "1e309",
+        "cgroup",
+        "session",
+        "\0",
+        "٣",
+        "+1",
+        " 1",
+        "1_0",
+        "0x10",
+        "9" * 30,
+    ]
     for _ in range(5000):
         n = rng.randrange(0, 16)
         if rng.random() < 0.5:  # mostly valid, one or two fields spoiled
@@ -131,40 +184,77 @@ def test_argv_fuzz_never_crashes_the_decoder():
 # ---------------------------------------------------------------------------
 # status lines
 
-@pytest.mark.parametrize("line, record", [
-    ("ok 123 456", Ok(123, 456)),
-    ("ok 1 0", Ok(1, 0)),
-    ("err 2 exec", Err(errno.ENOENT, "exec")),
-    ("err 0 owner", Err(0, "owner")),
-    ("err 1 cgroup", Err(1, "cgroup")),
-    ("err 22 subreaper", Err(22, "subreaper")),
-    ("exit 0", Exit(0)),
-    ("exit 768", Exit(3 << 8)),
-    ("exit 9", Exit(signal.SIGKILL)),
-    (b"exit 15", Exit(15)),
-])
+
+@pytest.mark.parametrize(
+    "line, record",
+    [
+        ("ok 123 456", Ok(123, 456)),
+        ("ok 1 0", Ok(1, 0)),
+        ("err 2 exec", Err(errno.ENOENT, "exec")),
+        ("err 0 owner", Err(0, "owner")),
+        ("err 1 cgroup", Err(1, "cgroup")),
+        ("err 22 subreaper", Err(22, "subreaper")),
+        ("exit 0", Exit(0)),
+        ("exit 768", Exit(3 << 8)),
+        ("exit 9", Exit(signal.SIGKILL)),
+        (b"exit 15", Exit(15)),
+    ],
+)
 def test_status_lines(line, record):
     assert parse_status(line) == record
     text = line.decode() if isinstance(line, bytes) else line
-    formatted = {Ok: lambda r: protocol.ok_line(r.pid, r.start_time),
-                 Err: lambda r: protocol.err_line(r.errno, r.stage),
-                 Exit: lambda r: protocol.exit_line(r.wait_status)}[type(record)](record)
+    formatted = {
+        Ok: lambda r: protocol.ok_line(r.pid, r.start_time),
+        Err: lambda r: protocol.err_line(r.errno, r.stage),
+        Exit: lambda r: protocol.exit_line(r.wait_status),
+    }[type(record)](record)
     assert formatted == text
 
 
-@pytest.mark.parametrize("line", [
-    "", "ok", "ok 1", "ok 1 2 3", "ok 0 5", "ok -1 5", "ok x 5", "ok 1  2", " ok 1 2", "ok 1 2 ", "OK 1 2",
-    "err 2", "err 2 exec x", "err x exec", "err 2 spawn", "err -2 exec",
-    "exit", "exit x", "exit -1", "exit 65536", "exit 1 2", "exit ٣",
-    "hello", b"\xff\xfe", "ok 1 2\n",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "ok",
+        "ok 1",
+        "ok 1 2 3",
+        "ok 0 5",
+        "ok -1 5",
+        "ok x 5",
+        "ok 1  2",
+        " ok 1 2",
+        "ok 1 2 ",
+        "OK 1 2",
+        "err 2",
+        "err 2 exec x",
+        "err x exec",
+        "err 2 spawn",
+        "err -2 exec",
+        "exit",
+        "exit x",
+        "exit -1",
+        "exit 65536",
+        "exit 1 2",
+        "exit ٣",
+        "hello",
+        b"\xff\xfe",
+        "ok 1 2\n",
+    ],
+)
 def test_malformed_status_lines(line):
     with pytest.raises(ProtocolError):
         parse_status(line)
 
 
-@pytest.mark.parametrize("bad", [lambda: protocol.ok_line(0, 1), lambda: protocol.err_line(2, "nope"),
-                                 lambda: protocol.exit_line(-1), lambda: protocol.exit_line(1 << 20)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: protocol.ok_line(0, 1),
+        lambda: protocol.err_line(2, "nope"),
+        lambda: protocol.exit_line(-1),
+        lambda: protocol.exit_line(1 << 20),
+    ],
+)
 def test_the_keeper_cannot_write_a_malformed_line(bad):
     with pytest.raises(ProtocolError):
         bad()
@@ -184,8 +274,15 @@ def test_status_fuzz_never_crashes_the_decoder():
 
 
 def test_forward_lists_the_forwarded_signals():
-    assert set(protocol.FORWARD) == {signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
-                                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH}
+    assert set(protocol.FORWARD) == {
+        signal.SIGHUP,
+        signal.SIGINT,
+        signal.SIGQUIT,
+        signal.SIGTERM,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGWINCH,
+    }
 
 
 def test_a_keeper_refuses_a_malformed_command_line():
@@ -197,6 +294,7 @@ def test_a_keeper_refuses_a_malformed_command_line():
 
 # ---------------------------------------------------------------------------
 # Conformance: a keeper driven through the protocol, in each mode that works here.
+
 
 @pytest.fixture
 def keeper(request):
@@ -356,8 +454,9 @@ def test_the_tree_ends_when_its_owner_dies(keeper, mode, pipe):
     r, w = pipe
     cgroup = new_cgroup("conf-owner") if mode == "cgroup" else None
     spec = {"mode": mode, "argv": _orphaner(w, "wait"), "fds": [w], "cgroup": cgroup}
-    owner = subprocess.Popen([sys.executable, "-c", DRIVER.format(tests=TESTS_DIR), json.dumps(spec)],
-                             pass_fds=(w,), stdout=subprocess.PIPE)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", DRIVER.format(tests=TESTS_DIR), json.dumps(spec)], pass_fds=(w,), stdout=subprocess.PIPE
+    )
     os.close(w)
     recorded = []
     try:

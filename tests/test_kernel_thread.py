@@ -4,6 +4,7 @@ Detection is by PF_KTHREAD in the flags field of /proc/<pid>/stat, counted
 after the last ')'. A parent pid of 2 or a kworker-like name proves nothing:
 inside a PID namespace an ordinary process can have both (tested there).
 """
+
 import json
 import os
 import sys
@@ -18,8 +19,10 @@ from support.treekit import run_in_pid_namespace
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
-KTHREADD = (b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 "
-            b"18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+KTHREADD = (
+    b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 "
+    b"18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+)
 PYTHON = b"4242 (python3) S 4000 4242 4000 34816 4242 4194560 1200 0 0 0 3 1 0 0 20 0 1 0 9000 0 0\n"
 
 
@@ -40,7 +43,9 @@ def test_stat_flags_counts_fields_after_the_last_paren(line, flags):
     assert _binding.stat_flags(line) == flags
 
 
-@pytest.mark.parametrize("line", [b"", b"garbage", b"1 (x) S 1 2", b"1 x) S 1 1 1 0 -1 4 0", b"1 (x) S 1 1 1 0 -1 zz 0"])
+@pytest.mark.parametrize(
+    "line", [b"", b"garbage", b"1 (x) S 1 2", b"1 x) S 1 1 1 0 -1 4 0", b"1 (x) S 1 1 1 0 -1 zz 0"]
+)
 def test_stat_flags_refuses_what_is_not_a_stat_line(line):
     with pytest.raises(ValueError):
         _binding.stat_flags(line)

@@ -1,4 +1,5 @@
 """Table-driven tests of Proc and Snapshot on synthetic process tables (no system calls)."""
+
 import copy
 import pickle
 from collections.abc import Mapping
@@ -28,11 +29,25 @@ def table(*edges):
 #   70's parent 99 is missing (a gap); 71 is 70's child
 #   60 -> 61                  (a child of the self-parent)
 MACHINE = table(
-    (1, 0), (2, 0), (3, 2), (4, 2),
-    (10, 1), (20, 1), (30, 1), (11, 10), (12, 10), (13, 11), (21, 20), (14, 13),
-    (50, 52), (51, 50), (52, 51),
-    (60, 60), (61, 60),
-    (70, 99), (71, 70),
+    (1, 0),
+    (2, 0),
+    (3, 2),
+    (4, 2),
+    (10, 1),
+    (20, 1),
+    (30, 1),
+    (11, 10),
+    (12, 10),
+    (13, 11),
+    (21, 20),
+    (14, 13),
+    (50, 52),
+    (51, 50),
+    (52, 51),
+    (60, 60),
+    (61, 60),
+    (70, 99),
+    (71, 70),
 )
 
 CHILDREN = [
@@ -130,11 +145,14 @@ def test_input_order_does_not_matter():
     assert a.descendant_pids(1) == b.descendant_pids(1) == [10, 11, 12, 13, 14]
 
 
-@pytest.mark.parametrize("edges", [
-    [(1, 0), (1, 0)],
-    [(1, 0), (2, 1), (1, 2)],
-    [(5, 1), (3, 1), (5, 3)],
-])
+@pytest.mark.parametrize(
+    "edges",
+    [
+        [(1, 0), (1, 0)],
+        [(1, 0), (2, 1), (1, 2)],
+        [(5, 1), (3, 1), (5, 3)],
+    ],
+)
 def test_duplicate_pids_are_refused(edges):
     with pytest.raises(ValueError):
         table(*edges)
@@ -281,6 +299,7 @@ def test_proc_pickles(protocol):
 
 # ---------------------------------------------------------------------------
 # Exceptions
+
 
 @pytest.mark.parametrize("cls", [Error, NoSuchProcess, AccessDenied])
 def test_exception_hierarchy(cls):

@@ -5,6 +5,7 @@ Both kinds: one built from Proc records, and a live one read by the C core
 round trip it is equal, of the same type, and every tree query answers the
 same; every pickle protocol; copy.copy and copy.deepcopy too.
 """
+
 import copy
 import os
 import pickle
@@ -23,8 +24,22 @@ def P(pid, ppid, name=None):
 
 def synthetic():
     """A table with a cycle, a gap, a self-parent and odd names."""
-    edges = [(1, 0), (2, 0), (3, 2), (10, 1), (11, 10), (12, 10), (13, 11),
-             (50, 52), (51, 50), (52, 51), (60, 60), (61, 60), (70, 99), (71, 70)]
+    edges = [
+        (1, 0),
+        (2, 0),
+        (3, 2),
+        (10, 1),
+        (11, 10),
+        (12, 10),
+        (13, 11),
+        (50, 52),
+        (51, 50),
+        (52, 51),
+        (60, 60),
+        (61, 60),
+        (70, 99),
+        (71, 70),
+    ]
     names = {11: "a (b) c", 12: "new\nline", 13: "\udcff undecodable"}
     return Snapshot([P(pid, ppid, names.get(pid)) for pid, ppid in edges])
 

@@ -6,6 +6,7 @@ free-threaded interpreter (Py_GIL_DISABLED=1) and for a regular one, since
 no free-threaded CPython is on the CI machines; setuptools is replaced by a
 recorder, so nothing is built. These tests start no processes.
 """
+
 import importlib.metadata
 import pathlib
 import re

@@ -6,10 +6,12 @@ between the FIRST '(' and the LAST ')' and may hold spaces, parentheses and
 newlines; every other field is a decimal after it, separated by one space.
 It must never share code with the core, or the cross-check proves nothing.
 """
+
 import os
 import sys
 
 import pytest
+
 from support.procfs import FIELDS_AFTER_NAME, StatParseError, parse_stat, read_all, read_proc  # noqa: F401
 
 

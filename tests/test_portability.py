@@ -47,6 +47,7 @@ A use is *guarded* when it sits, in the same module, inside one of:
 Nothing else is recognised: a guard by data flow (``if fd is not None:``
 where fd came from pidfd_open) must be written as one of the forms above.
 """
+
 import ast
 import os
 import select
@@ -65,16 +66,47 @@ PKG = os.path.dirname(os.path.abspath(proctree.__file__))
 
 LINUX_ONLY = {
     "os": {
-        "pipe2", "waitid", "P_PIDFD", "pidfd_open", "memfd_create", "eventfd", "eventfd_read",
-        "eventfd_write", "splice", "copy_file_range", "sched_setaffinity", "sched_getaffinity",
-        "sched_setscheduler", "sched_getscheduler", "sched_setparam", "sched_getparam",
-        "sched_rr_get_interval", "posix_fadvise", "posix_fallocate", "getxattr", "setxattr",
-        "listxattr", "removexattr", "unshare", "setns", "getrandom", "O_PATH", "O_TMPFILE",
+        "pipe2",
+        "waitid",
+        "P_PIDFD",
+        "pidfd_open",
+        "memfd_create",
+        "eventfd",
+        "eventfd_read",
+        "eventfd_write",
+        "splice",
+        "copy_file_range",
+        "sched_setaffinity",
+        "sched_getaffinity",
+        "sched_setscheduler",
+        "sched_getscheduler",
+        "sched_setparam",
+        "sched_getparam",
+        "sched_rr_get_interval",
+        "posix_fadvise",
+        "posix_fallocate",
+        "getxattr",
+        "setxattr",
+        "listxattr",
+        "removexattr",
+        "unshare",
+        "setns",
+        "getrandom",
+        "O_PATH",
+        "O_TMPFILE",
     },
     "signal": {"pidfd_send_signal", "SIGRTMIN", "SIGRTMAX", "SIGPWR", "SIGSTKFLT", "SIGPOLL"},
     "select": {
-        "epoll", "EPOLLIN", "EPOLLOUT", "EPOLLPRI", "EPOLLERR", "EPOLLHUP", "EPOLLET",
-        "EPOLLONESHOT", "EPOLLEXCLUSIVE", "EPOLLRDHUP",
+        "epoll",
+        "EPOLLIN",
+        "EPOLLOUT",
+        "EPOLLPRI",
+        "EPOLLERR",
+        "EPOLLHUP",
+        "EPOLLET",
+        "EPOLLONESHOT",
+        "EPOLLEXCLUSIVE",
+        "EPOLLRDHUP",
     },
 }
 # Modules reached under another name: the keeper imports the C module _signal as signal.
@@ -101,8 +133,10 @@ class _Scan:
         self._imports(tree)
         self._module_guards(tree)
         self.linux_module = any(
-            isinstance(s, ast.Assign) and [getattr(t, "id", None) for t in s.targets] == ["LINUX_ONLY"]
-            and isinstance(s.value, ast.Constant) and s.value.value is True
+            isinstance(s, ast.Assign)
+            and [getattr(t, "id", None) for t in s.targets] == ["LINUX_ONLY"]
+            and isinstance(s.value, ast.Constant)
+            and s.value.value is True
             for s in tree.body
         )
 
@@ -129,9 +163,14 @@ class _Scan:
         while changed:
             changed = False
             for s in tree.body:
-                if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                        and counts.get(s.targets[0].id) == 1 and s.targets[0].id not in self.guard_names
-                        and self.is_linux_test(s.value)):
+                if (
+                    isinstance(s, ast.Assign)
+                    and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Name)
+                    and counts.get(s.targets[0].id) == 1
+                    and s.targets[0].id not in self.guard_names
+                    and self.is_linux_test(s.value)
+                ):
                     self.guard_names.add(s.targets[0].id)
                     changed = True
 
@@ -146,8 +185,14 @@ class _Scan:
             mod = self._module_of(node.value)
             if mod in LINUX_ONLY and node.attr in LINUX_ONLY[mod]:
                 return f"{mod}.{node.attr}"
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Constant)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) == 2
+            and not node.keywords
+            and isinstance(node.args[1], ast.Constant)
+        ):
             mod = self._module_of(node.args[0])  # getattr without a default raises where it is missing
             if mod in LINUX_ONLY and node.args[1].value in LINUX_ONLY[mod]:
                 return f"{mod}.{node.args[1].value}"
@@ -158,12 +203,18 @@ class _Scan:
         return None
 
     def is_proc_probe(self, node):
-        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("isdir", "exists", "isfile")
-                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
-                and self._module_of(node.func.value.value) == "os"
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str) and _is_proc_path(node.args[0].value))
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("isdir", "exists", "isfile")
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "path"
+            and self._module_of(node.func.value.value) == "os"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and _is_proc_path(node.args[0].value)
+        )
 
     def is_linux_test(self, node):
         if isinstance(node, ast.Name):
@@ -180,13 +231,17 @@ class _Scan:
         platform = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith":
             platform, arg = node.func.value, (node.args[0] if len(node.args) == 1 else None)
-        elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
             platform, arg = node.left, node.comparators[0]
         if platform is None:
             return False
-        return (isinstance(platform, ast.Attribute) and platform.attr == "platform"
-                and self._module_of(platform.value) == "sys"
-                and isinstance(arg, ast.Constant) and arg.value == "linux")
+        return (
+            isinstance(platform, ast.Attribute)
+            and platform.attr == "platform"
+            and self._module_of(platform.value) == "sys"
+            and isinstance(arg, ast.Constant)
+            and arg.value == "linux"
+        )
 
     def _negated_test(self, node):
         return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and self.is_linux_test(node.operand)
@@ -205,8 +260,13 @@ class _Scan:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
                 continue  # a docstring (or a string used as a comment)
             self.stmt(s, guarded, attr_ok, path_ok)
-            if (isinstance(s, ast.If) and not s.orelse and self._negated_test(s.test)
-                    and s.body and isinstance(s.body[-1], _EXITS)):
+            if (
+                isinstance(s, ast.If)
+                and not s.orelse
+                and self._negated_test(s.test)
+                and s.body
+                and isinstance(s.body[-1], _EXITS)
+            ):
                 guarded = True  # early exit: the rest of the block runs only on Linux
 
     def stmt(self, s, guarded, attr_ok, path_ok):
@@ -218,8 +278,9 @@ class _Scan:
             caught = set()
             for h in s.handlers:
                 caught |= self._caught(h.type)
-            self.block(s.body, guarded, attr_ok or bool(caught & _ATTR_CATCHERS),
-                       path_ok or bool(caught & _PATH_CATCHERS))
+            self.block(
+                s.body, guarded, attr_ok or bool(caught & _ATTR_CATCHERS), path_ok or bool(caught & _PATH_CATCHERS)
+            )
             for h in s.handlers:
                 self.block(h.body, guarded, attr_ok, path_ok)
             self.block(s.orelse, guarded, attr_ok, path_ok)
@@ -274,8 +335,12 @@ class _Scan:
             return
         if isinstance(node, ast.JoinedStr):
             head = node.values[0] if node.values else None
-            if (isinstance(head, ast.Constant) and isinstance(head.value, str) and _is_proc_path(head.value)
-                    and not (guarded or path_ok)):
+            if (
+                isinstance(head, ast.Constant)
+                and isinstance(head.value, str)
+                and _is_proc_path(head.value)
+                and not (guarded or path_ok)
+            ):
                 self.report(node, f"/proc path f{head.value!r}...")
             for v in node.values[1:] if head is not None and isinstance(head, ast.Constant) else node.values:
                 self.expr(v, guarded, attr_ok, path_ok)
@@ -309,8 +374,11 @@ class _Scan:
             return
         if not any(isinstance(n, (ast.Import, ast.ImportFrom, ast.Call)) for n in ast.walk(tree)):
             return
-        inner = _Scan(tree, f"{self.where} (code in the string at line {node.lineno + self.offset})",
-                      node.lineno + self.offset - 1)
+        inner = _Scan(
+            tree,
+            f"{self.where} (code in the string at line {node.lineno + self.offset})",
+            node.lineno + self.offset - 1,
+        )
         self.problems.extend(inner.run(tree))
 
 
@@ -494,10 +562,27 @@ def test_keeper_runs_without_linux_only_calls():
     # The command leaves a sleeper behind in the keeper's session and reports
     # its pid; session mode (the macOS default) must end it after the command.
     script = f"sleep 60 & echo $! > /dev/fd/{report_w}; exit 7"
-    argv = [sys.executable, "-I", "-S", "-c", _AS_MACOS % {"linux_only": LINUX_ONLY}, str(note_w), keeper_py,
-            *KeeperArgs(status_fd=status_w, go_fd=None, mode="session", owner_pid=os.getpid(), grace=2.0,
-                        keep_orphans=False, cgroup=None, restore_signals=True, exe=None,
-                        argv=("/bin/sh", "-c", script)).to_argv()]
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _AS_MACOS % {"linux_only": LINUX_ONLY},
+        str(note_w),
+        keeper_py,
+        *KeeperArgs(
+            status_fd=status_w,
+            go_fd=None,
+            mode="session",
+            owner_pid=os.getpid(),
+            grace=2.0,
+            keep_orphans=False,
+            cgroup=None,
+            restore_signals=True,
+            exe=None,
+            argv=("/bin/sh", "-c", script),
+        ).to_argv(),
+    ]
     started = {}
     keeper = subprocess.Popen(argv, pass_fds=(status_w, report_w, note_w), start_new_session=True)
     for fd in (status_w, report_w, note_w):

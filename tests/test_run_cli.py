@@ -1,4 +1,5 @@
 """`proctree run`: exit status, signal forwarding, nothing left behind (even when it is SIGKILLed)."""
+
 import json
 import os
 import signal
@@ -7,9 +8,9 @@ import sys
 import time
 
 import pytest
-from support.spawnkit import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
 
 import proctree
+from support.spawnkit import CGROUP_OK, DAEMONIZER, LINUX, alive, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 MODES = [
@@ -55,8 +56,14 @@ def test_signal_death_is_128_plus_n():
 
 
 def test_stdio_passes_through():
-    r = subprocess.run(run_cmd("--", "sh", "-c", "cat; echo err >&2"), input=b"piped in\n",
-                       capture_output=True, env=env(), cwd=ROOT, timeout=30)
+    r = subprocess.run(
+        run_cmd("--", "sh", "-c", "cat; echo err >&2"),
+        input=b"piped in\n",
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=30,
+    )
     assert (r.returncode, r.stdout, r.stderr) == (0, b"piped in\n", b"err\n")
 
 
@@ -73,11 +80,13 @@ def test_missing_command_and_bad_options():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_forwards_sigint(procs, mode):
-    script = ("import signal, sys, time\n"
-              "def h(*a): print('got-int', flush=True); sys.exit(42)\n"
-              "signal.signal(signal.SIGINT, h)\n"
-              "print('ready', flush=True)\n"
-              "time.sleep(60)\n")
+    script = (
+        "import signal, sys, time\n"
+        "def h(*a): print('got-int', flush=True); sys.exit(42)\n"
+        "signal.signal(signal.SIGINT, h)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
     p = start(procs, "--contain", mode, "--", sys.executable, "-c", script, stdout=subprocess.PIPE)
     assert p.stdout.readline() == b"ready\n"
     p.send_signal(signal.SIGINT)
@@ -89,8 +98,23 @@ def test_forwards_sigint(procs, mode):
 def test_leftovers_are_ended_and_reported(procs, mode):
     r, w = os.pipe()
     try:
-        p = start(procs, "--contain", mode, "--grace", "1", "--json", "--",
-                  sys.executable, "-c", DAEMONIZER, str(w), "0", "exit", pass_fds=(w,), stderr=subprocess.PIPE)
+        p = start(
+            procs,
+            "--contain",
+            mode,
+            "--grace",
+            "1",
+            "--json",
+            "--",
+            sys.executable,
+            "-c",
+            DAEMONIZER,
+            str(w),
+            "0",
+            "exit",
+            pass_fds=(w,),
+            stderr=subprocess.PIPE,
+        )
         os.close(w)
         w = None
         pids = read_lines(r, 2)
@@ -110,8 +134,21 @@ def test_leftovers_are_ended_and_reported(procs, mode):
 def test_sigkill_of_proctree_run_leaves_nothing(procs, mode):
     r, w = os.pipe()
     try:
-        p = start(procs, "--contain", mode, "--grace", "0.5", "--",
-                  sys.executable, "-c", DAEMONIZER, str(w), "1", "sleep", pass_fds=(w,))
+        p = start(
+            procs,
+            "--contain",
+            mode,
+            "--grace",
+            "0.5",
+            "--",
+            sys.executable,
+            "-c",
+            DAEMONIZER,
+            str(w),
+            "1",
+            "sleep",
+            pass_fds=(w,),
+        )
         os.close(w)
         w = None
         pids = read_lines(r, 2)
@@ -129,7 +166,12 @@ def test_sigkill_of_proctree_run_leaves_nothing(procs, mode):
 
 def test_keep_orphans_waits_for_them():
     t0 = time.monotonic()
-    r = subprocess.run(run_cmd("--keep-orphans", "--", "sh", "-c", "(sleep 0.5; echo late) & exit 4"),
-                       capture_output=True, env=env(), cwd=ROOT, timeout=30)
+    r = subprocess.run(
+        run_cmd("--keep-orphans", "--", "sh", "-c", "(sleep 0.5; echo late) & exit 4"),
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=30,
+    )
     assert r.returncode == 4 and r.stdout == b"late\n"
     assert time.monotonic() - t0 >= 0.5

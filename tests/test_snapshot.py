@@ -7,6 +7,7 @@ reference rows were identical both times (the stable set); on that set every
 field must agree. Processes this file starts report their pids through a pipe
 and are killed (pid + start time checked) by the fixture, even on failure.
 """
+
 import os
 import platform
 import re
@@ -21,10 +22,9 @@ import pytest
 import proctree
 from proctree._table import binding as _binding
 from support.procfs import parse_stat, read_all, read_proc
+from support.spawner import PRELUDE, Spawner  # noqa: F401  (used by the fixture's helpers)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc cross-checks")
-
-from support.spawner import PRELUDE, Spawner  # noqa: F401  (used by the fixture's helpers)
 
 
 def wait_state(pid, states, timeout=10):
@@ -42,16 +42,24 @@ def fields(p):
 
 
 def read_ps():
-    out = subprocess.run(["ps", "-eo", "pid,ppid,pgid,sid,uid,stat,comm"], capture_output=True, check=True,
-                         timeout=30).stdout
+    out = subprocess.run(
+        ["ps", "-eo", "pid,ppid,pgid,sid,uid,stat,comm"], capture_output=True, check=True, timeout=30
+    ).stdout
     rows = {}
     for line in out.decode("utf-8", "replace").split("\n")[1:]:
         if not line.strip():
             continue
         parts = line.split(None, 6)
         name = parts[6] if len(parts) == 7 else ""  # an empty comm prints nothing
-        rows[int(parts[0])] = (int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]),
-                               parts[5][0], name)
+        rows[int(parts[0])] = (
+            int(parts[0]),
+            int(parts[1]),
+            int(parts[2]),
+            int(parts[3]),
+            int(parts[4]),
+            parts[5][0],
+            name,
+        )
     return rows
 
 
@@ -173,8 +181,7 @@ def named(spawn):
     for raw, shown in NAMES:
         pid, _ = spawn.start(f"set_name({raw!r}); report(os.getpid()); park()")
         out[pid] = shown
-    pid, _ = spawn.start(
-        "open('/proc/self/comm', 'wb').write(b'via comm file, long'); report(os.getpid()); park()")
+    pid, _ = spawn.start("open('/proc/self/comm', 'wb').write(b'via comm file, long'); report(os.getpid()); park()")
     out[pid] = "via comm file, "
     for pid in out:
         wait_state(pid, "S")  # parked, so the cross-checks' before/after reads agree
@@ -233,8 +240,13 @@ def test_proc_matches_the_python_parser(named):
 
 def test_own_process():
     me = proctree.proc(os.getpid())
-    assert (me.pid, me.ppid, me.pgid, me.sid, me.uid) == (os.getpid(), os.getppid(), os.getpgrp(), os.getsid(0),
-                                                         os.geteuid())
+    assert (me.pid, me.ppid, me.pgid, me.sid, me.uid) == (
+        os.getpid(),
+        os.getppid(),
+        os.getpgrp(),
+        os.getsid(0),
+        os.geteuid(),
+    )
     assert me.state == "R"
     assert not me.is_zombie
     assert proctree.snapshot()[os.getpid()].start_time == me.start_time
@@ -326,8 +338,9 @@ THREAD_FORK = """
 
 @pytest.mark.parametrize("keep_thread", [True, False], ids=["thread-alive", "thread-exited"])
 def test_children_forked_by_another_thread(spawn, keep_thread):
-    helper, [[tkid, mkid], [tid]] = spawn.start(f"KEEP_THREAD = {keep_thread}\n" + textwrap.dedent(THREAD_FORK),
-                                                lines=2, not_pids=(1,))
+    helper, [[tkid, mkid], [tid]] = spawn.start(
+        f"KEEP_THREAD = {keep_thread}\n" + textwrap.dedent(THREAD_FORK), lines=2, not_pids=(1,)
+    )
     files = _children_files(helper)
     if keep_thread:
         # The kernel lists the child under the forking thread only: a reader of
@@ -433,11 +446,19 @@ def test_start_time_tells_processes_apart(spawn):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="unshare --pid needs root")
 def test_snapshot_in_a_fresh_pid_namespace():
-    code = ("import proctree, json; s = proctree.snapshot(); "
-            "print(json.dumps([list(s), s[1].ppid, s.child_pids(0), proctree.proc(1).pid]))")
+    code = (
+        "import proctree, json; s = proctree.snapshot(); "
+        "print(json.dumps([list(s), s[1].ppid, s.child_pids(0), proctree.proc(1).pid]))"
+    )
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(proctree.__file__)))
-    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
-                       capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    r = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd="/",
+    )
     if r.returncode != 0 and "unshare" in r.stderr:
         pytest.skip(f"unshare failed: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr

@@ -7,6 +7,7 @@ recorded as their Popen objects are made (never guessed), trees are torn down
 in fixtures, and the autouse leak check in conftest fails a test that leaves
 anything behind (keepers included: they carry the test run's marker).
 """
+
 import asyncio
 import inspect
 import os
@@ -18,13 +19,13 @@ import threading
 import time
 
 import pytest
-from support.spawnkit import ALL_MODES, CGROUP_OK, CGROUP_WHY, alive, cgroup_dirs, wait_gone
 
 import proctree
 from proctree._containment import keeper as _keeper
 from proctree._containment import spawn as _spawn
 from proctree._containment.spawn import Tree, spawn, spawn_async
 from proctree._table import binding as _binding
+from support.spawnkit import ALL_MODES, CGROUP_OK, CGROUP_WHY, alive, cgroup_dirs, wait_gone
 
 # A command that ignores SIGTERM (and so does its sleep): only the kill ends it.
 TERM_IGNORER = ["/bin/sh", "-c", 'trap "" TERM; sleep 60 & echo ready; wait']
@@ -79,6 +80,7 @@ def started_command(keepers):
 
 # ---------------------------------------------------------------------------
 # Cancelling spawn_async
+
 
 async def _cancel_spawn_after(delay, mode, trees):
     task = asyncio.ensure_future(spawn_async(["sleep", "60"], contain=mode, stdout=subprocess.PIPE))
@@ -172,6 +174,7 @@ def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers):
 # ---------------------------------------------------------------------------
 # Cancelling Tree.terminate_async
 
+
 def _term_ignoring_tree(trees, mode):
     t = spawn(TERM_IGNORER, contain=mode, stdout=subprocess.PIPE)
     trees.append(t)
@@ -228,6 +231,7 @@ def test_terminate_async_uncancelled_still_reports(trees, mode):
 
 # ---------------------------------------------------------------------------
 # Interrupting the sync spawn (KeyboardInterrupt and the like)
+
 
 class Interrupt(BaseException):
     """Stands for KeyboardInterrupt: a BaseException that is not an Exception."""
@@ -288,6 +292,7 @@ def test_keeper_stopped_before_the_sweep_cannot_start_the_command_behind_it(keep
 # ---------------------------------------------------------------------------
 # shell= and executable=, side by side with Popen
 
+
 def both(args, **kw):
     """(Popen's stdout, spawn's stdout) for the same arguments."""
     expected = subprocess.run(args, stdout=subprocess.PIPE, timeout=10, **kw).stdout
@@ -311,13 +316,16 @@ def test_shell_with_executable_runs_that_shell_as_popen(executable):
     assert got.split(b"\n")[:2] == [os.fsencode(BASH), b"bash-mode"]
 
 
-@pytest.mark.parametrize("args, kw", [
-    ("echo $0", {"shell": True}),
-    (["echo $0 $1", "zero", "one"], {"shell": True}),
-    (["my-name", "-c", 'echo "$0"'], {"executable": "/bin/sh"}),
-    (["my-name", "-c", 'echo "$0"'], {"executable": b"/bin/sh"}),
-    (["my-name", "-c", 'echo "$0"'], {"executable": pathlib.Path("/bin/sh")}),
-])
+@pytest.mark.parametrize(
+    "args, kw",
+    [
+        ("echo $0", {"shell": True}),
+        (["echo $0 $1", "zero", "one"], {"shell": True}),
+        (["my-name", "-c", 'echo "$0"'], {"executable": "/bin/sh"}),
+        (["my-name", "-c", 'echo "$0"'], {"executable": b"/bin/sh"}),
+        (["my-name", "-c", 'echo "$0"'], {"executable": pathlib.Path("/bin/sh")}),
+    ],
+)
 def test_argv0_and_executable_match_popen(args, kw):
     expected, got = both(args, **kw)
     assert got == expected
@@ -391,20 +399,35 @@ def test_wait_and_join_timeouts_carry_the_users_args(trees):
 # ---------------------------------------------------------------------------
 # Popen keywords at their defaults pass; only containment-breaking values are refused
 
+
 def test_every_popen_keyword_at_its_default_is_accepted(trees):
-    defaults = {k: p.default for k, p in inspect.signature(subprocess.Popen).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(subprocess.Popen).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
     assert "preexec_fn" in defaults and "start_new_session" in defaults
     t = spawn(["true"], **defaults)
     trees.append(t)
     assert t.wait(timeout=10) == 0
 
 
-@pytest.mark.parametrize("kw", [
-    {"start_new_session": False}, {"start_new_session": True}, {"process_group": None},
-    {"process_group": 0}, {"process_group": -1}, {"preexec_fn": None}, {"user": None},
-    {"group": None}, {"extra_groups": None}, {"user": os.getuid()}, {"group": os.getgid()},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"start_new_session": False},
+        {"start_new_session": True},
+        {"process_group": None},
+        {"process_group": 0},
+        {"process_group": -1},
+        {"preexec_fn": None},
+        {"user": None},
+        {"group": None},
+        {"extra_groups": None},
+        {"user": os.getuid()},
+        {"group": os.getgid()},
+    ],
+)
 def test_harmless_values_are_accepted_and_the_tree_stays_contained(trees, kw):
     t = spawn(["sleep", "60"], **kw)
     trees.append(t)
@@ -421,13 +444,16 @@ def test_own_user_and_group_by_name_are_accepted(trees):
     assert t.wait(timeout=10) == 0
 
 
-@pytest.mark.parametrize("kw, why", [
-    ({"process_group": 1}, "out of the tree's session"),
-    ({"preexec_fn": lambda: None}, "would run in the keeper"),
-    ({"user": "nobody"}, "lose the right to contain"),
-    ({"group": 65534}, "lose the right to contain"),
-    ({"extra_groups": []}, "lose the right to contain"),
-])
+@pytest.mark.parametrize(
+    "kw, why",
+    [
+        ({"process_group": 1}, "out of the tree's session"),
+        ({"preexec_fn": lambda: None}, "would run in the keeper"),
+        ({"user": "nobody"}, "lose the right to contain"),
+        ({"group": 65534}, "lose the right to contain"),
+        ({"extra_groups": []}, "lose the right to contain"),
+    ],
+)
 def test_containment_breaking_values_are_refused_with_the_reason(kw, why):
     before = cgroup_dirs()
     key = next(iter(kw))
@@ -438,6 +464,7 @@ def test_containment_breaking_values_are_refused_with_the_reason(kw, why):
 
 # ---------------------------------------------------------------------------
 # The start-time identity check holds off Linux too
+
 
 @pytest.fixture
 def off_linux(monkeypatch):
@@ -477,6 +504,7 @@ def test_command_record_checks_the_start_time_off_linux(trees, off_linux, monkey
 # ---------------------------------------------------------------------------
 # The Tree reaps its own keeper, through its own Popen
 
+
 @pytest.mark.parametrize("mode", ALL_MODES)
 @pytest.mark.parametrize("how", ["wait", "terminate", "kill", "terminate_async", "communicate", "join"])
 def test_every_ending_path_reaps_the_keeper(trees, mode, how):
@@ -498,12 +526,14 @@ def test_interrupted_session_spawn_ends_what_left_the_keepers_children(keepers, 
     # ran must end it too.
     before = cgroup_dirs()
     r, w = os.pipe()
-    script = ("import os, sys, time\n"
-              "if os.fork() == 0:\n"
-              "    if os.fork() == 0:\n"
-              "        os.write(int(sys.argv[1]), b'%d\\n' % os.getpid()); time.sleep(300)\n"
-              "    os._exit(0)\n"
-              "os.wait(); time.sleep(300)\n")
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        os.write(int(sys.argv[1]), b'%d\\n' % os.getpid()); time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "os.wait(); time.sleep(300)\n"
+    )
     orphan = []
     real = Tree._took_root
 

@@ -7,6 +7,7 @@ starts through the Tree (or pids reported on a pipe, never guessed) and ends
 it in a finally/fixture; the autouse leak check catches anything that
 survives, keepers included.
 """
+
 import errno
 import os
 import signal
@@ -15,6 +16,11 @@ import sys
 import time
 
 import pytest
+
+import proctree
+from proctree._containment import cgroup as _cgroup
+from proctree._containment import marker as _marker
+from proctree._containment.spawn import ContainmentUnavailable, spawn
 from support.spawnkit import (
     ALL_MODES,
     CGROUP_OK,
@@ -30,13 +36,9 @@ from support.spawnkit import (
     wait_gone,
 )
 
-import proctree
-from proctree._containment import cgroup as _cgroup
-from proctree._containment import marker as _marker
-from proctree._containment.spawn import ContainmentUnavailable, spawn
-
 # ---------------------------------------------------------------------------
 # Containment
+
 
 @pytest.mark.parametrize("mode", CONTAINING)
 def test_double_forked_daemon_is_caught_and_named(trees, pipe, mode):
@@ -110,9 +112,11 @@ def test_keep_orphans_keeps_them_until_terminate(trees, pipe, mode):
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
 def test_nested_trees_are_removed_with_the_outer_one(trees, pipe):
     r, w = pipe
-    inner = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); from proctree._containment.spawn import spawn; "
-             "t = spawn(['sleep', '300'], contain='cgroup'); "
-             "os.write(int(sys.argv[2]), b'inner %d\\n' % t.pid); time.sleep(300)")
+    inner = (
+        "import os, sys, time; sys.path.insert(0, sys.argv[1]); from proctree._containment.spawn import spawn; "
+        "t = spawn(['sleep', '300'], contain='cgroup'); "
+        "os.write(int(sys.argv[2]), b'inner %d\\n' % t.pid); time.sleep(300)"
+    )
     root = os.path.dirname(os.path.dirname(proctree.__file__))
     t = spawn([sys.executable, "-c", inner, root, str(w)], contain="cgroup", pass_fds=(w,))
     trees.append(t)
@@ -191,8 +195,12 @@ def test_session_mode_catches_what_kept_the_session(trees):
 
 
 def test_session_mode_ends_what_kept_the_session_when_the_command_exits(trees):
-    t = spawn(["sh", "-c", "(sleep 100 &); echo ok; read x; exit 2"], contain="session",
-              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t = spawn(
+        ["sh", "-c", "(sleep 100 &); echo ok; read x; exit 2"],
+        contain="session",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     trees.append(t)
     assert t.stdout.readline() == b"ok\n"
     orphan = [p for p in t.members() if p.pid != t.pid]
@@ -239,7 +247,7 @@ def test_auto_picks_cgroup_here(trees):
 def test_two_hundred_trees_at_once():
     made = []
     try:
-        for i in range(200):
+        for _ in range(200):
             made.append(spawn(["sleep", "120"], grace=1))
         assert len({t.pid for t in made}) == 200
         keepers = [t.keeper_pid for t in made]
@@ -271,7 +279,8 @@ def test_find_mount_parses_mountinfo(tmp_path):
     f.write_text(
         "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw\n"
         "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-        "41 31 0:38 / /odd\\040place/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n")
+        "41 31 0:38 / /odd\\040place/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n"
+    )
     assert _cgroup.find_mount(str(f)) == "/odd place/unified"
     f.write_text("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
     assert _cgroup.find_mount(str(f)) is None
@@ -318,8 +327,10 @@ def test_keeper_confirming_scan_finds_what_the_children_lists_find():
     r, w = os.pipe()
     # python -> (sleep, python -> sleep): says "ok" on the pipe once all four run
     inner = "import subprocess, sys; s = subprocess.Popen(['sleep', '30']); print('ok', flush=True); s.wait()"
-    outer = ("import subprocess, sys; a = subprocess.Popen(['sleep', '30']); "
-             f"b = subprocess.Popen([sys.executable, '-c', {inner!r}], stdout={w}); b.wait()")
+    outer = (
+        "import subprocess, sys; a = subprocess.Popen(['sleep', '30']); "
+        f"b = subprocess.Popen([sys.executable, '-c', {inner!r}], stdout={w}); b.wait()"
+    )
     p = subprocess.Popen([sys.executable, "-c", outer], pass_fds=(w,))
     os.close(w)
     try:

@@ -5,6 +5,7 @@ The owner is a separate process started by the test, reporting every pid on a
 pipe; the test kills it and checks that the tree went with it. Leftovers are
 ended by recorded pid in finally blocks, and the autouse leak check catches the rest.
 """
+
 import os
 import re
 import select
@@ -15,6 +16,9 @@ import textwrap
 import time
 
 import pytest
+
+import proctree
+from proctree._containment import cgroup as _cgroup
 from support.spawnkit import (
     ALL_MODES,
     CONTAINING,
@@ -24,9 +28,6 @@ from support.spawnkit import (
     read_lines,
     wait_gone,
 )
-
-import proctree
-from proctree._containment import cgroup as _cgroup
 
 # ---------------------------------------------------------------------------
 # Owner death
@@ -63,9 +64,11 @@ OWNER_GRACE = 1.0
 def start_owner(pipe, mode, how, **env):
     r, w = pipe
     root = os.path.dirname(os.path.dirname(proctree.__file__))
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, root, str(w), mode, how, DAEMONIZER, str(OWNER_GRACE)],
-                             pass_fds=(w,),
-                             env={**os.environ, **env})
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, root, str(w), mode, how, DAEMONIZER, str(OWNER_GRACE)],
+        pass_fds=(w,),
+        env={**os.environ, **env},
+    )
     os.close(w)
     try:
         pids = read_lines(r, 4, timeout=30)

@@ -4,6 +4,7 @@ Every test registers what it starts through the Tree and ends it in a
 finally/fixture; the autouse leak check catches anything that survives,
 keepers included.
 """
+
 import asyncio
 import os
 import signal
@@ -12,6 +13,9 @@ import sys
 import time
 
 import pytest
+
+import proctree
+from proctree._containment.spawn import Tree, spawn, spawn_async
 from support.spawnkit import (
     ALL_MODES,
     CGROUP_OK,
@@ -23,9 +27,6 @@ from support.spawnkit import (
     start_daemonizer,
     wait_gone,
 )
-
-import proctree
-from proctree._containment.spawn import Tree, spawn, spawn_async
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
@@ -41,8 +42,13 @@ def test_cat_round_trip_through_the_keeper(trees, mode):
 
 
 def test_text_mode_and_env_and_cwd(trees, tmp_path):
-    t = spawn(["sh", "-c", 'echo "$FOO $(pwd) $PROCTREE_OWNER"'], stdout=subprocess.PIPE, text=True,
-              env={**os.environ, "FOO": "bar"}, cwd=str(tmp_path))
+    t = spawn(
+        ["sh", "-c", 'echo "$FOO $(pwd) $PROCTREE_OWNER"'],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FOO": "bar"},
+        cwd=str(tmp_path),
+    )
     trees.append(t)
     out, _ = t.communicate(timeout=10)
     assert out.split() == ["bar", str(tmp_path), t.marker]
@@ -68,8 +74,12 @@ def test_wait_timeout(trees):
 
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_signals_are_forwarded_to_the_command(trees, mode):
-    t = spawn(["sh", "-c", 'trap "echo got-usr1; exit 5" USR1; echo ready; while :; do sleep 0.05; done'],
-              contain=mode, stdout=subprocess.PIPE, text=True)
+    t = spawn(
+        ["sh", "-c", 'trap "echo got-usr1; exit 5" USR1; echo ready; while :; do sleep 0.05; done'],
+        contain=mode,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     trees.append(t)
     assert t.stdout.readline() == "ready\n"
     t.send_signal(signal.SIGUSR1)
@@ -128,6 +138,7 @@ def test_async_flavour():
 # ---------------------------------------------------------------------------
 # Bad input and limits
 
+
 def test_missing_executable_raises_like_popen_and_leaves_nothing():
     with pytest.raises(FileNotFoundError) as popen_err:
         subprocess.Popen(["/nonexistent/proctree-test-binary"])
@@ -135,8 +146,11 @@ def test_missing_executable_raises_like_popen_and_leaves_nothing():
     for mode in ["auto", "subreaper", "session"] + (["cgroup"] if CGROUP_OK else []):
         with pytest.raises(FileNotFoundError) as ours:
             spawn(["/nonexistent/proctree-test-binary"], contain=mode)
-        assert (ours.value.errno, ours.value.filename, str(ours.value)) == \
-               (popen_err.value.errno, popen_err.value.filename, str(popen_err.value))
+        assert (ours.value.errno, ours.value.filename, str(ours.value)) == (
+            popen_err.value.errno,
+            popen_err.value.filename,
+            str(popen_err.value),
+        )
         with pytest.raises(FileNotFoundError):
             spawn(["proctree-no-such-command-on-path"], contain=mode)
     assert cgroup_dirs() == before  # no keeper either: the leak check would see it
@@ -175,17 +189,33 @@ def test_not_executable_raises_permission_error(tmp_path):
         spawn([str(f)])
 
 
-@pytest.mark.parametrize("kw, exc", [
-    ({"contain": "docker"}, ValueError), ({"contain": ""}, ValueError), ({"contain": 1}, TypeError),
-    ({"grace": -1}, ValueError), ({"grace": float("nan")}, ValueError), ({"grace": float("inf")}, ValueError),
-    ({"grace": "1"}, TypeError), ({"grace": True}, TypeError),
-    ({"tag": ""}, ValueError), ({"tag": "a b"}, ValueError), ({"tag": "x" * 65}, ValueError),
-    ({"tag": "a:b"}, ValueError), ({"tag": "é"}, ValueError), ({"tag": 5}, TypeError),
-    ({"keep_orphans": 1}, TypeError),
-    ({"process_group": 5}, ValueError), ({"process_group": True}, TypeError),
-    ({"preexec_fn": os.getpid}, ValueError), ({"user": "nobody"}, ValueError),
-    ({"group": "nogroup"}, ValueError), ({"extra_groups": [0]}, ValueError), ({"user": 1.5}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kw, exc",
+    [
+        ({"contain": "docker"}, ValueError),
+        ({"contain": ""}, ValueError),
+        ({"contain": 1}, TypeError),
+        ({"grace": -1}, ValueError),
+        ({"grace": float("nan")}, ValueError),
+        ({"grace": float("inf")}, ValueError),
+        ({"grace": "1"}, TypeError),
+        ({"grace": True}, TypeError),
+        ({"tag": ""}, ValueError),
+        ({"tag": "a b"}, ValueError),
+        ({"tag": "x" * 65}, ValueError),
+        ({"tag": "a:b"}, ValueError),
+        ({"tag": "é"}, ValueError),
+        ({"tag": 5}, TypeError),
+        ({"keep_orphans": 1}, TypeError),
+        ({"process_group": 5}, ValueError),
+        ({"process_group": True}, TypeError),
+        ({"preexec_fn": os.getpid}, ValueError),
+        ({"user": "nobody"}, ValueError),
+        ({"group": "nogroup"}, ValueError),
+        ({"extra_groups": [0]}, ValueError),
+        ({"user": 1.5}, TypeError),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_starts(kw, exc):
     before = cgroup_dirs()
     with pytest.raises(exc) as e:
@@ -206,12 +236,15 @@ def test_tree_is_exported_type(trees):
     t.wait(timeout=10)
 
 
-@pytest.mark.parametrize("args, kw", [
-    (["echo", "plain"], {}),
-    ([b"echo", b"bytes"], {}),
-    ("echo $0 from-shell", {"shell": True}),
-    (["foo", "bar"], {"executable": "echo"}),
-])
+@pytest.mark.parametrize(
+    "args, kw",
+    [
+        (["echo", "plain"], {}),
+        ([b"echo", b"bytes"], {}),
+        ("echo $0 from-shell", {"shell": True}),
+        (["foo", "bar"], {"executable": "echo"}),
+    ],
+)
 def test_args_behave_as_with_popen(trees, args, kw):
     expected = subprocess.run(args, stdout=subprocess.PIPE, timeout=10, **kw).stdout
     t = spawn(args, stdout=subprocess.PIPE, **kw)
@@ -224,8 +257,12 @@ def test_pass_fds_with_close_fds_false_behaves_as_with_popen(pipe, mode, trees):
     # Popen lets pass_fds override close_fds=False (with a RuntimeWarning).
     r, w = pipe
     with pytest.warns(RuntimeWarning, match="pass_fds overriding close_fds"):
-        t = spawn([sys.executable, "-c", "import os, sys; os.write(int(sys.argv[1]), b'hi\\n')", str(w)],
-                  contain=mode, close_fds=False, pass_fds=(w,))
+        t = spawn(
+            [sys.executable, "-c", "import os, sys; os.write(int(sys.argv[1]), b'hi\\n')", str(w)],
+            contain=mode,
+            close_fds=False,
+            pass_fds=(w,),
+        )
     trees.append(t)
     assert t.wait(timeout=10) == 0
     assert os.read(r, 10) == b"hi\n"

@@ -5,6 +5,7 @@ whatever a failing test leaves, and conftest's fixture fails a test that
 leaves any process behind. Time bounds here only catch hangs; speed lives in
 benchmarks/bench_teardown.py.
 """
+
 import asyncio
 import json
 import os

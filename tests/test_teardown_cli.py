@@ -1,4 +1,5 @@
 """`proctree kill` on real trees: the report it prints and the exit status it returns."""
+
 import io
 import json
 import os
@@ -33,8 +34,15 @@ def test_kill_text_output(kit, capsys):
 
 def test_kill_bad_input_exits_2_without_signalling(kit):
     tree = kit.sleeper()
-    for args in (["kill", "0"], ["kill", "-5"], ["kill", "abc"], ["kill", "1"], ["kill", str(os.getpid())],
-                 ["kill", str(tree.root), "--grace", "-1"], ["kill", "4000000"]):
+    for args in (
+        ["kill", "0"],
+        ["kill", "-5"],
+        ["kill", "abc"],
+        ["kill", "1"],
+        ["kill", str(os.getpid())],
+        ["kill", str(tree.root), "--grace", "-1"],
+        ["kill", "4000000"],
+    ):
         r = proctree_cli(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.startswith("proctree: ") or "usage" in r.stderr

@@ -5,6 +5,7 @@ Each test here failed before its fix. Those whose failure mode is a wrong kill
 namespace, so a bug stays inside it; the others use the kit's trees, which
 report their pids through pipes and are always cleaned up.
 """
+
 import asyncio
 import multiprocessing
 import signal
@@ -16,7 +17,6 @@ import pytest
 import proctree
 from support.treekit import alive
 from support.treekit import run_ns_json as run_in_ns
-
 
 # -- 1. kinship never reaches what the tree did not start -----------------------
 
@@ -148,10 +148,13 @@ def test_multiprocessing_process_keeps_its_exit_status():
             p.join()
 
 
-@pytest.mark.parametrize("cmd, code", [
-    (["sleep", "100"], -signal.SIGTERM),
-    (["sh", "-c", "trap '' TERM; exec sleep 100"], -signal.SIGKILL),
-])
+@pytest.mark.parametrize(
+    "cmd, code",
+    [
+        (["sleep", "100"], -signal.SIGTERM),
+        (["sh", "-c", "trap '' TERM; exec sleep 100"], -signal.SIGKILL),
+    ],
+)
 def test_popen_wait_returns_the_real_status(cmd, code):
     p = subprocess.Popen(cmd)
     try:

@@ -4,12 +4,13 @@ No process is started or signalled here: membership selection (parent links,
 kinship through groups and sessions, identity, protection, the cap) and the
 Guard's refusals are decided on Proc records the tests write down.
 """
+
 import pytest
 
 from proctree import Proc, Snapshot
+from proctree._teardown.engine import _validated
 from proctree._teardown.membership import select
 from proctree._teardown.signals import Guard
-from proctree._teardown.engine import _validated
 
 
 def P(pid, ppid, pgid=None, sid=None, start=100, state="S"):
@@ -118,7 +119,12 @@ def test_cycles_in_parent_links_terminate():
 
 
 def test_zombie_kin_is_not_taken_but_a_zombie_child_is():
-    world = [P(1, 0, 1, 1), P(100, 1, 100, 100, start=30), P(101, 100, 100, 100, state="Z"), P(102, 1, 100, 100, state="Z")]
+    world = [
+        P(1, 0, 1, 1),
+        P(100, 1, 100, 100, start=30),
+        P(101, 100, 100, 100, state="Z"),
+        P(102, 1, 100, 100, state="Z"),
+    ]
     new, _, _ = run(procs=world)
     assert new == [101]
 
@@ -228,8 +234,13 @@ def test_what_the_caller_started_stays_theirs_after_it_is_orphaned():
     # bash exits; sleep is adopted by init, still in L's session.
     world = [p for p in CALLER_INSIDE if p.pid != 411]
     world = [p if p.pid != 412 else P(412, 1, 410, 400, start=22) for p in world]
-    again = select_full(world, anchors={400: 10, 401: 11, 405: 12, 414: 24, 415: 25}, protected=CALLER["protected"],
-                        owners=CALLER["owners"], theirs=first.theirs)
+    again = select_full(
+        world,
+        anchors={400: 10, 401: 11, 405: 12, 414: 24, 415: 25},
+        protected=CALLER["protected"],
+        owners=CALLER["owners"],
+        theirs=first.theirs,
+    )
     assert [p.pid for p in again.new] == []
     assert 412 not in [p.pid for p in again.ambiguous]
 
@@ -295,11 +306,14 @@ def test_an_orphan_in_the_roots_own_group_is_taken_when_the_caller_only_shares_t
     assert new == [101]
 
 
-@pytest.mark.parametrize("world, anchors, owners, may_orphan", [
-    (PIPELINE, {310: 20}, frozenset(), 1),  # b, held by the live shell
-    (CALLER_INSIDE, {400: 10}, frozenset({410}), 0),  # the caller's subtree is theirs, never a member
-    (WORLD, ROOT, OWNERS, 0),
-])
+@pytest.mark.parametrize(
+    "world, anchors, owners, may_orphan",
+    [
+        (PIPELINE, {310: 20}, frozenset(), 1),  # b, held by the live shell
+        (CALLER_INSIDE, {400: 10}, frozenset({410}), 0),  # the caller's subtree is theirs, never a member
+        (WORLD, ROOT, OWNERS, 0),
+    ],
+)
 def test_may_orphan_counts_what_could_join_without_a_fork(world, anchors, owners, may_orphan):
     protected = frozenset({0, 1}) | owners
     assert select_full(world, anchors, protected, owners).may_orphan == may_orphan

@@ -7,6 +7,7 @@ identity-checked sends against that table. Nothing real is started or
 signalled, and no module global is swapped. Each case checks which
 signals went to whom, in what order, and what the report says.
 """
+
 import signal
 
 import pytest

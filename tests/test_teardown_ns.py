@@ -6,6 +6,7 @@ never be written outside a namespace). If the engine got it wrong, the damage
 stays inside the namespace, which dies with its pid 1. Each script prints one
 JSON line; the test asserts on it. Skipped where PID namespaces are unavailable.
 """
+
 import os
 import signal
 
@@ -14,6 +15,7 @@ import pytest
 import proctree
 from proctree._teardown import signals as _signals
 from support.treekit import run_ns_json
+
 
 def run(script, **env):
     return run_ns_json(script, **env)
@@ -118,18 +120,21 @@ def test_bad_input_is_refused_before_any_signal_in_a_pid_namespace():
     assert res["loner"][1] == [] and res["loner"][0] not in ("gone", "Z", "T")
 
 
-@pytest.mark.parametrize("call", [
-    lambda: proctree.terminate_tree(0),
-    lambda: proctree.terminate_tree(-1),
-    lambda: proctree.terminate_tree(1),
-    lambda: proctree.terminate_tree(os.getpid()),
-    lambda: proctree.terminate_tree(os.getppid()),
-    lambda: proctree.terminate_tree("12"),
-    lambda: proctree.terminate_tree(True),
-    lambda: proctree.terminate_tree(os.getpid() + 1, grace=-1),
-    lambda: proctree.terminate_tree(os.getpid() + 1, grace=float("nan")),
-    lambda: proctree.terminate_tree(os.getpid() + 1, max_procs=0),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: proctree.terminate_tree(0),
+        lambda: proctree.terminate_tree(-1),
+        lambda: proctree.terminate_tree(1),
+        lambda: proctree.terminate_tree(os.getpid()),
+        lambda: proctree.terminate_tree(os.getppid()),
+        lambda: proctree.terminate_tree("12"),
+        lambda: proctree.terminate_tree(True),
+        lambda: proctree.terminate_tree(os.getpid() + 1, grace=-1),
+        lambda: proctree.terminate_tree(os.getpid() + 1, grace=float("nan")),
+        lambda: proctree.terminate_tree(os.getpid() + 1, max_procs=0),
+    ],
+)
 def test_bad_input_never_reaches_a_signal_call(monkeypatch, call):
     # Outside a namespace, but with every way to send a signal replaced by a tripwire.
     def tripwire(*args):

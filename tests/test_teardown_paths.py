@@ -13,6 +13,7 @@ was in the tree before the teardown or joined it through a member (a parent
 link, or a group or session a member leads). A combination that is a known
 limit is marked xfail(strict=True) with its reason, never skipped.
 """
+
 import asyncio
 import os
 import select
@@ -21,11 +22,11 @@ import sys
 import time
 
 import pytest
-from support.spawnkit import ALL_MODES
-from support.treekit import Kit, OwnerKit, SpawnedKit, alive
 
 import proctree
 from proctree._teardown import signals as _signals
+from support.spawnkit import ALL_MODES
+from support.treekit import Kit, OwnerKit, SpawnedKit, alive
 
 GRACE = 0.5
 HANG = 30.0  # a generous bound that only catches a hang
@@ -46,10 +47,14 @@ BUILDERS = {
 
 # (builder, path) -> why it is a known limit. Matched with xfail(strict=True),
 # so a limit that goes away fails the suite until its line is removed here.
-_PLAIN = "plain teardown follows parent links, groups and sessions: a daemon whose parent is gone and that " \
+_PLAIN = (
+    "plain teardown follows parent links, groups and sessions: a daemon whose parent is gone and that "
     "left every group and session of the tree is already init's (docs/teardown.md, Limits)"
-_SESSION = "session mode finds members by parent links and the keeper's session: a daemon that left the " \
+)
+_SESSION = (
+    "session mode finds members by parent links and the keeper's session: a daemon that left the "
     "session is the reaper's to find by its PROCTREE_OWNER marker (docs/containment.md, Limits)"
+)
 KNOWN_LIMITS = {
     ("double_forked_daemon", "sync-pidfd"): _PLAIN,
     ("double_forked_daemon", "sync-no-pidfd"): _PLAIN,
@@ -151,7 +156,8 @@ def assert_only_the_tree(report, before):
     found = {p.identity for p in report.found}
     pids = {pid for pid, _ in found | before}
     strangers = [
-        p for p in report.found
+        p
+        for p in report.found
         if p.identity not in before and p.ppid not in pids and p.sid not in pids and p.pgid not in pids
     ]
     assert not strangers, f"the teardown took processes outside the tree: {strangers}"
@@ -232,9 +238,18 @@ def test_every_tree_against_every_teardown_path(builder, path, bystander, monkey
 
 def test_the_suite_covers_every_builder_of_the_kit():
     builders = {
-        name for name, fn in vars(Kit).items()
-        if callable(fn) and not name.startswith("_") and fn.__doc__ and name not in (
-            "start", "register", "still_alive", "python_env", "cleanup",
+        name
+        for name, fn in vars(Kit).items()
+        if callable(fn)
+        and not name.startswith("_")
+        and fn.__doc__
+        and name
+        not in (
+            "start",
+            "register",
+            "still_alive",
+            "python_env",
+            "cleanup",
         )
     }
     # Sized trees are the load tests' business (test_teardown.py, the benchmarks);
@@ -245,4 +260,3 @@ def test_the_suite_covers_every_builder_of_the_kit():
 
 def test_a_known_limit_names_a_real_case():
     assert set(KNOWN_LIMITS) <= {(b, p) for p in PATHS for b in BUILDERS}
-

@@ -10,6 +10,7 @@ namespace (treekit.run_ns_json): a wrong kill stays inside it, and everything
 in it dies with it. Each script arms an alarm so a hang cannot leave the
 namespace behind.
 """
+
 import pytest
 
 import proctree
@@ -45,7 +46,10 @@ def test_subreaper_caller_still_ends_the_orphans_its_tree_left():
     # to catch double forks) adopts the tree's orphans. The orphan lives in the
     # root's session, which the caller is not in: the caller cannot have started it
     # (fork keeps the session), so by the membership rule it is the tree's.
-    r = run_ns_json(ALARM + ROOT_WITH_ORPHAN + r"""
+    r = run_ns_json(
+        ALARM
+        + ROOT_WITH_ORPHAN
+        + r"""
 import ctypes
 rr, ww = os.pipe()
 caller = os.fork()
@@ -60,7 +64,8 @@ if caller == 0:
 os.close(ww)
 os.waitpid(caller, 0)
 done(**json.loads(os.read(rr, 65536)))
-""")
+"""
+    )
     assert r["adopted_by_caller"]
     assert r["orphan"] in ("gone", "Z"), r
     assert r["ok"] is True
@@ -69,13 +74,17 @@ done(**json.loads(os.read(rr, 65536)))
 def test_pid1_caller_still_ends_the_orphans_its_tree_left():
     # The same rule as above, through pid 1: a supervisor running as a container's
     # pid 1 adopts every orphan, and `q.ppid in owners` then rejects all of them.
-    r = run_ns_json(ALARM + ROOT_WITH_ORPHAN + r"""
+    r = run_ns_json(
+        ALARM
+        + ROOT_WITH_ORPHAN
+        + r"""
 assert os.getpid() == 1
 root, orphan = root_with_orphan()
 rep = proctree.terminate_tree(root.pid, grace=0.5)
 time.sleep(0.2)
 done(orphan=state(orphan.pid), ok=rep.ok, found=[p.pid for p in rep.found])
-""")
+"""
+    )
     assert r["orphan"] in ("gone", "Z"), r
     assert r["ok"] is True
 
@@ -111,7 +120,9 @@ def test_async_cancel_during_the_first_scan_still_ends_the_whole_tree():
     # once". A cancel that lands while the first snapshot runs (the first await,
     # e.g. asyncio.wait_for with a short timeout) kills the root alone: its
     # children are orphaned and keep running.
-    r = run_ns_json(ALARM + r"""
+    r = run_ns_json(
+        ALARM
+        + r"""
 def main():
     async def go():
         p, kids = tree()
@@ -126,7 +137,9 @@ def main():
         await asyncio.sleep(0.3)
         return dict(how=how, root=p.poll(), kids_alive=alive(kids))
     return asyncio.run(go())
-""" + CANCEL_SETUP)
+"""
+        + CANCEL_SETUP
+    )
     assert r["how"] == "cancelled"
     assert r["kids_alive"] == [], r
 
@@ -134,7 +147,9 @@ def main():
 def test_keyboard_interrupt_during_the_first_scan_still_ends_the_whole_tree():
     # The sync face: "(Ctrl-C in the sync face does the same.)" The interrupt is
     # injected into the first snapshot, where a real Ctrl-C lands on a big table.
-    r = run_ns_json(ALARM + r"""
+    r = run_ns_json(
+        ALARM
+        + r"""
 from proctree._table import binding as _binding
 def main():
     p, kids = tree()
@@ -155,7 +170,9 @@ def main():
         _binding.snapshot = real
     time.sleep(0.3)
     return dict(how=how, root=p.poll(), kids_alive=alive(kids))
-""" + CANCEL_SETUP)
+"""
+        + CANCEL_SETUP
+    )
     assert r["how"] == "interrupted"
     assert r["kids_alive"] == [], r
 
@@ -167,7 +184,9 @@ def test_include_root_false_still_ends_an_orphan_left_in_the_roots_session():
     # With include_root=True the final kinship scan finds the orphan; with False,
     # _leader_present() looks at members only, the root is not one, and the
     # orphan is left running while the report says ok.
-    r = run_ns_json(ALARM + r"""
+    r = run_ns_json(
+        ALARM
+        + r"""
 rr, ww = os.pipe()
 caller = os.fork()
 if caller == 0:
@@ -209,7 +228,8 @@ if caller == 0:
 os.close(ww)
 os.waitpid(caller, 0)
 done(**json.loads(os.read(rr, 65536)))
-""")
+"""
+    )
     assert r["root"] not in ("gone", "Z"), "include_root=False must leave the root alone"
     assert r["orphan"] in ("gone", "Z"), r
     assert r["ok"] is True
@@ -218,7 +238,9 @@ done(**json.loads(os.read(rr, 65536)))
 def test_include_root_false_with_max_procs_1_still_ends_one_member():
     # "At most max_procs members are held": with include_root=False the root is
     # not a member, yet it uses the only slot, so nothing at all is signalled.
-    r = run_ns_json(ALARM + r"""
+    r = run_ns_json(
+        ALARM
+        + r"""
 rr, ww = os.pipe()
 caller = os.fork()
 if caller == 0:
@@ -239,7 +261,8 @@ if caller == 0:
 os.close(ww)
 os.waitpid(caller, 0)
 done(**json.loads(os.read(rr, 65536)))
-""")
+"""
+    )
     assert r["truncated"] is True
     assert r["found"] == 1, r
 

@@ -4,6 +4,7 @@ Every numeric argument of the public API goes through proctree._validate:
 whatever number a caller passes, the answer is the value, a TypeError or a
 ValueError, never an OverflowError or a quietly accepted nonsense value.
 """
+
 import math
 
 import pytest
@@ -20,8 +21,7 @@ def short(value):
     return text if len(text) < 20 else f"{text[:8]}...({len(text)} chars)"
 
 
-@pytest.mark.parametrize("value", HUGE_INTS + [float("inf"), float("-inf"), float("nan"), -1, -0.5, -1e-300],
-                         ids=short)
+@pytest.mark.parametrize("value", HUGE_INTS + [float("inf"), float("-inf"), float("nan"), -1, -0.5, -1e-300], ids=short)
 def test_seconds_out_of_range_is_a_value_error(value):
     with pytest.raises(ValueError, match="finite number of seconds"):
         check_seconds(value, "grace")

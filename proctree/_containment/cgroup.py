@@ -9,6 +9,7 @@ function that writes to a cgroup.
 Stdlib only and no relative imports: the keeper process loads this file
 directly, without importing the proctree package.
 """
+
 import errno
 import os
 import time
@@ -29,8 +30,8 @@ def _unescape(field):
     out, i = [], 0
     while i < len(field):
         c = field[i]
-        if c == "\\" and len(field) - i >= 4 and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
+        if c == "\\" and len(field) - i >= 4 and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(c)
@@ -116,8 +117,11 @@ def create(owner_pid, owner_start, name):
         except FileExistsError:
             pass
         except OSError as exc:
-            raise Unavailable(exc.errno, f"cannot create a cgroup under {base}: {os.strerror(exc.errno)}"
-                              " (cgroup v2 needs root or a delegated subtree)") from exc
+            raise Unavailable(
+                exc.errno,
+                f"cannot create a cgroup under {base}: {os.strerror(exc.errno)}"
+                " (cgroup v2 needs root or a delegated subtree)",
+            ) from exc
         try:
             os.mkdir(path)
             break

@@ -25,6 +25,7 @@ its parent. Stdlib only, imported lazily where it costs startup time.
 Nothing outside this file imports it: the owner side uses the teardown
 engine and owner.py, and speaks to the keeper through protocol.py only.
 """
+
 import errno
 import os
 import select
@@ -99,10 +100,18 @@ def read_stat(pid):
     lp, rp = data.find(b"("), data.rfind(b")")
     if lp < 0 or rp < 0:
         return None
-    rest = data[rp + 2:].split()
+    rest = data[rp + 2 :].split()
     try:
-        return (pid, int(rest[1]), int(rest[2]), int(rest[3]), uid,
-                rest[0].decode("ascii", "replace"), int(rest[19]), os.fsdecode(data[lp + 1:rp]))
+        return (
+            pid,
+            int(rest[1]),
+            int(rest[2]),
+            int(rest[3]),
+            uid,
+            rest[0].decode("ascii", "replace"),
+            int(rest[19]),
+            os.fsdecode(data[lp + 1 : rp]),
+        )
     except (IndexError, ValueError):
         return None
 
@@ -197,6 +206,7 @@ def walk_by_scan(root, cap=MAX_PROCS):
 # ---------------------------------------------------------------------------
 # Identity-checked signalling and the teardown.
 
+
 def send(st, sig, protect=()):
     """Signal the process recorded in st if it is still that process. Returns 'sent', 'gone' or 'denied'."""
     pid, start = st[0], st[6]
@@ -254,8 +264,7 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
             cur.update((walk_by_scan if full else walk)(root, cap))
         if session is not None:
             cur.update(session_members(session, cap))
-        live = {st[:1] + st[6:7]: st for pid, st in cur.items()
-                if st[5] not in ("Z", "X") and pid not in protect}
+        live = {st[:1] + st[6:7]: st for pid, st in cur.items() if st[5] not in ("Z", "X") and pid not in protect}
         if not live and root is not None and not full:
             return scan(full=True)  # "nothing left" ends the teardown: never on a children-list read alone
         return live
@@ -308,12 +317,20 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
             reap()
         cur = scan()
     exited = {k: v for k, v in found.items() if k not in killed and k not in cur}
-    return {"found": found, "exited": exited, "killed": killed, "survivors": cur,
-            "late": late, "denied": denied, "elapsed": time.monotonic() - t0}
+    return {
+        "found": found,
+        "exited": exited,
+        "killed": killed,
+        "survivors": cur,
+        "late": late,
+        "denied": denied,
+        "elapsed": time.monotonic() - t0,
+    }
 
 
 # ---------------------------------------------------------------------------
 # The keeper process.
+
 
 def _wake_pipe():
     """(read fd, write fd) of a non-blocking close-on-exec pipe, on every platform.
@@ -491,8 +508,15 @@ class _Keeper:
             self.wake(0.25 if polling else 30.0, extra)
 
     def end_tree(self):
-        teardown(os.getpid(), self.grace, cgroup=self.cgroup, reap=self.reap, protect={self.owner},
-                 wake=self.wake, session=os.getpid() if self.mode == "session" else None)
+        teardown(
+            os.getpid(),
+            self.grace,
+            cgroup=self.cgroup,
+            reap=self.reap,
+            protect={self.owner},
+            wake=self.wake,
+            session=os.getpid() if self.mode == "session" else None,
+        )
         self.reap()
         self.cleanup_cgroup()
 
@@ -542,7 +566,9 @@ def main(argv):
             os.setpgid(0, 0)
         except OSError:
             pass  # never fail the spawn for it
-    keeper = _Keeper(status_fd, mode, args.owner_pid, args.grace, args.keep_orphans, cgroup, args.restore_signals, go_fd)
+    keeper = _Keeper(
+        status_fd, mode, args.owner_pid, args.grace, args.keep_orphans, cgroup, args.restore_signals, go_fd
+    )
     # In cgroup mode the cgroup already holds every member, so the keeper skips
     # PR_SET_CHILD_SUBREAPER (and the ctypes import it costs); orphans are reaped by init.
     if mode == "subreaper":

@@ -10,8 +10,9 @@ time) tells a live owner from a reused pid without any external oracle.
 Stdlib only and no relative imports: the keeper process loads this file
 directly, without importing the proctree package.
 """
+
 import re
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 ENV = "PROCTREE_OWNER"
 
@@ -24,7 +25,7 @@ class Marker(NamedTuple):
 
     pid: int
     start_time: int
-    tag: Optional[str] = None
+    tag: str | None = None
 
     def __str__(self):
         return format_marker(self.pid, self.start_time, self.tag)
@@ -76,5 +77,5 @@ def from_environ_block(data):
     key = ENV.encode() + b"="
     for entry in bytes(data).split(b"\0"):
         if entry.startswith(key):
-            return parse_marker(entry[len(key):])
+            return parse_marker(entry[len(key) :])
     return None

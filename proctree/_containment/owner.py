@@ -12,13 +12,14 @@ re-checked by start time) before each signal; the keeper's descendants are
 left to the engine, which walks from the keeper while it is our unreaped
 child. The Guard (pid 0, 1, the caller and its ancestors) is applied to all.
 """
+
 from __future__ import annotations
 
 import os
 import select
 import signal
 import time
-from typing import Dict, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
 
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
@@ -39,7 +40,7 @@ KILL_PATIENCE = 2.0
 class _Member:
     __slots__ = ("proc", "target", "late", "ended", "killed", "denied")
 
-    def __init__(self, proc: Proc, target: Optional[_signals.Target], late: bool) -> None:
+    def __init__(self, proc: Proc, target: _signals.Target | None, late: bool) -> None:
         self.proc = proc
         self.target = target
         self.late = late
@@ -58,8 +59,8 @@ class _CgroupTeardown:
         self.guard = _signals.Guard()
         self.waiter = _exitwait.make_waiter(self.use_pidfd)
         self.mount = _cgroup.find_mount()
-        self.members: Dict[Tuple[int, int], _Member] = {}
-        self.by_target: Dict[int, _Member] = {}
+        self.members: dict[tuple[int, int], _Member] = {}
+        self.by_target: dict[int, _Member] = {}
 
     def admit(self, late: bool) -> None:
         """Take in every member not yet known, and send it SIGTERM + SIGCONT."""
@@ -107,7 +108,7 @@ class _CgroupTeardown:
         if not self.waiter.watch(m.target):
             m.ended = True
 
-    def live(self) -> List[_Member]:
+    def live(self) -> list[_Member]:
         return [m for m in self.members.values() if not m.ended]
 
     def collect(self) -> None:
@@ -116,7 +117,7 @@ class _CgroupTeardown:
             if m is not None:
                 m.ended = True
 
-    def wait(self, timeout: float, stop_fd: Optional[int] = None) -> bool:
+    def wait(self, timeout: float, stop_fd: int | None = None) -> bool:
         """Sleep until a member may have ended or timeout passed; True if stop_fd became readable."""
         interval = self.waiter.poll_interval()
         if interval is not None:
@@ -159,7 +160,7 @@ class _CgroupTeardown:
     def report(self, t0: float) -> TeardownReport:
         ms = list(self.members.values())
 
-        def procs(pick) -> Tuple[Proc, ...]:
+        def procs(pick) -> tuple[Proc, ...]:
             return tuple(m.proc for m in ms if pick(m))
 
         return TeardownReport(
@@ -181,7 +182,7 @@ class _CgroupTeardown:
                 m.target.close()
 
 
-def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: Optional[int] = None) -> TeardownReport:
+def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: int | None = None) -> TeardownReport:
     """End every process in the tree cgroup at path and return the TeardownReport (root None, mode "cgroup").
 
     SIGTERM + SIGCONT to each member by identity, late joiners too; wait
@@ -213,7 +214,7 @@ def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: O
         run.close()
 
 
-def signal_member(proc: Proc, sig: int, guard: Optional[_signals.Guard] = None) -> str:
+def signal_member(proc: Proc, sig: int, guard: _signals.Guard | None = None) -> str:
     """Send sig to the process proc records, if it is still that process: signals.SENT, GONE or DENIED.
 
     ValueError if the guard (default: a fresh one for this process) forbids it.
@@ -231,7 +232,7 @@ def signal_member(proc: Proc, sig: int, guard: Optional[_signals.Guard] = None) 
         target.close()
 
 
-def kill_below_keeper(keeper_pid: int, *, cgroup: Optional[str], session: bool) -> None:
+def kill_below_keeper(keeper_pid: int, *, cgroup: str | None, session: bool) -> None:
     """SIGKILL everything a stopped keeper started: its descendants, its cgroup, and (session mode) its session.
 
     keeper_pid must be our unreaped child (so its pid, and the session it
@@ -260,4 +261,3 @@ def _kill_session(sid: int, rounds: int = 10) -> None:
             except ValueError:
                 pass  # protected (the caller's own session is never ours to end)
         time.sleep(0.005)
-

@@ -14,6 +14,7 @@ thread). Here it only wakes the keeper, which then checks getppid().
 
 Stdlib only and no relative imports: the keeper loads this file directly.
 """
+
 import os
 import sys
 
@@ -46,8 +47,12 @@ if sys.platform.startswith("linux"):
 
         if _libc is None:
             _libc = ctypes.CDLL(None, use_errno=True)
-        if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
-                       ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        if (
+            _libc.prctl(
+                ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+            )
+            != 0
+        ):
             e = ctypes.get_errno()
             raise OSError(e, os.strerror(e))
 
@@ -80,8 +85,15 @@ elif sys.platform == "darwin" or "bsd" in sys.platform:
         # kqueue NOTE_EXIT fires once for the process (macOS has no thread trap).
         try:
             kq = select.kqueue()
-            kq.control([select.kevent(pid, select.KQ_FILTER_PROC, select.KQ_EV_ADD | select.KQ_EV_ONESHOT,
-                                      select.KQ_NOTE_EXIT)], 0, 0)
+            kq.control(
+                [
+                    select.kevent(
+                        pid, select.KQ_FILTER_PROC, select.KQ_EV_ADD | select.KQ_EV_ONESHOT, select.KQ_NOTE_EXIT
+                    )
+                ],
+                0,
+                0,
+            )
         except (AttributeError, OSError):
             return None
         return _Fd(kq.fileno(), keep=kq)

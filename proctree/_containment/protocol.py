@@ -23,6 +23,7 @@ Status lines (ASCII, one per line)::
 Stdlib only and no relative imports: the keeper loads this file directly,
 without importing the proctree package. It never touches a process.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,8 @@ import math
 # No dataclasses or typing at run time: they cost the keeper ~15 ms of startup.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, Optional, Sequence, Tuple, Union
+    from collections.abc import Sequence
+    from typing import Any
 
 try:
     import _signal as _sig  # the C module: the signal wrapper imports enum (~5 ms of keeper startup)
@@ -45,8 +47,15 @@ _FIXED = 10  # fields before "--"
 
 # The signals the keeper forwards to the command's process group; any other
 # signal the owner sends goes to the command directly.
-FORWARD: tuple[int, ...] = (_sig.SIGHUP, _sig.SIGINT, _sig.SIGQUIT, _sig.SIGTERM,
-                            _sig.SIGUSR1, _sig.SIGUSR2, _sig.SIGWINCH)
+FORWARD: tuple[int, ...] = (
+    _sig.SIGHUP,
+    _sig.SIGINT,
+    _sig.SIGQUIT,
+    _sig.SIGTERM,
+    _sig.SIGUSR1,
+    _sig.SIGUSR2,
+    _sig.SIGWINCH,
+)
 
 
 class ProtocolError(ValueError):
@@ -107,18 +116,28 @@ class KeeperArgs(_Record):
     argv:            the command's argv
     """
 
-    __slots__ = ("status_fd", "go_fd", "mode", "owner_pid", "grace", "keep_orphans", "cgroup", "restore_signals",
-                 "exe", "argv")
+    __slots__ = (
+        "status_fd",
+        "go_fd",
+        "mode",
+        "owner_pid",
+        "grace",
+        "keep_orphans",
+        "cgroup",
+        "restore_signals",
+        "exe",
+        "argv",
+    )
     status_fd: int
-    go_fd: Optional[int]
+    go_fd: int | None
     mode: str
     owner_pid: int
     grace: float
     keep_orphans: bool
-    cgroup: Optional[str]
+    cgroup: str | None
     restore_signals: bool
-    exe: Optional[str]
-    argv: Tuple[str, ...]
+    exe: str | None
+    argv: tuple[str, ...]
 
     def _check(self) -> None:
         _check(_is_fd(self.status_fd), f"status_fd must be an fd number, not {self.status_fd!r}")
@@ -129,37 +148,66 @@ class KeeperArgs(_Record):
         _check(isinstance(self.keep_orphans, bool), "keep_orphans must be a bool")
         _check(isinstance(self.restore_signals, bool), "restore_signals must be a bool")
         _check(self.cgroup is None or _is_word(self.cgroup), f"cgroup must be a path or None, not {self.cgroup!r}")
-        _check((self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
-               "cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup")
-        _check(self.exe is None or (isinstance(self.exe, str) and self.exe != NONE and "\0" not in self.exe),
-               f"exe must be a path or None, not {self.exe!r}")
-        _check(isinstance(self.argv, tuple) and len(self.argv) > 0
-               and all(isinstance(a, str) and "\0" not in a for a in self.argv),
-               "argv must be a non-empty tuple of str without NUL")
+        _check(
+            (self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
+            "cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup",
+        )
+        _check(
+            self.exe is None or (isinstance(self.exe, str) and self.exe != NONE and "\0" not in self.exe),
+            f"exe must be a path or None, not {self.exe!r}",
+        )
+        _check(
+            isinstance(self.argv, tuple)
+            and len(self.argv) > 0
+            and all(isinstance(a, str) and "\0" not in a for a in self.argv),
+            "argv must be a non-empty tuple of str without NUL",
+        )
 
-    def to_argv(self) -> List[str]:
+    def to_argv(self) -> list[str]:
         """The keeper's command line (without the program itself)."""
-        return [f"v{PROTOCOL_VERSION}", str(self.status_fd), _opt(self.go_fd), self.mode, str(self.owner_pid),
-                repr(float(self.grace)), _flag(self.keep_orphans), _opt(self.cgroup),
-                _flag(self.restore_signals), _opt(self.exe), "--", *self.argv]
+        return [
+            f"v{PROTOCOL_VERSION}",
+            str(self.status_fd),
+            _opt(self.go_fd),
+            self.mode,
+            str(self.owner_pid),
+            repr(float(self.grace)),
+            _flag(self.keep_orphans),
+            _opt(self.cgroup),
+            _flag(self.restore_signals),
+            _opt(self.exe),
+            "--",
+            *self.argv,
+        ]
 
     @classmethod
-    def from_argv(cls, argv: Sequence[str]) -> "KeeperArgs":
+    def from_argv(cls, argv: Sequence[str]) -> KeeperArgs:
         """Read back what to_argv() wrote; ProtocolError for another version or a malformed line."""
         argv = list(argv)
         _check(all(isinstance(a, str) for a in argv), "keeper arguments must be str")
         _check(len(argv) >= 1 and argv[0].startswith("v"), "keeper arguments must start with a protocol version")
-        _check(argv[0] == f"v{PROTOCOL_VERSION}",
-               f"keeper protocol version {argv[0][1:]!r} is not the supported {PROTOCOL_VERSION}")
-        _check(len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
-               f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}")
+        _check(
+            argv[0] == f"v{PROTOCOL_VERSION}",
+            f"keeper protocol version {argv[0][1:]!r} is not the supported {PROTOCOL_VERSION}",
+        )
+        _check(
+            len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
+            f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}",
+        )
         status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe = argv[1:_FIXED]
         try:
-            return cls(status_fd=_int(status_fd, "status_fd"), go_fd=None if go_fd == NONE else _int(go_fd, "go_fd"),
-                       mode=mode, owner_pid=_int(owner, "owner_pid"), grace=_seconds(grace),
-                       keep_orphans=_bool(keep, "keep_orphans"), cgroup=None if cgroup == NONE else cgroup,
-                       restore_signals=_bool(restore, "restore_signals"), exe=None if exe == NONE else exe,
-                       argv=tuple(argv[_FIXED + 1:]))
+            return cls(
+                status_fd=_int(status_fd, "status_fd"),
+                go_fd=None if go_fd == NONE else _int(go_fd, "go_fd"),
+                mode=mode,
+                owner_pid=_int(owner, "owner_pid"),
+                grace=_seconds(grace),
+                keep_orphans=_bool(keep, "keep_orphans"),
+                cgroup=None if cgroup == NONE else cgroup,
+                restore_signals=_bool(restore, "restore_signals"),
+                exe=None if exe == NONE else exe,
+                argv=tuple(argv[_FIXED + 1 :]),
+            )
         except ProtocolError:
             raise
         except (TypeError, ValueError) as exc:  # pragma: no cover - every field is checked above
@@ -190,7 +238,7 @@ class Exit(_Record):
 
 
 if TYPE_CHECKING:
-    Status = Union[Ok, Err, Exit]
+    Status = Ok | Err | Exit
 
 
 def ok_line(pid: int, start_time: int) -> str:
@@ -206,14 +254,17 @@ def exit_line(wait_status: int) -> str:
 
 
 def _format(record: Status) -> str:
-    line = {Ok: lambda r: f"ok {r.pid} {r.start_time}", Err: lambda r: f"err {r.errno} {r.stage}",
-            Exit: lambda r: f"exit {r.wait_status}"}[type(record)](record)
+    line = {
+        Ok: lambda r: f"ok {r.pid} {r.start_time}",
+        Err: lambda r: f"err {r.errno} {r.stage}",
+        Exit: lambda r: f"exit {r.wait_status}",
+    }[type(record)](record)
     if parse_status(line) != record:
         raise ProtocolError(f"not a valid status record: {record!r}")
     return line
 
 
-def parse_status(line: Union[str, bytes]) -> Status:
+def parse_status(line: str | bytes) -> Status:
     """One status line (without its newline) as Ok, Err or Exit; ProtocolError if malformed."""
     if isinstance(line, bytes):
         try:

@@ -18,6 +18,7 @@ cancelled at any point ends the keeper and whatever it started before the
 interruption propagates. The Tree reaps its keeper itself, through the Popen
 that started it; no teardown engine reaps it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union, cast
+from typing import Any, cast
 
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
@@ -57,12 +58,12 @@ _LINUX = sys.platform.startswith("linux")
 POPEN_POLICY = {
     "start_new_session": "any value: the tree always runs in a session of its own, led by the keeper",
     "process_group": "None or 0 (the command leads a process group of its own); another group would "
-                     "take the command out of the tree's session",
+    "take the command out of the tree's session",
     "preexec_fn": "None only: a function would run in the keeper, not in the command (and is unsafe with threads)",
     "user": "None or the caller's own user: the keeper would lose the right to contain the tree "
-            "(run the owner as that user instead)",
+    "(run the owner as that user instead)",
     "group": "None or the caller's own group: the keeper would lose the right to contain the tree "
-             "(run the owner as that group instead)",
+    "(run the owner as that group instead)",
     "extra_groups": "None only: the keeper would lose the right to contain the tree",
 }
 _UNIX_SHELL = "/bin/sh"  # what Popen runs for shell=True (outside Android)
@@ -226,7 +227,7 @@ def spawn(
     contain: str = "auto",
     grace: float = 2.0,
     keep_orphans: bool = False,
-    tag: Optional[str] = None,
+    tag: str | None = None,
     **popen_kwargs: Any,
 ) -> Tree:
     """Start args as a contained tree and return its Tree once the command runs.
@@ -288,22 +289,30 @@ class _Launch:
     """What spawn() decided before starting anything: the command, its environment and its containment."""
 
     args: Any  # as the caller gave them (Tree.args)
-    argv: Tuple[str, ...]
+    argv: tuple[str, ...]
     exe: str  # the program run (argv[0] unless executable= was given)
-    env: Dict[str, str]
+    env: dict[str, str]
     mode: str  # "cgroup", "subreaper" or "session"
-    reason: Optional[str]  # why a stronger mode was not used, or None
-    cgroup: Optional[str]
+    reason: str | None  # why a stronger mode was not used, or None
+    cgroup: str | None
     grace: float
     keep_orphans: bool
     restore_signals: bool
     marker: str
 
-    def keeper_args(self, status_fd: int, go_fd: Optional[int]) -> _protocol.KeeperArgs:
+    def keeper_args(self, status_fd: int, go_fd: int | None) -> _protocol.KeeperArgs:
         return _protocol.KeeperArgs(
-            status_fd=status_fd, go_fd=go_fd, mode=self.mode, owner_pid=os.getpid(), grace=self.grace,
-            keep_orphans=self.keep_orphans, cgroup=self.cgroup, restore_signals=self.restore_signals,
-            exe=None if self.exe == self.argv[0] else self.exe, argv=self.argv)
+            status_fd=status_fd,
+            go_fd=go_fd,
+            mode=self.mode,
+            owner_pid=os.getpid(),
+            grace=self.grace,
+            keep_orphans=self.keep_orphans,
+            cgroup=self.cgroup,
+            restore_signals=self.restore_signals,
+            exe=None if self.exe == self.argv[0] else self.exe,
+            argv=self.argv,
+        )
 
 
 def _choose(contain, owner_pid, owner_start, tag):
@@ -392,17 +401,17 @@ def _close_fds(fds):
             pass
 
 
-def _start(launch: _Launch, kw: Dict[str, Any], stop: Optional[_Stop]) -> Tree:
+def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     """Start the keeper and, through it, the command; the Tree once the keeper says Ok.
 
     Any exception before that (an interrupt, a stop request, a failed start)
     ends the keeper and whatever it started before it propagates.
     """
     pass_fds = tuple(kw.pop("pass_fds", ()))
-    started: List[subprocess.Popen] = []  # the keeper's Popen, from before its fork
-    ours: List[int] = []  # fds of ours still open, closed on failure
+    started: list[subprocess.Popen] = []  # the keeper's Popen, from before its fork
+    ours: list[int] = []  # fds of ours still open, closed on failure
     tree = None
-    moved: Union[bool, OSError, None] = None
+    moved: bool | OSError | None = None
     try:
         r, w = os.pipe()
         ours += [r, w]
@@ -439,7 +448,7 @@ def _start(launch: _Launch, kw: Dict[str, Any], stop: Optional[_Stop]) -> Tree:
     raise _start_error(first, launch, moved, popen)
 
 
-def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ours: List[int]) -> Union[bool, OSError]:
+def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ours: list[int]) -> bool | OSError:
     """Move the keeper into the cgroup and say go (_move_keeper), closing our ends of the go pipe."""
     ours.remove(go_r)
     os.close(go_r)
@@ -449,7 +458,7 @@ def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ou
     return moved
 
 
-def _give_up(ours: List[int], tree: Optional[Tree], started: List[subprocess.Popen], launch: _Launch) -> None:
+def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen], launch: _Launch) -> None:
     """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
     _close_fds(ours)
     if tree is not None:
@@ -461,7 +470,7 @@ def _give_up(ours: List[int], tree: Optional[Tree], started: List[subprocess.Pop
             _close_stdio(started[0])
 
 
-def _hand_to_keeper(pass_fds: Tuple[int, ...], fds: Tuple[int, ...], kw: Dict[str, Any]) -> Tuple[int, ...]:
+def _hand_to_keeper(pass_fds: tuple[int, ...], fds: tuple[int, ...], kw: dict[str, Any]) -> tuple[int, ...]:
     """pass_fds with the keeper's own fds added, so that they survive Popen's closing of fds."""
     # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
     # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
@@ -472,19 +481,20 @@ def _hand_to_keeper(pass_fds: Tuple[int, ...], fds: Tuple[int, ...], kw: Dict[st
     return pass_fds
 
 
-def _start_error(first: Optional[_protocol.Status], launch: _Launch, moved: Union[bool, OSError, None],
-                 popen: subprocess.Popen) -> BaseException:
+def _start_error(
+    first: _protocol.Status | None, launch: _Launch, moved: bool | OSError | None, popen: subprocess.Popen
+) -> BaseException:
     """The exception spawn() raises for a keeper that reported Err (or nothing) instead of Ok."""
     if not isinstance(first, _protocol.Err):
-        return subprocess.SubprocessError(
-            f"the keeper exited before starting the command (status {popen.returncode})")
+        return subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
     code, stage = first.errno, first.stage
     msg = os.strerror(code) if code else "unknown error"
     if stage == "exec":
         return OSError(code, msg, launch.exe)  # FileNotFoundError/PermissionError, as Popen
     if stage == "cgroup" and isinstance(moved, OSError):
-        exc = ContainmentUnavailable(moved.errno, f"contain='cgroup' failed: cannot move the keeper into "
-                                                  f"{launch.cgroup}: {moved.strerror}")
+        exc = ContainmentUnavailable(
+            moved.errno, f"contain='cgroup' failed: cannot move the keeper into {launch.cgroup}: {moved.strerror}"
+        )
         exc.__cause__ = moved
         return exc
     if stage in ("cgroup", "subreaper"):
@@ -523,7 +533,7 @@ class Tree:
 
     def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
         self.args = launch.args
-        self.pid: Optional[int] = None
+        self.pid: int | None = None
         self.mode = launch.mode
         self.mode_reason = launch.reason  # why a stronger mode was not used (contain="auto"), or None
         self.marker = launch.marker
@@ -532,12 +542,12 @@ class Tree:
         self.keep_orphans = launch.keep_orphans
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
         self._popen = popen
-        self._status_fd: Optional[int] = status_fd
+        self._status_fd: int | None = status_fd
         self._buf = b""
         self._eof = False
-        self._status: Optional[int] = None  # the command's raw wait status, once known
-        self._root: Optional[Proc] = None
-        self._report: Optional[TeardownReport] = None
+        self._status: int | None = None  # the command's raw wait status, once known
+        self._root: Proc | None = None
+        self._report: TeardownReport | None = None
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -564,7 +574,7 @@ class Tree:
             self._root = p
 
     # -- status channel -----------------------------------------------------
-    def _first_status(self, deadline: float, stop: Optional[_Stop]) -> Optional[_protocol.Status]:
+    def _first_status(self, deadline: float, stop: _Stop | None) -> _protocol.Status | None:
         """The keeper's first status record (Ok or Err), None if it exited without one.
 
         A line that breaks the protocol is an error of the keeper: SubprocessError.
@@ -633,18 +643,18 @@ class Tree:
                 pass
 
     @property
-    def returncode(self) -> Optional[int]:
+    def returncode(self) -> int | None:
         """The command's exit code (negative signal number, as Popen), or None while it runs."""
         self.poll()
         if self._status is None:
             return None
         return os.waitstatus_to_exitcode(self._status)
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         self._pump(time.monotonic())
         return None if self._status is None else os.waitstatus_to_exitcode(self._status)
 
-    def wait(self, timeout: Optional[float] = None) -> int:
+    def wait(self, timeout: float | None = None) -> int:
         """Wait for the command to end and return its returncode.
 
         Without keep_orphans this also waits (within timeout) for the keeper to
@@ -663,7 +673,7 @@ class Tree:
         assert self._status is not None  # _pump() said it is known
         return os.waitstatus_to_exitcode(self._status)
 
-    def join(self, timeout: Optional[float] = None) -> int:
+    def join(self, timeout: float | None = None) -> int:
         """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
 
         Returns the command's returncode; raises subprocess.TimeoutExpired.
@@ -678,7 +688,7 @@ class Tree:
         self._finish()
         return rc
 
-    async def wait_async(self, timeout: Optional[float] = None) -> int:
+    async def wait_async(self, timeout: float | None = None) -> int:
         """wait() without blocking the event loop."""
         loop = asyncio.get_running_loop()
         if self._status is None and self._status_fd is not None:
@@ -699,7 +709,7 @@ class Tree:
                 loop.remove_reader(fd)
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
 
-    def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Tuple[Any, Any]:
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
         try:
             out = self._popen.communicate(input, timeout)
@@ -745,7 +755,7 @@ class Tree:
         # Until we reap it, the keeper's pid cannot be reused: walking from it is safe.
         return self._popen.returncode is None
 
-    def members(self) -> List[Proc]:
+    def members(self) -> list[Proc]:
         """The live members of the tree (the command and what it started), as Proc records."""
         from .._table import live as _live
 
@@ -770,7 +780,7 @@ class Tree:
                         out.setdefault(p.pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
-    def terminate(self, grace: Optional[float] = None) -> TeardownReport:
+    def terminate(self, grace: float | None = None) -> TeardownReport:
         """Tear the whole tree down (SIGTERM, then SIGKILL after grace) and return the TeardownReport."""
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return self._terminate(grace, None)
@@ -793,16 +803,17 @@ class Tree:
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
             self._finish()
-            rep = dataclasses.replace(rep, elapsed=time.monotonic() - t0,
-                                      extra={**rep.extra, "keeper": self.keeper_pid,
-                                             **({"cgroup": self.cgroup} if self.cgroup else {})})
+            rep = dataclasses.replace(
+                rep,
+                elapsed=time.monotonic() - t0,
+                extra={**rep.extra, "keeper": self.keeper_pid, **({"cgroup": self.cgroup} if self.cgroup else {})},
+            )
             self._report = rep
             return rep
 
     def _cgroup_teardown(self, grace, stop):
         """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
-        return _owner.end_cgroup(self.cgroup, grace, spare={self.keeper_pid},
-                                 stop_fd=None if stop is None else stop.fd)
+        return _owner.end_cgroup(self.cgroup, grace, spare={self.keeper_pid}, stop_fd=None if stop is None else stop.fd)
 
     def _engine_teardown(self, grace, stop):
         """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself)."""
@@ -820,7 +831,7 @@ class Tree:
         """terminate() with no grace: SIGKILL at once."""
         return self.terminate(grace=0)
 
-    async def terminate_async(self, grace: Optional[float] = None) -> TeardownReport:
+    async def terminate_async(self, grace: float | None = None) -> TeardownReport:
         """terminate() without blocking the event loop.
 
         Cancelling it skips the rest of the grace: what is left is SIGKILLed
@@ -937,8 +948,15 @@ async def spawn_async(args: Any, **kwargs: Any) -> Tree:
 
 def _spawn_stoppable(args, kwargs, stop):
     kw = dict(kwargs)
-    tree = _spawn(args, kw.pop("contain", "auto"), kw.pop("grace", 2.0), kw.pop("keep_orphans", False),
-                  kw.pop("tag", None), kw, stop)
+    tree = _spawn(
+        args,
+        kw.pop("contain", "auto"),
+        kw.pop("grace", 2.0),
+        kw.pop("keep_orphans", False),
+        kw.pop("tag", None),
+        kw,
+        stop,
+    )
     if stop.is_set():
         tree._discard()
         raise _Stopped

@@ -3,12 +3,13 @@
 Turns the core's -errno returns into exceptions and its rows into Proc
 records. Nothing here reads ffi.errno: the C functions return the error.
 """
+
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
 import sys
+from collections.abc import Callable
 
 from .. import _core
 from .._errors import AccessDenied, NoSuchProcess

@@ -10,6 +10,7 @@ which is slower but cannot skip.
 Guarantee: every process that stayed a descendant of pid, through parent links
 that did not change, for the whole call is in the answer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,7 +20,9 @@ from . import binding as _binding
 from .model import Proc, Snapshot
 
 
-def _live_walk(pid: int, walk: Callable[[object], list[Proc]], scan: Callable[[Snapshot, int], list[Proc]]) -> list[Proc]:
+def _live_walk(
+    pid: int, walk: Callable[[object], list[Proc]], scan: Callable[[Snapshot, int], list[Proc]]
+) -> list[Proc]:
     _, row = _binding.proc_row(pid)  # NoSuchProcess for a pid that is not there
     try:
         return walk(row)

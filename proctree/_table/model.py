@@ -4,6 +4,7 @@ A Snapshot is the process table at one moment. It is built either from rows
 the C core read (lazily turned into Proc records, so a snapshot of 10,000
 processes stays small) or from Proc records given directly (tests, tools).
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left

@@ -9,12 +9,12 @@ Must never: make a decision of its own (every one is the machine's); block the
 event loop in the asyncio face; leave a tree half-signalled when interrupted
 or cancelled (the machine's abort() ends it at once).
 """
+
 from __future__ import annotations
 
 import asyncio
 import select
 import time
-from typing import Tuple
 
 from .._validate import check_pid, check_positive_int, check_seconds
 from . import exitwait as _exitwait
@@ -25,7 +25,7 @@ from .world import World
 
 def _validated(
     pid: int, grace: float, include_root: bool, signal_group: bool, max_procs: int, reap: bool = False
-) -> Tuple[int, float, bool, bool, int, bool]:
+) -> tuple[int, float, bool, bool, int, bool]:
     pid = check_pid(pid)
     grace = check_seconds(grace, "grace")
     max_procs = check_positive_int(max_procs, "max_procs")

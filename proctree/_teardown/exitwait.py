@@ -13,12 +13,13 @@ bag of Targets with:
 
 A zombie counts as ended. A waiter never signals anything and never reaps.
 """
+
 from __future__ import annotations
 
 import os
 import select
 import sys
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
@@ -59,9 +60,9 @@ class Waiter(Protocol):
 
     def ready(self) -> list[Target]: ...
 
-    def fileno(self) -> Optional[int]: ...
+    def fileno(self) -> int | None: ...
 
-    def poll_interval(self) -> Optional[float]: ...
+    def poll_interval(self) -> float | None: ...
 
     def close(self) -> None: ...
 

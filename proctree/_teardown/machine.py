@@ -20,12 +20,14 @@ Must never: signal pid 0, pid 1, a negative pid other than the root's
 verified group, the caller or an ancestor (refused up front, and guarded at
 every send); block the event loop; hold more than max_procs members.
 """
+
 from __future__ import annotations
 
 import enum
 import signal
 import sys
-from typing import Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, NamedTuple
 
 from .._errors import AccessDenied, Error, NoSuchProcess
 from .._table.model import Proc, Snapshot
@@ -61,7 +63,7 @@ BATCH = 64
 class _Wait(NamedTuple):
     """What the engine waits for next: fd readable, or timeout seconds (0: just yield)."""
 
-    fd: Optional[int]
+    fd: int | None
     timeout: float
 
 
@@ -90,14 +92,14 @@ class _Member:
 
     def __init__(self, proc: Proc, late: bool) -> None:
         self.proc = proc
-        self.target: Optional[Target] = None
+        self.target: Target | None = None
         self.status = MemberState.LIVE
         self.late = late
         self.signalled = False
 
 
 # What the machine's generators yield; each is sent back the _Call's result (None for a _Wait).
-Request = Union[_Wait, _Call]
+Request = _Wait | _Call
 
 
 class _Teardown:
@@ -115,7 +117,7 @@ class _Teardown:
         max_procs: int,
         reap: bool = False,
         *,
-        world: Optional[World] = None,
+        world: World | None = None,
     ) -> None:
         self.world: World = System() if world is None else world
         self.pid = pid
@@ -125,35 +127,35 @@ class _Teardown:
         self.signal_group = signal_group
         self.max_procs = max_procs
         self.use_pidfd = self.world.pidfds_available()
-        self.members: Dict[Tuple[int, int], _Member] = {}  # (pid, start_time) -> _Member, in discovery order
+        self.members: dict[tuple[int, int], _Member] = {}  # (pid, start_time) -> _Member, in discovery order
         # id(target) -> _Member still to end (kept so each wakeup is O(ended))
-        self.unended: Dict[int, _Member] = {}
+        self.unended: dict[int, _Member] = {}
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
-        self.last_snap: Optional[Snapshot] = None
-        self.forks_at_scan: Optional[int] = None  # the system's fork counter when the last scan began
+        self.last_snap: Snapshot | None = None
+        self.forks_at_scan: int | None = None  # the system's fork counter when the last scan began
         # (fork counter, members, may_orphan) at the last kinship scan
-        self.last_kin_scan: Optional[Tuple[Optional[int], int, int]] = None
-        self.theirs: Dict[int, int] = {}  # pid -> start time of what a protected process in the tree started
-        self.ambiguous: Dict[int, Proc] = {}  # orphans not taken: a protected process shares their session
-        self.root_member: Optional[_Member] = None
-        self.root: Optional[Proc] = None  # the root's Proc as first read
+        self.last_kin_scan: tuple[int | None, int, int] | None = None
+        self.theirs: dict[int, int] = {}  # pid -> start time of what a protected process in the tree started
+        self.ambiguous: dict[int, Proc] = {}  # orphans not taken: a protected process shares their session
+        self.root_member: _Member | None = None
+        self.root: Proc | None = None  # the root's Proc as first read
         self.group_ok = False  # the root leads its group, which holds no protected process
-        self.anchors: Dict[int, int] = {}  # pid -> start_time of the root and every member
-        self.spared: Dict[int, Proc] = {}
+        self.anchors: dict[int, int] = {}  # pid -> start_time of the root and every member
+        self.spared: dict[int, Proc] = {}
         self.truncated = False
         self.killing = False
-        self.reaped: Dict[int, int] = {}
+        self.reaped: dict[int, int] = {}
         self.group_note = "not signalled"
         # Set by steps() (the guard reads the caller's ancestors, the waiter holds an fd):
         # nothing touches the system before the run starts.
-        self.guard: Optional[Guard] = None
-        self.owners: Set[int] = set()  # the caller and its ancestors, minus pids 0 and 1
-        self.waiter: Optional[Waiter] = None
+        self.guard: Guard | None = None
+        self.owners: set[int] = set()  # the caller and its ancestors, minus pids 0 and 1
+        self.waiter: Waiter | None = None
         self.fd_budget = self.world.fd_budget()
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _unended_members(self) -> List[_Member]:
+    def _unended_members(self) -> list[_Member]:
         """A copy of the members still to end (safe to iterate while signalling)."""
         return list(self.unended.values())
 
@@ -226,7 +228,7 @@ class _Teardown:
             if m is not None:
                 self._ended(m)
 
-    def _rescan(self, late: bool, kin: bool = True) -> Generator[Request, Any, List[_Member]]:
+    def _rescan(self, late: bool, kin: bool = True) -> Generator[Request, Any, list[_Member]]:
         """Take a snapshot and add members not seen before (a generator: use
         `yield from`). Returns the new _Members.
 
@@ -336,9 +338,7 @@ class _Teardown:
         t0 = self.world.monotonic()
         guard = self.guard = self.world.guard()
         if self.pid in guard.protected:
-            raise ValueError(
-                f"refusing to tear down pid {self.pid}: it is the caller or one of its ancestors"
-            )
+            raise ValueError(f"refusing to tear down pid {self.pid}: it is the caller or one of its ancestors")
         root = self.world.proc(self.pid)  # NoSuchProcess for a pid that is not there
         self.root = root
         if self.world.is_kernel_thread(self.pid):
@@ -446,7 +446,7 @@ class _Teardown:
             outcome = str(exc)
         self.group_note += f"; SIGKILL to group {root.proc.pid} (truncated): {outcome}"
 
-    def _outsiders_in_group(self, pgid: int, uncapped: bool = False) -> Set[int]:
+    def _outsiders_in_group(self, pgid: int, uncapped: bool = False) -> set[int]:
         """Live processes of group pgid, in the last snapshot, that are not the tree's.
 
         A group signal reaches every process of the group, so it is sent only
@@ -473,7 +473,7 @@ class _Teardown:
     def _freeze_and_kill(self) -> Generator[Request, Any, None]:
         """SIGSTOP until the tree is closed (nothing new while all are stopped), then SIGKILL."""
         self.killing = True
-        frozen: Set[Tuple[int, int]] = set()
+        frozen: set[tuple[int, int]] = set()
         closed = False  # a rescan found nothing new while every member was stopped
         for _ in range(FREEZE_ROUNDS):
             for i, m in enumerate(self._unended_members()):
@@ -573,7 +573,7 @@ class _Teardown:
     def _report(self, t0: float, root: Proc) -> TeardownReport:
         ms = list(self.members.values())
 
-        def having(state: MemberState) -> Tuple[Proc, ...]:
+        def having(state: MemberState) -> tuple[Proc, ...]:
             return tuple(m.proc for m in ms if m.status is state)
 
         may_run = (MemberState.LIVE, MemberState.DENIED)

@@ -31,20 +31,22 @@ session: only a deliberate setpgid moves a process into another's group.
 Never: take a protected process as a member, or walk through one; never grow
 past the cap.
 """
+
 from __future__ import annotations
 
 from collections import deque
-from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from .._table.model import Proc, Snapshot
 
 
 class Selection(NamedTuple):
-    new: Tuple[Proc, ...]  # members not known before, breadth-first
-    spared: Tuple[Proc, ...]  # protected processes the tree holds (never signalled)
+    new: tuple[Proc, ...]  # members not known before, breadth-first
+    spared: tuple[Proc, ...]  # protected processes the tree holds (never signalled)
     truncated: bool  # more members exist than the cap allowed
-    theirs: Dict[int, int]  # pid -> start time of what protected processes started (never members)
-    ambiguous: Tuple[Proc, ...] = ()  # orphans in a protected process's session: not taken
+    theirs: dict[int, int]  # pid -> start time of what protected processes started (never members)
+    ambiguous: tuple[Proc, ...] = ()  # orphans in a protected process's session: not taken
     # Live processes in the members' groups and sessions that are not members
     # only because their parent is alive: each may become an orphan (a member)
     # when that parent exits, without any fork. 0 means a later kinship scan
@@ -69,9 +71,9 @@ def _group_and_session_ids(snap) -> frozenset:
     return frozenset(ids)
 
 
-def _protected_homes(snap, protected) -> Dict[Tuple[str, int], int]:
+def _protected_homes(snap, protected) -> dict[tuple[str, int], int]:
     """("sid"|"pgid", id) -> the earliest start time of a protected process in that session or group."""
-    out: Dict[Tuple[str, int], int] = {}
+    out: dict[tuple[str, int], int] = {}
     for pid in protected:
         p = snap.get(pid) if pid > 0 else None
         if p is None:
@@ -99,9 +101,9 @@ def select(
     anchors: Mapping[int, int],
     protected: Iterable[int],
     cap: int,
-    owners: Optional[Iterable[int]] = frozenset(),
-    theirs: Optional[Mapping[int, int]] = None,
-    held: Optional[int] = None,
+    owners: Iterable[int] | None = frozenset(),
+    theirs: Mapping[int, int] | None = None,
+    held: int | None = None,
 ) -> Selection:
     """New members found in snap.
 
@@ -121,7 +123,7 @@ def select(
                anchor; the root is an anchor but no member with include_root=False)
     """
     protected = frozenset(protected)
-    theirs_out: Dict[int, int] = dict(theirs or {})
+    theirs_out: dict[int, int] = dict(theirs or {})
     new = []
     spared = []
     ambiguous = []

@@ -5,17 +5,17 @@ never wait for a process that is not the caller's own child with the recorded
 identity: a wait status that belongs to another waiter (Popen,
 multiprocessing, asyncio) is not ours to take.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .signals import Target
 
 
-def reap_zombie_child(pid: int) -> Optional[int]:
+def reap_zombie_child(pid: int) -> int | None:
     """Reap pid, which the caller just saw as its own zombie child (right start time).
 
     Nobody else can wait for the caller's child, and its pid cannot be reused
@@ -28,7 +28,7 @@ def reap_zombie_child(pid: int) -> Optional[int]:
     return os.waitstatus_to_exitcode(status) if got else None
 
 
-def reap_if_own_child(target: Target, me: int) -> Optional[int]:
+def reap_if_own_child(target: Target, me: int) -> int | None:
     """Reap target if it is the caller's own exited child. Returns its returncode or None.
 
     Only ever waits for that one process: by pidfd where held, else by a pid that

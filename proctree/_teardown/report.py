@@ -1,8 +1,9 @@
 """TeardownReport: what a teardown found, and how each member ended."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from .._table.model import Proc
 
@@ -22,17 +23,17 @@ class TeardownReport:
     elapsed:   seconds from the call to the report
     """
 
-    root: Optional[Proc]
-    found: Tuple[Proc, ...] = ()
-    exited: Tuple[Proc, ...] = ()
-    killed: Tuple[Proc, ...] = ()
-    survivors: Tuple[Proc, ...] = ()
-    late: Tuple[Proc, ...] = ()
-    denied: Tuple[Proc, ...] = ()
+    root: Proc | None
+    found: tuple[Proc, ...] = ()
+    exited: tuple[Proc, ...] = ()
+    killed: tuple[Proc, ...] = ()
+    survivors: tuple[Proc, ...] = ()
+    late: tuple[Proc, ...] = ()
+    denied: tuple[Proc, ...] = ()
     truncated: bool = False
     elapsed: float = 0.0
     mode: str = "plain"
-    extra: Dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -43,10 +44,10 @@ class TeardownReport:
         """
         return not self.survivors and not self.truncated
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (Proc records become dicts)."""
 
-        def procs(ps: Tuple[Proc, ...]) -> list:
+        def procs(ps: tuple[Proc, ...]) -> list:
             return [p._asdict() for p in ps]
 
         return {

@@ -11,12 +11,14 @@ pid 1, a negative pid, the caller or any of its ancestors, nor a process group
 that holds the caller or an ancestor: every send goes through Guard checks,
 whatever the tree claims.
 """
+
 from __future__ import annotations
 
 import errno
 import os
 import signal
-from typing import Callable, Iterable, Literal, Optional
+from collections.abc import Callable, Iterable
+from typing import Literal
 
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
@@ -29,7 +31,7 @@ GONE: Outcome = "gone"
 DENIED: Outcome = "denied"
 
 # Tests and debugging: PROCTREE_NO_PIDFD=1 forces the start-time fallback.
-_pidfd_ok: Optional[bool] = None
+_pidfd_ok: bool | None = None
 
 
 def pidfds_available() -> bool:
@@ -37,8 +39,10 @@ def pidfds_available() -> bool:
     global _pidfd_ok
     if _pidfd_ok is None:
         _pidfd_ok = False
-        if os.environ.get("PROCTREE_NO_PIDFD") != "1" and hasattr(os, "pidfd_open") and hasattr(
-            signal, "pidfd_send_signal"
+        if (
+            os.environ.get("PROCTREE_NO_PIDFD") != "1"
+            and hasattr(os, "pidfd_open")
+            and hasattr(signal, "pidfd_send_signal")
         ):
             # pidfd_send_signal (5.1) predates pidfd_open (5.3): one probe covers both.
             try:
@@ -67,7 +71,7 @@ def _ancestor_pids(pid: int) -> list[int]:
 class Guard:
     """Who must never be signalled: the caller, its ancestors, pid 0 and pid 1."""
 
-    def __init__(self, me: Optional[int] = None, ancestors: Optional[Iterable[int]] = None) -> None:
+    def __init__(self, me: int | None = None, ancestors: Iterable[int] | None = None) -> None:
         self.me = os.getpid() if me is None else me
         if ancestors is None:
             ancestors = _ancestor_pids(self.me)
@@ -97,7 +101,7 @@ class Target:
 
     __slots__ = ("proc", "pidfd")
 
-    def __init__(self, proc: Proc, pidfd: Optional[int]) -> None:
+    def __init__(self, proc: Proc, pidfd: int | None) -> None:
         self.proc = proc
         self.pidfd = pidfd
 
@@ -110,7 +114,7 @@ class Target:
         return f"<Target {self.proc.pid} start {self.proc.start_time} pidfd {self.pidfd}>"
 
 
-def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Optional[Target]:
+def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None:
     """A Target for proc, or None if that process is gone (its pid may be someone else's now).
 
     Raises AccessDenied if its identity cannot be checked, ValueError if the guard forbids it.
@@ -193,7 +197,7 @@ def send_group(pgid: int, sig: int, guard: Guard, leader: Target) -> Outcome:
     return SENT
 
 
-_libc_killpg: Optional[Callable[[int, int], None]] = None
+_libc_killpg: Callable[[int, int], None] | None = None
 
 
 def _killpg(pgid: int, sig: int) -> None:

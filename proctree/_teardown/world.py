@@ -12,12 +12,13 @@ so a test that swaps signals.send or forces signals._pidfd_ok still reaches
 the engine. Must never: decide anything (that is the engine's job), or
 signal or reap by any other path than signals and reaping.
 """
+
 from __future__ import annotations
 
 import resource
 import select
 import time
-from typing import Optional, Protocol
+from typing import Protocol
 
 from .._table import binding as _binding
 from .._table.model import Proc, Snapshot
@@ -41,7 +42,7 @@ class World(Protocol):
     # -- targets and sends (signals.py's contracts)
     def guard(self) -> Guard: ...
 
-    def open_target(self, proc: Proc, guard: Guard, use_pidfd: bool) -> Optional[Target]: ...
+    def open_target(self, proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None: ...
 
     def send(self, target: Target, sig: int, guard: Guard) -> Outcome: ...
 
@@ -57,16 +58,16 @@ class World(Protocol):
     def monotonic(self) -> float: ...
 
     # -- capacities
-    def fork_count(self) -> Optional[int]: ...
+    def fork_count(self) -> int | None: ...
 
     def pidfds_available(self) -> bool: ...
 
     def fd_budget(self) -> int: ...
 
     # -- reaping (reaping.py's contracts)
-    def reap_zombie_child(self, pid: int) -> Optional[int]: ...
+    def reap_zombie_child(self, pid: int) -> int | None: ...
 
-    def reap_if_own_child(self, target: Target, me: int) -> Optional[int]: ...
+    def reap_if_own_child(self, target: Target, me: int) -> int | None: ...
 
     def unheld_target(self, proc: Proc) -> Target: ...
 
@@ -86,7 +87,7 @@ class System:
     def guard(self) -> Guard:
         return _signals.Guard()
 
-    def open_target(self, proc: Proc, guard: Guard, use_pidfd: bool) -> Optional[Target]:
+    def open_target(self, proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None:
         return _signals.open_target(proc, guard, use_pidfd)
 
     def send(self, target: Target, sig: int, guard: Guard) -> Outcome:
@@ -111,7 +112,7 @@ class System:
     def monotonic(self) -> float:
         return time.monotonic()
 
-    def fork_count(self) -> Optional[int]:
+    def fork_count(self) -> int | None:
         """Processes created since boot (Linux /proc/stat "processes"), or None where unknown.
 
         A 64-bit counter of every fork and clone on the machine: if it has not
@@ -137,10 +138,10 @@ class System:
             soft = 65536
         return max(0, min(soft // 2 - 64, 16384))
 
-    def reap_zombie_child(self, pid: int) -> Optional[int]:
+    def reap_zombie_child(self, pid: int) -> int | None:
         return _reaping.reap_zombie_child(pid)
 
-    def reap_if_own_child(self, target: Target, me: int) -> Optional[int]:
+    def reap_if_own_child(self, target: Target, me: int) -> int | None:
         return _reaping.reap_if_own_child(target, me)
 
     def unheld_target(self, proc: Proc) -> Target:

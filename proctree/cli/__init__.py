@@ -8,6 +8,7 @@ or under --json as one JSON object {"ok": false, "error": {...}} where that
 command prints its JSON (stdout; stderr for `run`, whose stdout is CMD's).
 It must never print a traceback for bad input, nor two JSON documents.
 """
+
 import argparse
 import importlib
 import json

@@ -4,6 +4,7 @@ A subcommand raises CliError for anything it cannot do; the `proctree` entry
 point prints it once, as text on stderr or, under --json, as one JSON object
 of a fixed shape. Nothing here touches the system.
 """
+
 import argparse
 import re
 
@@ -74,9 +75,7 @@ def parse_pid(text):
 def parse_seconds(text):
     """An argparse type: seconds as plain decimal >= 0 (2, 0.5), finite. ArgumentTypeError otherwise."""
     if not _SECONDS.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"not a number of seconds: {shown(text)} (plain decimal >= 0, like 2 or 0.5)"
-        )
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {shown(text)} (plain decimal >= 0, like 2 or 0.5)")
     seconds = float(text)
     if seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)}")

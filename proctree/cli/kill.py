@@ -5,6 +5,7 @@ Exit status: 0 when nothing of the tree survived, 1 when something did (see
 the caller or its ancestors, a kernel thread): nothing was signalled then.
 All policy lives in proctree.terminate_tree; this only parses and prints.
 """
+
 import json
 import sys
 
@@ -14,12 +15,16 @@ from ._common import CliError, parse_pid, parse_seconds, printable
 
 
 def register(sub):
-    p = sub.add_parser("kill", help="end a process and everything it started (TERM, then KILL after the grace)",
-                       description="End PID and everything it started, and nothing else; print the report. "
-                       "Exit 0 if nothing survived, 1 if something did, 2 on bad input (nothing signalled).")
+    p = sub.add_parser(
+        "kill",
+        help="end a process and everything it started (TERM, then KILL after the grace)",
+        description="End PID and everything it started, and nothing else; print the report. "
+        "Exit 0 if nothing survived, 1 if something did, 2 on bad input (nothing signalled).",
+    )
     p.add_argument("pid", metavar="PID", help="root of the tree to end (decimal digits)")
-    p.add_argument("--grace", type=parse_seconds, default=2.0, metavar="S",
-                   help="seconds between SIGTERM and SIGKILL (default 2)")
+    p.add_argument(
+        "--grace", type=parse_seconds, default=2.0, metavar="S", help="seconds between SIGTERM and SIGKILL (default 2)"
+    )
     p.add_argument("--json", action="store_true", help="print the report (or the error) as one JSON object")
     p.set_defaults(run=run)
 

@@ -6,6 +6,7 @@ to CMD's process group, and the exit status is CMD's (128+N for a signal).
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,25 @@ def register(sub):
         description="Run CMD in the foreground as a contained tree; when it ends (or is "
         "interrupted, or this command is killed) nothing it started is left running.",
     )
-    p.add_argument("--contain", default="auto", metavar="{auto,cgroup,subreaper,session}",
-                   help="containment mode (default: auto, the strongest that works here)")
-    p.add_argument("--grace", type=parse_seconds, default=2.0, metavar="S",
-                   help="seconds between SIGTERM and SIGKILL at teardown (default 2)")
-    p.add_argument("--keep-orphans", action="store_true",
-                   help="when CMD exits, let what it left run on; return once they end too")
-    p.add_argument("--json", action="store_true",
-                   help="print the teardown report (or the error) as one JSON object on stderr")
+    p.add_argument(
+        "--contain",
+        default="auto",
+        metavar="{auto,cgroup,subreaper,session}",
+        help="containment mode (default: auto, the strongest that works here)",
+    )
+    p.add_argument(
+        "--grace",
+        type=parse_seconds,
+        default=2.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL at teardown (default 2)",
+    )
+    p.add_argument(
+        "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the teardown report (or the error) as one JSON object on stderr"
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     # stdout belongs to CMD: the JSON report, errors included, goes to stderr.
     p.set_defaults(run=run, json_on_stderr=True)

@@ -6,6 +6,7 @@ depth and child pids: nested JSON as deep as the tree is more than common
 parsers accept (Python's json.loads stops near 500 levels of processes).
 Reads one snapshot; never signals anything.
 """
+
 import json
 import sys
 
@@ -15,11 +16,17 @@ from ._common import CliError, parse_pid, printable
 
 
 def register(sub):
-    p = sub.add_parser("tree", help="draw the process tree (pid, pgid, sid, state, name)",
-                       description="Draw the process tree below PID (default: every process).")
+    p = sub.add_parser(
+        "tree",
+        help="draw the process tree (pid, pgid, sid, state, name)",
+        description="Draw the process tree below PID (default: every process).",
+    )
     p.add_argument("pid", nargs="?", metavar="PID", help="root of the tree to draw (default: the whole table)")
-    p.add_argument("--json", action="store_true",
-                   help='print {"ok": true, "roots": [...], "procs": [...]} (one record per process, in drawing order)')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"ok": true, "roots": [...], "procs": [...]} (one record per process, in drawing order)',
+    )
     p.set_defaults(run=run)
 
 
@@ -68,7 +75,7 @@ def draw(snap, steps, out):
             out.write(label(snap[pid]) + "\n")
             rails.clear()
             continue
-        del rails[depth - 1:]
+        del rails[depth - 1 :]
         out.write("".join(rails) + ("└─ " if last else "├─ ") + label(snap[pid]) + "\n")
         rails.append("   " if last else "│  ")
 

@@ -2,6 +2,7 @@
 
 A scene starts its own processes and leaves none behind, even when it fails.
 """
+
 import importlib
 import sys
 

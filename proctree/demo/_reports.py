@@ -7,6 +7,7 @@ reported process by identity (pid + start time) as it is heard of, so that
 `end()` can SIGKILL exactly those, and only while they are still the same
 processes, whatever happened in the scene.
 """
+
 from __future__ import annotations
 
 import os

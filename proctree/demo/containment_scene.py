@@ -1,4 +1,5 @@
 """Demo scene: a command that daemonizes escapes a plain terminate_tree, and cannot escape spawn()."""
+
 from __future__ import annotations
 
 import proctree
@@ -44,8 +45,10 @@ def run(out):
         popen, daemon = _start_daemonizer(started, out)
         if daemon is None:
             return False
-        out.write(f"subprocess.Popen: command {popen.pid}, its daemon {daemon.pid} "
-                  f"(ppid {daemon.ppid}, own session {daemon.sid})\n")
+        out.write(
+            f"subprocess.Popen: command {popen.pid}, its daemon {daemon.pid} "
+            f"(ppid {daemon.ppid}, own session {daemon.sid})\n"
+        )
         rep = proctree.terminate_tree(popen.pid, grace=1.0)
         popen.wait()
         out.write(f"  terminate_tree({popen.pid}): found {_names(rep.found)}\n")
@@ -59,15 +62,19 @@ def run(out):
         tree, daemon = _start_daemonizer(started, out, launch=proctree.spawn, grace=1.0)
         if daemon is None:
             return False
-        out.write(f"\nproctree.spawn (mode {tree.mode}): command {tree.pid}, its daemon {daemon.pid} "
-                  f"(ppid {daemon.ppid}, own session {daemon.sid})\n")
+        out.write(
+            f"\nproctree.spawn (mode {tree.mode}): command {tree.pid}, its daemon {daemon.pid} "
+            f"(ppid {daemon.ppid}, own session {daemon.sid})\n"
+        )
         if tree.mode_reason:
             out.write(f"  (stronger modes unavailable: {tree.mode_reason})\n")
         out.write(f"  members(): {_names(tree.members())}\n")
         out.write(f"  every member carries PROCTREE_OWNER={tree.marker}\n")
         rep = tree.terminate()
-        out.write(f"  terminate(): found {_names(rep.found)}; {len(rep.exited)} exited, "
-                  f"{len(rep.killed)} killed, {len(rep.survivors)} survived, in {rep.elapsed * 1e3:.1f} ms\n")
+        out.write(
+            f"  terminate(): found {_names(rep.found)}; {len(rep.exited)} exited, "
+            f"{len(rep.killed)} killed, {len(rep.survivors)} survived, in {rep.elapsed * 1e3:.1f} ms\n"
+        )
         caught = daemon.identity in {p.identity for p in rep.found} and not started.still_running(daemon.pid)
         out.write("  the daemon was caught and ended\n" if caught else "  the daemon was NOT caught\n")
         return caught and rep.ok

@@ -1,4 +1,5 @@
 """Demo scene: read the process table and walk a live tree it starts itself."""
+
 from __future__ import annotations
 
 import os

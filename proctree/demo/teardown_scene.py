@@ -9,6 +9,7 @@ twice, so the two reports stand side by side.
 It must leave nothing behind, even when it fails: every process the tree
 reports is recorded by identity (pid + start time) and ended in `finally`.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,16 @@ wait_forever()
 _EXPECTED = 8  # reports before the tree is complete
 
 
-_ORDER = ["root", "shell", "hup-ignoring job (own group)", "term-ignorer", "stopped job",
-          "own session", "zombie keeper", "zombie"]
+_ORDER = [
+    "root",
+    "shell",
+    "hup-ignoring job (own group)",
+    "term-ignorer",
+    "stopped job",
+    "own session",
+    "zombie keeper",
+    "zombie",
+]
 
 
 def _fate(started, pid):

@@ -6,6 +6,7 @@ that carries our nonce and is not the test process itself. Nothing else on
 the machine is ever signalled: the nonce is the allowlist, and each kill is
 checked against the start time read at the same moment.
 """
+
 import os
 import signal
 

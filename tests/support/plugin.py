@@ -4,6 +4,7 @@ Loaded by tests/conftest.py (pytest_plugins). Every process a test starts
 inherits PROCTREE_TEST_RUN=<nonce>; after each test, whatever still carries
 the nonce fails the test and is ended (pid + start time checked).
 """
+
 import os
 import secrets
 import time

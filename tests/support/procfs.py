@@ -5,6 +5,7 @@ FIRST '(' and the LAST ')' and may hold spaces, parentheses and newlines;
 every other field is a decimal after it, separated by one space. It must
 never share code with the core, or the cross-check proves nothing.
 """
+
 import os
 
 # proc(5) numbering: 1 pid, 2 comm, 3 state, 4 ppid, 5 pgrp, 6 session,

@@ -4,6 +4,7 @@ Every helper runs PRELUDE first: report(pid...) writes one line to the pipe;
 park() blocks until the test closes its stdin (or 120 s pass: nothing runs
 forever). close() kills what is still the same process (pid + start time).
 """
+
 import os
 import select
 import signal
@@ -13,7 +14,6 @@ import textwrap
 import time
 
 from .procfs import read_all, read_proc
-
 
 # Run by every helper: report(pid...) writes one line to the pipe; park()
 # blocks until the test closes our stdin (or 120 s pass: nothing runs forever).
@@ -50,9 +50,11 @@ class Spawner:
         line numbers in not_pids (thread ids and the like)."""
         r, w = os.pipe()
         try:
-            p = subprocess.Popen([sys.executable, "-W", "ignore::DeprecationWarning", "-c",
-                                  PRELUDE + textwrap.dedent(body), str(w)],
-                                 pass_fds=(w,), stdin=subprocess.PIPE)
+            p = subprocess.Popen(
+                [sys.executable, "-W", "ignore::DeprecationWarning", "-c", PRELUDE + textwrap.dedent(body), str(w)],
+                pass_fds=(w,),
+                stdin=subprocess.PIPE,
+            )
         finally:
             os.close(w)
         self.popens.append(p)

@@ -1,5 +1,6 @@
 """Helpers for the contained-spawning tests: modes available here, a daemonizing
 command that reports its pids, and waits on pids that are bounded in time."""
+
 import os
 import select
 import sys
@@ -125,15 +126,19 @@ def cgroup_dirs():
     for name in os.listdir(base):
         if name.startswith(me):
             out.append(name)
-            out.extend(os.path.join(name, t) for t in os.listdir(os.path.join(base, name))
-                       if os.path.isdir(os.path.join(base, name, t)))
+            out.extend(
+                os.path.join(name, t)
+                for t in os.listdir(os.path.join(base, name))
+                if os.path.isdir(os.path.join(base, name, t))
+            )
     return out
 
 
 def start_daemonizer(trees, pipe, mode, ignore=False, then="sleep", **kw):
     r, w = pipe
-    t = spawn([sys.executable, "-c", DAEMONIZER, str(w), "1" if ignore else "0", then],
-              contain=mode, pass_fds=(w,), **kw)
+    t = spawn(
+        [sys.executable, "-c", DAEMONIZER, str(w), "1" if ignore else "0", then], contain=mode, pass_fds=(w,), **kw
+    )
     trees.append(t)
     os.close(w)
     return t, read_lines(r, 2)
@@ -141,6 +146,7 @@ def start_daemonizer(trees, pipe, mode, ignore=False, then="sleep", **kw):
 
 # ---------------------------------------------------------------------------
 # Driving a keeper program directly, through the keeper protocol only.
+
 
 def keeper_command():
     """The keeper program under test: PROCTREE_KEEPER (a command line), else the Python keeper as spawn() starts it."""
@@ -170,9 +176,18 @@ class KeeperRun:
         go_r = go_w = None
         if cgroup is not None:
             go_r, go_w = os.pipe()
-        args = protocol.KeeperArgs(status_fd=w, go_fd=go_r, mode=mode, owner_pid=os.getpid(), grace=grace,
-                                   keep_orphans=keep_orphans, cgroup=cgroup, restore_signals=True, exe=exe,
-                                   argv=tuple(argv))
+        args = protocol.KeeperArgs(
+            status_fd=w,
+            go_fd=go_r,
+            mode=mode,
+            owner_pid=os.getpid(),
+            grace=grace,
+            keep_orphans=keep_orphans,
+            cgroup=cgroup,
+            restore_signals=True,
+            exe=exe,
+            argv=tuple(argv),
+        )
         fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
         self.popen = subprocess.Popen(keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True)
         os.close(w)

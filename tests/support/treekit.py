@@ -14,6 +14,7 @@ Use:  def test_x(kit):   # the fixture, from tests/support/plugin.py
       tree = kit.term_ignorer()
       tree.root, tree.pids, tree.role("ignorer")
 """
+
 import functools
 import json
 import os
@@ -157,9 +158,7 @@ class Kit:
         descendants of registered processes, and members of the sessions our
         roots lead while each root still holds its pid (alive or an unreaped zombie)."""
         snap = proctree.snapshot()
-        sessions = {
-            p.pid for p in self.popens if p.pid in snap and snap[p.pid].start_time == self.known.get(p.pid)
-        }
+        sessions = {p.pid for p in self.popens if p.pid in snap and snap[p.pid].start_time == self.known.get(p.pid)}
         for pid, st in list(self.known.items()):
             if pid in snap and snap[pid].start_time == st:
                 for q in snap.descendants(pid):
@@ -391,7 +390,6 @@ class Kit:
             """
         )
 
-
     def double_forked_daemon(self):
         """A daemon: double-forked into a session of its own, its parent gone (reaped) before ready.
 
@@ -459,7 +457,7 @@ _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, 
 _PROCTREE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pid_namespace_available():
     """(True, "") if `unshare --pid --fork --mount-proc` works here, else (False, why)."""
     try:
@@ -715,8 +713,19 @@ class OwnerKit(Kit):
         r, w = os.pipe()
         script = _PROLOGUE + textwrap.dedent(body)
         owner = subprocess.Popen(
-            [sys.executable, "-c", _OWNER, str(w), self.mode, repr(self.grace),
-             sys.executable, "-c", script, str(w), *map(str, extra_args)],
+            [
+                sys.executable,
+                "-c",
+                _OWNER,
+                str(w),
+                self.mode,
+                repr(self.grace),
+                sys.executable,
+                "-c",
+                script,
+                str(w),
+                *map(str, extra_args),
+            ],
             pass_fds=(w, *pass_fds),
             env=self.python_env() if env is None else env,
         )
