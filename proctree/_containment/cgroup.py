@@ -119,8 +119,7 @@ def create(owner_pid, owner_start, name):
         except OSError as exc:
             raise Unavailable(
                 exc.errno,
-                f"cannot create a cgroup under {base}: {os.strerror(exc.errno)}"
-                " (cgroup v2 needs root or a delegated subtree)",
+                f"cannot create a cgroup under {base}: {exc.strerror} (cgroup v2 needs root or a delegated subtree)",
             ) from exc
         try:
             os.mkdir(path)
@@ -128,7 +127,7 @@ def create(owner_pid, owner_start, name):
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise Unavailable(exc.errno, f"cannot create cgroup {path}: {os.strerror(exc.errno)}") from exc
+            raise Unavailable(exc.errno, f"cannot create cgroup {path}: {exc.strerror}") from exc
     else:
         raise Unavailable(errno.ENOENT, f"cannot create cgroup {path}: its parent keeps disappearing")
     if not os.access(os.path.join(path, "cgroup.procs"), os.W_OK):

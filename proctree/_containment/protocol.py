@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 try:
     import _signal as _sig  # the C module: the signal wrapper imports enum (~5 ms of keeper startup)
 except ImportError:  # pragma: no cover - every CPython has it
-    import signal as _sig  # type: ignore[no-redef]
+    import signal as _sig
 
 PROTOCOL_VERSION = 1
 MODES = ("cgroup", "subreaper", "session")
@@ -92,7 +92,7 @@ class _Record:
         raise AttributeError(f"{type(self).__name__} is frozen")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__,) + self._values())

@@ -126,7 +126,7 @@ class _Stop:
         _close_fds((self.fd, self._w))
 
 
-_owner_cache = (None, None)
+_owner_cache: tuple[int | None, int | None] = (None, None)
 
 
 def _owner_identity():
@@ -357,7 +357,7 @@ class _KeeperPopen(subprocess.Popen):
 
     def _execute_child(self, *args, **kwargs):
         self._holder.append(self)
-        super()._execute_child(*args, **kwargs)
+        super()._execute_child(*args, **kwargs)  # type: ignore[misc]  # private in typeshed, present in CPython
 
 
 def _end_keeper(popen, cgroup, mode):
@@ -509,6 +509,7 @@ def _move_keeper(popen, cgroup, go_w):
     (~7 ms idle), which this overlaps; the command is then born in the cgroup,
     and the keeper moves itself back out.
     """
+    moved: bool | OSError
     try:
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
@@ -596,13 +597,15 @@ class Tree:
             if self._eof:
                 return None
             left = max(0.0, deadline - time.monotonic())  # 0: just look
-            watch = [self._status_fd] if stop is None else [self._status_fd, stop.fd]
+            status_fd = self._status_fd
+            assert status_fd is not None  # set until _finish, which runs under the lock we hold
+            watch = [status_fd] if stop is None else [status_fd, stop.fd]
             ready = select.select(watch, [], [], left)[0]
             if stop is not None:
                 stop.check()
             if not ready:
                 raise TimeoutError
-            data = os.read(self._status_fd, 4096)
+            data = os.read(status_fd, 4096)
             if not data:
                 self._eof = True
                 return None
@@ -638,7 +641,7 @@ class Tree:
                 return False
             try:
                 # Sliced: another thread's _finish may close fd under us (the next look says so).
-                select.select([fd], [], [], 0.5 if left is None else min(left, 0.5))
+                select.select([] if fd is None else [fd], [], [], 0.5 if left is None else min(left, 0.5))
             except (OSError, ValueError):
                 pass
 
@@ -813,6 +816,7 @@ class Tree:
 
     def _cgroup_teardown(self, grace, stop):
         """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
+        assert self.cgroup is not None  # called in cgroup mode only
         return _owner.end_cgroup(self.cgroup, grace, spare={self.keeper_pid}, stop_fd=None if stop is None else stop.fd)
 
     def _engine_teardown(self, grace, stop):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import select
 import sys
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
@@ -153,6 +153,11 @@ if sys.platform.startswith("linux"):
             self._fallback.close()
 
 
+# The kqueue names exist on macOS and the BSDs only; this machine's type
+# checker sees Linux's select module, so they are reached through an Any.
+_kq_api: Any = select
+
+
 class KqueueWaiter:
     """macOS/BSD: EVFILT_PROC NOTE_EXIT per pid in one kqueue, which is itself pollable.
 
@@ -161,24 +166,24 @@ class KqueueWaiter:
     """
 
     def __init__(self):
-        self._kq = select.kqueue()
+        self._kq = _kq_api.kqueue()
         self._by_pid = {}
         self._fallback = PollingWaiter()
 
     def _event(self, pid, flags):
-        return select.kevent(pid, filter=select.KQ_FILTER_PROC, flags=flags, fflags=select.KQ_NOTE_EXIT)
+        return _kq_api.kevent(pid, filter=_kq_api.KQ_FILTER_PROC, flags=flags, fflags=_kq_api.KQ_NOTE_EXIT)
 
     def watch(self, target):
         pid = target.proc.pid
         try:
-            self._kq.control([self._event(pid, select.KQ_EV_ADD | select.KQ_EV_ONESHOT)], 0, 0)
+            self._kq.control([self._event(pid, _kq_api.KQ_EV_ADD | _kq_api.KQ_EV_ONESHOT)], 0, 0)
         except ProcessLookupError:
             return False
         except OSError:
             return self._fallback.watch(target)
         if ended_by_reading(target):
             try:
-                self._kq.control([self._event(pid, select.KQ_EV_DELETE)], 0, 0)
+                self._kq.control([self._event(pid, _kq_api.KQ_EV_DELETE)], 0, 0)
             except OSError:
                 pass
             return False
