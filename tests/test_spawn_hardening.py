@@ -33,20 +33,6 @@ BASH = shutil.which("bash")
 
 
 @pytest.fixture
-def trees():
-    made = []
-    yield made
-    for t in made:
-        try:
-            t.terminate(grace=0.5)
-        except Exception:
-            pass
-        for f in (t.stdin, t.stdout, t.stderr):
-            if f is not None:
-                f.close()
-
-
-@pytest.fixture
 def keepers(monkeypatch):
     """The Popen of every keeper spawn() starts during the test, recorded before its fork."""
     made = []
