@@ -186,7 +186,11 @@ def test_the_rules_catch_a_violation():
 
 
 def test_the_docs_name_every_layer_package():
-    with open(os.path.join(os.path.dirname(PKG_DIR), "docs", "architecture.md"), encoding="utf-8") as f:
+    # docs/ sits beside tests/ in the checkout and the sdist (not in an installed wheel).
+    path = os.path.join(os.path.dirname(TESTS_DIR), "docs", "architecture.md")
+    if not os.path.exists(path):
+        pytest.skip("no docs/ beside the tests")
+    with open(path, encoding="utf-8") as f:
         doc = f.read()
     packages = {m for m in MODULES if MODULES[m][1] and m != "proctree"}
     missing = [p for p in packages if p.replace(".", "/") + "/" not in doc]
