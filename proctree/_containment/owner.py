@@ -140,6 +140,11 @@ class _CgroupTeardown:
             live = [m for m in self.live() if m.target is not None or not m.denied]
             if not live:
                 return
+            # Whatever is still alive now ends by this kill, whichever of the
+            # two sends reaches it first (cgroup.kill can leave the per-member
+            # send nothing but a reaped pid).
+            for m in live:
+                m.killed = True
             try:
                 _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
             except (OSError, ValueError):
@@ -147,11 +152,8 @@ class _CgroupTeardown:
             for m in live:
                 if m.target is None:
                     continue
-                sent = _signals.send(m.target, signal.SIGKILL, self.guard)
-                if sent == _signals.DENIED:
+                if _signals.send(m.target, signal.SIGKILL, self.guard) == _signals.DENIED:
                     m.denied = True
-                elif sent == _signals.SENT:
-                    m.killed = True
             left = deadline - time.monotonic()
             if left <= 0:
                 return
