@@ -64,32 +64,39 @@ class _CgroupTeardown:
 
     def admit(self, late: bool) -> None:
         """Take in every member not yet known, and send it SIGTERM + SIGCONT."""
+        # Every member is read before any is signalled: a TERM can end the
+        # command, and the keeper then ends the rest at once, so a member
+        # read after the first send may already be gone from the report.
+        procs = []
         for pid in _cgroup.pids(self.path):
             if pid in self.spare or not self.guard.allows(pid):
                 continue
             try:
-                proc = _binding.proc(pid)
+                procs.append(_binding.proc(pid))
             except (NoSuchProcess, AccessDenied, OSError):
                 continue
-            key = (pid, proc.start_time)
+        for proc in procs:
+            key = (proc.pid, proc.start_time)
             if proc.is_zombie or key in self.members:
                 continue
             try:
                 target = _signals.open_target(proc, self.guard, self.use_pidfd)
             except AccessDenied:
-                target = None
+                self.members[key] = _Member(proc, None, late)  # denied: never signalled
+                continue
             except ValueError:
                 continue
-            else:
-                if target is None:
-                    continue  # gone since the read
-                if not self._still_member(pid):
-                    target.close()  # its pid was reused by a process outside the tree since the read
-                    continue
+            if target is None:
+                # It ended between the read and the open: a member all the same.
+                m = self.members[key] = _Member(proc, None, late)
+                m.denied, m.ended = False, True
+                continue
+            if not self._still_member(proc.pid):
+                target.close()  # its pid was reused by a process outside the tree since the read
+                continue
             m = self.members[key] = _Member(proc, target, late)
-            if target is not None:
-                self.by_target[id(target)] = m
-                self._polite(m)
+            self.by_target[id(target)] = m
+            self._polite(m)
 
     def _still_member(self, pid: int) -> bool:
         """pid is in our cgroup (or one nested in it); read while it is held, so it cannot be another's."""
