@@ -2,7 +2,8 @@
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(); terminate_tree(), terminate_tree_async(), TeardownReport;
-spawn(), spawn_async(), Tree, ContainmentUnavailable; and the exceptions
+spawn(), spawn_async(), Tree, ContainmentUnavailable; find_orphans(),
+reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES; and the exceptions
 Error, NoSuchProcess, AccessDenied.
 
 The teardown and containment layers (and asyncio, which they use) load on
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._containment.spawn import ContainmentUnavailable, Tree, spawn, spawn_async
+    from ._reaper.model import Orphan, ReapReport
+    from ._reaper.reap import find_orphans, reap_orphans
+    from ._reaper.rules import DEFAULT_RULES, Rule
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
 
@@ -35,20 +39,32 @@ _LAZY = {
     "Tree": "._containment.spawn",
     "spawn": "._containment.spawn",
     "spawn_async": "._containment.spawn",
+    "Orphan": "._reaper.model",
+    "ReapReport": "._reaper.model",
+    "find_orphans": "._reaper.reap",
+    "reap_orphans": "._reaper.reap",
+    "Rule": "._reaper.rules",
+    "DEFAULT_RULES": "._reaper.rules",
 }
 
 __all__ = [
+    "DEFAULT_RULES",
     "AccessDenied",
     "ContainmentUnavailable",
     "Error",
     "NoSuchProcess",
+    "Orphan",
     "Proc",
+    "ReapReport",
+    "Rule",
     "Snapshot",
     "TeardownReport",
     "Tree",
     "children",
     "descendants",
+    "find_orphans",
     "proc",
+    "reap_orphans",
     "snapshot",
     "spawn",
     "spawn_async",

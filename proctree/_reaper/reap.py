@@ -1,0 +1,226 @@
+"""find_orphans and reap_orphans: gather the facts, select, then end what was selected.
+
+Ending goes through the teardown engine (identity-checked TERM, then KILL
+after the grace; late forks of an orphan caught by its rescans), every orphan
+tree at once, with every other process of the snapshot in the engine's guard:
+the engine can take nothing the selection did not choose, except what an
+orphan forks during the teardown. A leftover cgroup whose processes are all
+selected ends with cgroup.kill and is removed.
+
+Must never: signal what the selection did not choose; raise after it has
+started to signal (errors become warnings in the report).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import time
+from collections.abc import Collection, Iterable, Sequence
+
+from .._containment import leftovers as _leftovers
+from .._containment import marker as _marker
+from .._containment import receipt as _receipt
+from .._table.model import Proc
+from .._teardown import many as _many
+from .._teardown.report import TeardownReport
+from .._validate import check_pid, check_seconds
+from . import facts as _facts
+from .model import Orphan, ReapReport, Skipped
+from .rules import DEFAULT_RULES, Rule
+from .select import Selection, select, subtree
+
+MARKER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _check_selection_args(
+    marker: object, tag: object, rules: object, within: object, protect: object
+) -> tuple[str, str | None, tuple[Rule, ...], frozenset[int] | None, tuple[re.Pattern[str], ...]]:
+    if not isinstance(marker, str):
+        raise TypeError(f"marker must be a str, not {type(marker).__name__}")
+    if not MARKER_RE.fullmatch(marker):
+        raise ValueError(f"marker must be an environment variable name ([A-Za-z_][A-Za-z0-9_]{{0,63}}), got {marker!r}")
+    tag = _marker.check_tag(tag)
+    if isinstance(rules, (str, bytes, Rule)) or not isinstance(rules, Iterable):
+        raise TypeError("rules must be a sequence of proctree.Rule")
+    rules = tuple(rules)
+    for r in rules:
+        if not isinstance(r, Rule):
+            raise TypeError(f"rules must hold proctree.Rule objects, not {type(r).__name__}")
+    pids: frozenset[int] | None = None
+    if within is not None:
+        if isinstance(within, (str, bytes, int)) or not isinstance(within, Iterable):
+            raise TypeError("within must be None or a collection of pids")
+        pids = frozenset(check_pid(p, "a pid in within") for p in within)
+    if isinstance(protect, (str, bytes)) or not isinstance(protect, Iterable):
+        raise TypeError("protect must be a sequence of regular expressions (str or re.Pattern)")
+    patterns = []
+    for p in protect:
+        if isinstance(p, re.Pattern):
+            if not isinstance(p.pattern, str):
+                raise TypeError("protect patterns must be str patterns, not bytes")
+            patterns.append(p)
+        elif isinstance(p, str):
+            try:
+                patterns.append(re.compile(p))
+            except re.error as exc:
+                raise ValueError(f"protect pattern {p!r} is not a regular expression: {exc}") from exc
+        else:
+            raise TypeError(f"protect patterns must be str or re.Pattern, not {type(p).__name__}")
+    return marker, tag, rules, pids, tuple(patterns)
+
+
+def _apply_protect(sel: Selection, patterns: Sequence[re.Pattern[str]]) -> None:
+    """Drop candidates whose command line (or, unreadable, name) a protect pattern matches, with their subtrees."""
+    if not patterns:
+        return
+    kids: dict[int, list[int]] = {}
+    for o in sel.orphans:
+        kids.setdefault(o.proc.ppid, []).append(o.proc.pid)
+    dropped: set[int] = set()
+    for o in sel.orphans:
+        argv = _facts.argv_of(o.proc.pid)
+        text = " ".join(argv) if argv else o.proc.name
+        hit = next((p for p in patterns if p.search(text)), None)
+        if hit is not None:
+            for pid in subtree(kids, [o.proc.pid]):
+                if pid not in dropped:
+                    dropped.add(pid)
+                    sel.skipped.append(
+                        Skipped(
+                            pid,
+                            f"protected: matches {hit.pattern!r}"
+                            if pid == o.proc.pid
+                            else f"protected: below {o.proc.pid}",
+                        )
+                    )
+    sel.orphans = [o for o in sel.orphans if o.proc.pid not in dropped]
+    sel.protected |= dropped
+
+
+def _find(
+    marker: str,
+    tag: str | None,
+    rules: tuple[Rule, ...],
+    within: frozenset[int] | None,
+    patterns: tuple[re.Pattern[str], ...],
+) -> tuple[Selection, dict[str, object], set[int]]:
+    warnings: list[str] = []
+    facts, receipts = _facts.gather(marker=marker, rules=rules, warnings=warnings)
+    sel = select(facts, tag=tag, within=within)
+    sel.warnings[:0] = warnings
+    _apply_protect(sel, patterns)
+    return sel, receipts, set(facts.procs)
+
+
+def find_orphans(
+    *,
+    marker: str = _marker.ENV,
+    tag: str | None = None,
+    rules: Sequence[Rule] = DEFAULT_RULES,
+    within: Collection[int] | None = None,
+    protect: Sequence[str | re.Pattern[str]] = (),
+) -> list[Orphan]:
+    """The processes whose owner is provably gone, with the evidence; no signal is sent.
+
+    marker: the environment variable that names an owner (PROCTREE_OWNER);
+    tag: only trees spawned with this tag; rules: argv rules for helpers that
+    scrub their environment (DEFAULT_RULES); within: only these pids may be
+    candidates (the evidence is still read machine-wide); protect: regular
+    expressions searched in a candidate's command line: a match is never a
+    candidate, nor anything below it.
+    """
+    args = _check_selection_args(marker, tag, rules, within, protect)
+    sel, _, _ = _find(*args)
+    return list(sel.orphans)
+
+
+def reap_orphans(
+    *,
+    dry_run: bool = False,
+    grace: float = 2.0,
+    marker: str = _marker.ENV,
+    tag: str | None = None,
+    rules: Sequence[Rule] = DEFAULT_RULES,
+    within: Collection[int] | None = None,
+    protect: Sequence[str | re.Pattern[str]] = (),
+) -> ReapReport:
+    """Select as find_orphans does, then end the orphans (TERM, then KILL after grace) and report.
+
+    Leftover proctree cgroups whose owner is gone are ended with cgroup.kill
+    when all they hold was selected, and removed once empty; receipts of trees
+    that are entirely gone are removed. dry_run: select and report, nothing more.
+    """
+    if not isinstance(dry_run, bool):
+        raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
+    grace = check_seconds(grace, "grace")
+    args = _check_selection_args(marker, tag, rules, within, protect)
+    t0 = time.monotonic()
+    sel, receipts, seen = _find(*args)
+    if dry_run:
+        return ReapReport(
+            candidates=tuple(sel.orphans),
+            skipped=tuple(sel.skipped),
+            warnings=tuple(sel.warnings),
+            dry_run=True,
+            elapsed=time.monotonic() - t0,
+        )
+    scoped = args[3] is not None  # within: cgroups and receipts may hold more than the scope
+    warnings = list(sel.warnings)
+    whole = sel.whole_cgroups
+    in_whole = {pid for cg in whole for pid in cg.pids}
+    chosen = {o.proc.pid: o.proc for o in sel.orphans}
+    roots = [p for pid, p in chosen.items() if pid not in in_whole and p.ppid not in chosen]
+    reports = _end(whole, roots, grace, protect=seen - set(chosen), warnings=warnings)
+
+    survivors = tuple(p for r in reports for p in r.survivors)
+    left = {p.pid for p in survivors}
+    cgroups_removed: list[str] = []
+    receipts_removed: list[str] = []
+    for cg in sel.dead_cgroups:
+        # A scoped sweep removes only what it emptied itself.
+        if (cg in whole or (cg.path == cg.parent and not scoped)) and _leftovers.remove(cg):
+            cgroups_removed.append(cg.path)
+    chosen_set = set(chosen)
+    done = {path for path, pids in sel.receipt_orphans.items() if pids and pids <= chosen_set and not pids & left}
+    for path in sorted((set() if scoped else set(sel.stale_receipts)) | done):
+        if path in receipts:
+            _receipt.remove(path)
+            receipts_removed.append(path)
+    return ReapReport(
+        candidates=tuple(sel.orphans),
+        exited=tuple(p for r in reports for p in r.exited),
+        killed=tuple(p for r in reports for p in r.killed),
+        survivors=survivors,
+        late=tuple(p for r in reports for p in r.late),
+        skipped=tuple(sel.skipped),
+        warnings=tuple(warnings),
+        cgroups_removed=tuple(cgroups_removed),
+        receipts_removed=tuple(receipts_removed),
+        elapsed=time.monotonic() - t0,
+        teardowns=tuple(reports),
+    )
+
+
+def _end(
+    whole: Sequence[_leftovers.LeftoverCgroup],
+    roots: Sequence[Proc],
+    grace: float,
+    *,
+    protect: set[int],
+    warnings: list[str],
+) -> list[TeardownReport]:
+    """End the whole cgroups and the root trees at once; one failure becomes a warning, not an exception."""
+    reports: list[TeardownReport] = []
+    with concurrent.futures.ThreadPoolExecutor(len(whole) + 1) as pool:
+        futs: list[concurrent.futures.Future] = [pool.submit(_leftovers.end, cg.path, grace) for cg in whole]
+        if roots:
+            futs.append(pool.submit(_many.end_trees, roots, grace=grace, protect=protect))
+        for f in futs:
+            try:
+                r = f.result()
+            except Exception as exc:  # one tree's failure must not hide what the others did
+                warnings.append(f"teardown failed: {exc!r}")
+                continue
+            reports.extend(r if isinstance(r, list) else [r])
+    return reports

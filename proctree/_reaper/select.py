@@ -1,0 +1,278 @@
+"""Which processes are orphans: a pure decision over one Facts model.
+
+The rules, each a test in tests/test_reaper_select.py:
+- Evidence names an owner (pid, start time). The owner is gone only on
+  positive proof: its pid holds a zombie of it ("owner-exited"), holds a
+  process that started later ("owner-pid-reused"), or was confirmed absent
+  after the snapshot. Anything else (unreadable, a start time that cannot
+  be, pid 0 or 1) is "unknown" and proves nothing.
+- A live owner protects its whole current subtree, every process carrying
+  its marker, its cgroups' members and its receipts' sessions, and all that
+  they started: none of it is ever a candidate, whatever its argv says.
+- Never pid 0 or 1, the reaper itself or its ancestors.
+- An orphan's unmarked descendants are attributed through it (via
+  "ancestor <pid>"); a descendant whose own evidence is unknown, or that is
+  protected, stops the descent.
+- Receipts lead to their session and process group only when the owner AND
+  the keeper are gone, and only to processes started after the keeper (and
+  before any later process that took the session's or group's id).
+- A rule's helper is an orphan when its declared spawner is gone (absent, or
+  its pid holds a process started after the helper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .._containment.leftovers import LeftoverCgroup
+from .._containment.marker import Marker
+from .._table.model import Proc
+from .._validate import PID_MAX
+from .model import Orphan, Skipped
+
+
+@dataclass(frozen=True)
+class ReceiptFact:
+    """What the reaper uses of a receipt (proctree._containment.receipt.Receipt)."""
+
+    path: str
+    owner: tuple[int, int]
+    keeper: tuple[int, int]
+    sid: int
+    pgid: int
+    tag: str | None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the selection looks at, read once.
+
+    markers: pid -> its PROCTREE_OWNER Marker, or why it is unusable
+             ("denied", "unreadable", "malformed", "too-long"); a pid with
+             no marker is simply absent.
+    rule_hits: pid -> (rule name, the spawner pid its argv declares).
+    gone: pids confirmed not to exist after the snapshot was taken.
+    """
+
+    procs: Mapping[int, Proc]
+    markers: Mapping[int, Marker | str] = field(default_factory=dict)
+    cgroups: Sequence[LeftoverCgroup] = ()
+    receipts: Sequence[ReceiptFact] = ()
+    rule_hits: Mapping[int, tuple[str, int]] = field(default_factory=dict)
+    gone: frozenset[int] = frozenset()
+    me: int = 0
+    ancestors: frozenset[int] = frozenset()
+
+
+@dataclass
+class Selection:
+    orphans: list[Orphan]
+    skipped: list[Skipped]
+    warnings: list[str]
+    protected: set[int]  # never candidates (and their subtrees)
+    dead_cgroups: list[LeftoverCgroup]  # tree cgroups (or empty parents) whose owner is gone
+    whole_cgroups: list[LeftoverCgroup]  # dead tree cgroups all of whose live processes are orphans
+    stale_receipts: list[str]  # receipts whose owner and keeper are gone and that lead to nothing
+    receipt_orphans: dict[str, set[int]]  # receipt path -> the orphans it led to
+
+
+ALIVE, EXITED, REUSED, GONE, UNKNOWN, INVALID = "alive", "exited", "reused", "gone", "unknown", "invalid"
+_GONE_REASON = {EXITED: "owner-exited", REUSED: "owner-pid-reused", GONE: "owner-exited"}
+
+
+def owner_state(facts: Facts, pid: int, start: int | None) -> str:
+    """alive, exited (a zombie of it), reused, gone (confirmed absent), unknown, or invalid (pid <= 1)."""
+    if pid <= 1 or pid > PID_MAX:
+        return INVALID
+    p = facts.procs.get(pid)
+    if p is None:
+        return GONE if pid in facts.gone else UNKNOWN
+    if start is None:
+        return EXITED if p.is_zombie else ALIVE
+    if p.start_time == start:
+        return EXITED if p.is_zombie else ALIVE
+    if p.start_time > start:
+        return REUSED
+    return UNKNOWN  # an older process at the owner's pid: the evidence is wrong, not the owner gone
+
+
+def _children(procs: Mapping[int, Proc]) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for p in procs.values():
+        if p.ppid != p.pid:
+            kids.setdefault(p.ppid, []).append(p.pid)
+    return kids
+
+
+def subtree(kids: Mapping[int, list[int]], roots: Iterable[int], stop: Collection[int] = ()) -> list[int]:
+    """roots and everything below them by parent links, not entering stop; terminates on cycles."""
+    out: list[int] = []
+    seen: set[int] = set()
+    stack = [r for r in roots]
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid in stop:
+            continue
+        seen.add(pid)
+        out.append(pid)
+        stack.extend(kids.get(pid, ()))
+    return out
+
+
+def _after(p: Proc, start: int, reused_by: Proc | None) -> bool:
+    """p started after the keeper, and before a later process that took the id (if any)."""
+    if p.start_time < start:
+        return False
+    return reused_by is None or p.start_time < reused_by.start_time
+
+
+def select(
+    facts: Facts,
+    *,
+    tag: str | None = None,
+    within: Collection[int] | None = None,
+) -> Selection:
+    """Decide, on facts alone, which processes are orphans (see the module docstring)."""
+    procs = facts.procs
+    kids = _children(procs)
+    skipped: list[Skipped] = []
+    warnings: list[str] = []
+    guard = {0, 1, facts.me, *facts.ancestors}
+
+    # 1. Everything a live owner holds, with its subtree.
+    live_roots: set[int] = set()
+    for pid, m in facts.markers.items():
+        if isinstance(m, Marker) and owner_state(facts, m.pid, m.start_time) == ALIVE:
+            live_roots.update((pid, m.pid))
+    for cg in facts.cgroups:
+        if owner_state(facts, *cg.owner) == ALIVE:
+            live_roots.add(cg.owner[0])
+            live_roots.update(cg.pids)
+    for r in facts.receipts:
+        if owner_state(facts, *r.owner) == ALIVE or owner_state(facts, *r.keeper) == ALIVE:
+            live_roots.update((r.owner[0], r.keeper[0]))
+            live_roots.update(
+                p.pid for p in procs.values() if (p.sid == r.sid or p.pgid == r.pgid) and p.start_time >= r.keeper[1]
+            )
+    protected = set(subtree(kids, (p for p in live_roots if p in procs)))
+    protected |= guard
+
+    # 2. Seeds: processes with their own evidence that the owner is gone.
+    seeds: dict[int, Orphan] = {}
+    unknown: set[int] = set()
+
+    def seed(p: Proc, reason: str, owner: tuple[int, int | None], via: str, evidence: str) -> None:
+        if p.pid not in protected and p.pid not in seeds:
+            seeds[p.pid] = Orphan(p, reason, owner, via, evidence)
+
+    dead_cgroups: list[LeftoverCgroup] = []
+    for cg in facts.cgroups:
+        state = owner_state(facts, *cg.owner)
+        if state not in _GONE_REASON:
+            if state != ALIVE:
+                skipped.append(Skipped(None, f"cgroup {cg.path}: owner {cg.owner[0]} {state}"))
+            continue
+        if tag is not None and cg.tag != tag:
+            continue
+        dead_cgroups.append(cg)
+        for pid in cg.pids:
+            p = procs.get(pid)
+            if p is not None:
+                seed(p, "cgroup-owner-gone", cg.owner, f"cgroup {cg.path}", f"in {cg.path}; owner {cg.owner[0]} gone")
+
+    for pid, m in facts.markers.items():
+        p = procs.get(pid)
+        if p is None or pid in protected:
+            continue
+        if not isinstance(m, Marker):
+            unknown.add(pid)  # unreadable: never proof, and it stops an orphan's descent below
+            if m == "malformed":
+                skipped.append(Skipped(pid, "malformed marker: never proof"))
+            continue
+        if tag is not None and m.tag != tag:
+            unknown.add(pid)  # another tag's tree: not ours to judge in this sweep
+            continue
+        state = owner_state(facts, m.pid, m.start_time)
+        if state in _GONE_REASON and m.start_time <= p.start_time:
+            how = {EXITED: "is a zombie", REUSED: "now holds a later process", GONE: "does not exist"}[state]
+            seed(p, _GONE_REASON[state], (m.pid, m.start_time), "marker", f"PROCTREE_OWNER={m}: pid {m.pid} {how}")
+        else:
+            unknown.add(pid)
+            why = "invalid owner" if state == INVALID or m.start_time > p.start_time else f"owner {state}"
+            skipped.append(Skipped(pid, f"marker {m}: {why}"))
+
+    stale: list[str] = []
+    receipt_orphans: dict[str, set[int]] = {}
+    for r in facts.receipts:
+        if tag is not None and r.tag != tag:
+            continue
+        o_state, k_state = owner_state(facts, *r.owner), owner_state(facts, *r.keeper)
+        if o_state not in _GONE_REASON or k_state not in _GONE_REASON:
+            if o_state != ALIVE and k_state != ALIVE:
+                skipped.append(Skipped(None, f"receipt {r.path}: owner {o_state}, keeper {k_state}"))
+            continue
+        keeper_start = r.keeper[1]
+        took = receipt_orphans.setdefault(r.path, set())
+        for kind, ident in (("session", r.sid), ("group", r.pgid)):
+            if ident <= 1:
+                continue
+            holder = procs.get(ident)
+            reused_by = holder if holder is not None and (holder.pid, holder.start_time) != r.keeper else None
+            for p in procs.values():
+                if (p.sid if kind == "session" else p.pgid) == ident and _after(p, keeper_start, reused_by):
+                    took.add(p.pid)
+                    seed(
+                        p,
+                        "receipt-owner-gone",
+                        r.owner,
+                        f"{kind} {ident}",
+                        f"{kind} {ident} of receipt {r.path}; owner {r.owner[0]} and keeper {r.keeper[0]} gone",
+                    )
+        if not took:
+            stale.append(r.path)
+
+    if tag is None:
+        for pid, (rule, spawner) in facts.rule_hits.items():
+            p = procs.get(pid)
+            if p is None or pid in protected or pid in seeds:
+                continue
+            sp = procs.get(spawner)
+            if sp is None and spawner in facts.gone:
+                how = "does not exist"
+            elif sp is not None and sp.start_time > p.start_time:
+                how = "now holds a process started after the helper"
+            elif sp is not None and sp.is_zombie:
+                how = "is a zombie"
+            else:
+                continue
+            seed(p, rule, (spawner, None), f"rule {rule}", f"{rule}: declared spawner pid {spawner} {how}")
+
+    # 3. Descendants come with their seed, unless protected or carrying evidence of their own that is unknown.
+    orphans: dict[int, Orphan] = dict(seeds)
+    for s in seeds.values():
+        for pid in subtree(kids, kids.get(s.proc.pid, ()), stop=protected | unknown):
+            if pid not in orphans:
+                orphans[pid] = Orphan(
+                    procs[pid], s.reason, s.owner, f"ancestor {s.proc.pid}", f"descends from {s.proc.pid}: {s.evidence}"
+                )
+
+    for s in seeds.values():
+        for pid in kids.get(s.proc.pid, ()):
+            if pid in unknown and pid not in orphans and not isinstance(facts.markers.get(pid), Marker):
+                skipped.append(Skipped(pid, f"below orphan {s.proc.pid}, but its own marker is {facts.markers[pid]}"))
+    result = [o for o in orphans.values() if not o.proc.is_zombie]
+    if within is not None:
+        result = [o for o in result if o.proc.pid in within]
+        skipped = [k for k in skipped if k.pid in within]
+    chosen = {o.proc.pid for o in result}
+    whole = [
+        cg
+        for cg in dead_cgroups
+        if cg.path != cg.parent and all(pid in chosen or pid not in procs or procs[pid].is_zombie for pid in cg.pids)
+    ]
+    for cg in dead_cgroups:
+        if cg.path != cg.parent and cg not in whole and any(pid in chosen for pid in cg.pids):
+            warnings.append(f"cgroup {cg.path} holds processes that are not selected: its orphans end one by one")
+    result.sort(key=lambda o: o.proc.pid)
+    return Selection(result, skipped, warnings, protected, dead_cgroups, whole, stale, receipt_orphans)

@@ -1,0 +1,278 @@
+"""The reaper on real processes: owners SIGKILLed with their keepers, live owners, bystanders, rules.
+
+Every selection is scoped with `within` to the pids the test started, so a
+test never selects (let alone signals) anything else on the machine.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import proctree
+from support.spawnkit import ALL_MODES, alive, read_lines, wait_gone
+
+# The tree's command: a child that scrubbed its environment, a setsid daemon,
+# then it reports and sleeps. argv: W
+COMMAND = textwrap.dedent(r"""
+    import os, sys, time
+    w = int(sys.argv[1])
+    scrubbed = os.fork()
+    if scrubbed == 0:
+        os.execve("/bin/sleep", ["sleep", "300"], {})
+    r, wd = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(wd, b"%d\n" % os.getpid())
+            time.sleep(300)
+            os._exit(0)
+        os._exit(0)
+    daemon = int(os.read(r, 64))
+    os.write(w, b"cmd %d\nscrubbed %d\ndaemon %d\n" % (os.getpid(), scrubbed, daemon))
+    time.sleep(300)
+""")
+
+# The owner: spawns the tree, reports the keeper, sleeps until killed. argv: W MODE
+OWNER = textwrap.dedent(r"""
+    import os, sys, time
+    import proctree
+    w, mode = int(sys.argv[1]), sys.argv[2]
+    t = proctree.spawn([sys.executable, "-c", sys.argv[3], str(w)], contain=mode, pass_fds=(w,), grace=0.5)
+    os.write(w, b"owner %d\nkeeper %d\n" % (os.getpid(), t.keeper_pid))
+    time.sleep(300)
+""")
+
+
+def _kill_if(pid, start):
+    try:
+        if proctree.proc(pid).start_time == start:
+            os.kill(pid, signal.SIGKILL)
+    except (proctree.NoSuchProcess, ProcessLookupError):
+        pass
+
+
+@pytest.fixture
+def started():
+    """(pid, start) of every process a test starts here; SIGKILLed afterwards if still the same process."""
+    made = []
+    yield made
+    for pid, start in made:
+        _kill_if(pid, start)
+    wait_gone([p for p, _ in made], 5)
+
+
+def _orphaned_tree(mode, started, pipe):
+    """A contained tree whose owner and keeper were SIGKILLed: {role: pid}."""
+    r, w = pipe
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(w), mode, COMMAND], pass_fds=(w,))
+    pids = read_lines(r, 5)
+    for role in ("owner", "keeper", "cmd", "scrubbed", "daemon"):
+        started.append((pids[role], proctree.proc(pids[role]).start_time))
+    os.kill(pids["keeper"], signal.SIGKILL)  # first: a live keeper would answer its owner's death
+    wait_gone([pids["keeper"]], 5)
+    owner.kill()
+    owner.wait()
+    return pids
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_owner_and_keeper_sigkilled_leaves_orphans_that_reap_finds_and_ends(mode, started, pipe):
+    pids = _orphaned_tree(mode, started, pipe)
+    members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
+    assert all(alive(p) for p in members), "the tree must outlive its owner and keeper for this test"
+
+    found = {o.proc.pid: o for o in proctree.find_orphans(within=members | {pids["owner"], pids["keeper"]})}
+    assert set(found) == members
+    want = "cgroup-owner-gone" if mode == "cgroup" else "owner-exited"
+    assert found[pids["cmd"]].reason == want
+    assert found[pids["daemon"]].reason == want
+    assert found[pids["cmd"]].owner[0] == pids["owner"]
+    # The scrubbed child carries no marker: attributed through its parent (or, in a cgroup, by the cgroup).
+    if mode == "cgroup":
+        assert found[pids["scrubbed"]].via.startswith("cgroup ")
+    else:
+        assert found[pids["scrubbed"]].via == f"ancestor {pids['cmd']}"
+    for o in found.values():
+        assert o.evidence
+
+    report = proctree.reap_orphans(within=members, grace=1.0)
+    assert report.ok, report
+    assert wait_gone(members, 5)
+    assert {o.proc.pid for o in report.candidates} == members
+    ended = {p.pid for p in report.exited + report.killed}
+    assert members <= ended | {p.pid for p in report.late} or not any(alive(p) for p in members)
+    if mode == "cgroup":
+        assert len(report.cgroups_removed) == 1
+        assert not os.path.exists(report.cgroups_removed[0])
+    assert proctree.find_orphans(within=members) == []
+
+
+def test_dry_run_selects_and_signals_nothing(started, pipe):
+    pids = _orphaned_tree("session", started, pipe)
+    members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
+    report = proctree.reap_orphans(within=members, dry_run=True)
+    assert report.dry_run and report.ok
+    assert {o.proc.pid for o in report.candidates} == members
+    assert not report.exited and not report.killed
+    assert all(alive(p) for p in members)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_live_owners_tree_is_never_a_candidate(mode, trees, pipe):
+    r, w = pipe
+    t = proctree.spawn([sys.executable, "-c", COMMAND, str(w)], contain=mode, pass_fds=(w,), grace=0.5)
+    trees.append(t)
+    pids = read_lines(r, 3)
+    scope = set(pids.values()) | {t.keeper_pid}
+    assert proctree.find_orphans(within=scope) == []
+    report = proctree.reap_orphans(within=scope, grace=0.5)
+    assert report.candidates == () and report.ok
+    assert all(alive(p) for p in pids.values())
+
+
+def test_an_unmarked_bystander_is_untouched(started):
+    p = subprocess.Popen(["sleep", "300"], env={k: v for k, v in os.environ.items() if k != "PROCTREE_OWNER"})
+    try:
+        started.append((p.pid, proctree.proc(p.pid).start_time))
+        assert proctree.find_orphans(within={p.pid}) == []
+        assert proctree.reap_orphans(within={p.pid}).candidates == ()
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_marker_whose_owner_pid_was_reused_is_proof(started):
+    """A marker naming this test process with an earlier start time: the pid now holds a later process."""
+    me = proctree.proc(os.getpid())
+    env = dict(os.environ, PROCTREE_OWNER=f"{me.pid}:{me.start_time - 1}")
+    p = subprocess.Popen(["sleep", "300"], env=env)
+    try:
+        started.append((p.pid, proctree.proc(p.pid).start_time))
+        (o,) = proctree.find_orphans(within={p.pid})
+        assert o.reason == "owner-pid-reused" and o.owner == (me.pid, me.start_time - 1)
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "garbage", "0:5", "1:5", "-5:3", "12:abc", "4194305:1", "99999999999:1", "5:" + "9" * 30, "7:1:" + "x" * 100],
+)
+def test_a_malformed_marker_is_never_proof(value, started):
+    p = subprocess.Popen(["sleep", "300"], env=dict(os.environ, PROCTREE_OWNER=value))
+    try:
+        started.append((p.pid, proctree.proc(p.pid).start_time))
+        assert proctree.find_orphans(within={p.pid}) == []
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.fixture(scope="module")
+def fake_claude(tmp_path_factory):
+    """A program named claude (compiled here: a script's argv[0] would be its interpreter)."""
+    d = tmp_path_factory.mktemp("rule")
+    src = d / "claude.c"
+    src.write_text("#include <unistd.h>\nint main(void) { for (;;) pause(); }\n")
+    exe = d / "claude"
+    try:
+        subprocess.run(["gcc", "-o", str(exe), str(src)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no C compiler to build the fake claude: {exc}")
+    return str(exe)
+
+
+def _start_claude(exe, spawner_pid, started):
+    blob = '{"label":"claude","cwd":"/","pid":%d}' % spawner_pid
+    p = subprocess.Popen([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob])
+    started.append((p.pid, proctree.proc(p.pid).start_time))
+    return p
+
+
+def test_rule_a_claude_daemon_whose_spawner_died_is_an_orphan(fake_claude, started):
+    spawner = subprocess.Popen(["sleep", "300"])
+    helper = _start_claude(fake_claude, spawner.pid, started)
+    try:
+        spawner.kill()
+        spawner.wait()  # gone (reaped) after the helper started
+        (o,) = proctree.find_orphans(within={helper.pid})
+        assert o.reason == "claude-daemon" and o.owner == (spawner.pid, None) and o.via == "rule claude-daemon"
+        report = proctree.reap_orphans(within={helper.pid}, grace=1.0)
+        assert report.ok and helper.wait(5) == -signal.SIGTERM
+    finally:
+        helper.kill()
+        helper.wait()
+
+
+def test_rule_a_claude_daemon_whose_spawner_lives_is_left_alone(fake_claude, started):
+    helper = _start_claude(fake_claude, os.getpid(), started)
+    try:
+        assert proctree.find_orphans(within={helper.pid}) == []
+        assert proctree.find_orphans(within={helper.pid}, rules=()) == []
+    finally:
+        helper.kill()
+        helper.wait()
+
+
+def test_a_process_quoting_the_rule_is_not_the_helper(started):
+    """argv that quotes the claude rule's shape, run by another executable, is never a seed."""
+    p = subprocess.Popen(["sleep", "300", "claude", "daemon", "run", "--spawned-by", '{"pid": 999999}'])
+    try:
+        started.append((p.pid, proctree.proc(p.pid).start_time))
+        assert proctree.find_orphans(within={p.pid}) == []
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_protect_patterns_spare_a_candidate_and_its_subtree(started, pipe):
+    pids = _orphaned_tree("session", started, pipe)
+    members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
+    found = proctree.find_orphans(within=members, protect=[r"^sleep 300$"])
+    assert {o.proc.pid for o in found} == {pids["cmd"], pids["daemon"]}
+    # The command's argv (the daemon, forked from it, shares it): both spared, and the child below the command.
+    assert proctree.find_orphans(within=members, protect=[re.compile(r"import os")]) == []
+    report = proctree.reap_orphans(within=members, protect=[r"import os"], grace=0.5)
+    assert report.candidates == () and {s.pid for s in report.skipped} >= {pids["cmd"], pids["scrubbed"]}
+    assert all(alive(p) for p in members)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc"),
+    [
+        ({"marker": 5}, TypeError),
+        ({"marker": ""}, ValueError),
+        ({"marker": "A=B"}, ValueError),
+        ({"tag": "bad tag"}, ValueError),
+        ({"tag": 3}, TypeError),
+        ({"rules": "claude"}, TypeError),
+        ({"rules": [object()]}, TypeError),
+        ({"within": 5}, TypeError),
+        ({"within": [True]}, TypeError),
+        ({"within": [0]}, ValueError),
+        ({"within": [-1]}, ValueError),
+        ({"protect": "x"}, TypeError),
+        ({"protect": ["("]}, ValueError),
+        ({"protect": [re.compile(b"x")]}, TypeError),
+    ],
+)
+def test_bad_selection_arguments_are_refused(kwargs, exc):
+    with pytest.raises(exc):
+        proctree.find_orphans(**kwargs)
+    with pytest.raises(exc):
+        proctree.reap_orphans(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc"), [({"grace": -1}, ValueError), ({"grace": "1"}, TypeError), ({"dry_run": 1}, TypeError)]
+)
+def test_bad_reap_arguments_are_refused(kwargs, exc):
+    with pytest.raises(exc):
+        proctree.reap_orphans(**kwargs)
