@@ -4,6 +4,7 @@ Every selection is scoped with `within` to the pids the test started, so a
 test never selects (let alone signals) anything else on the machine.
 """
 
+import json
 import os
 import re
 import signal
@@ -276,3 +277,32 @@ def test_bad_selection_arguments_are_refused(kwargs, exc):
 def test_bad_reap_arguments_are_refused(kwargs, exc):
     with pytest.raises(exc):
         proctree.reap_orphans(**kwargs)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "proctree", "reap", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_reap_lists_with_evidence_then_ends_the_orphans(started, pipe):
+    pids = _orphaned_tree("session", started, pipe)
+    members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
+    within = ",".join(map(str, sorted(members)))
+    dry = _cli("--dry-run", "--within", within)
+    assert dry.returncode == 0, dry.stderr
+    assert f"would reap {pids['daemon']:>7}" in dry.stdout and "owner-exited via marker" in dry.stdout
+    assert all(alive(p) for p in members)
+    done = _cli("--json", "--grace", "0.5", "--within", within)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] and {c["proc"]["pid"] for c in doc["candidates"]} == members
+    assert wait_gone(members, 5)
+
+
+@pytest.mark.parametrize(
+    "args", [["--grace", "-1"], ["--tag", "a b"], ["--within", "0"], ["--within", ""], ["--protect", "("]]
+)
+def test_cli_reap_bad_input_exits_2_with_one_json_object(args):
+    r = _cli("--json", *args)
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["error"]["message"]

@@ -18,10 +18,10 @@ import sys
 from ._common import CliError
 
 # Subcommand modules, in the order `proctree --help` lists them.
-SUBCOMMANDS = ["tree", "kill", "run", "demo"]
+SUBCOMMANDS = ["tree", "kill", "run", "reap", "demo"]
 
 # Options whose value is the next argument (so it is not taken for a command).
-_TAKES_VALUE = {"--grace", "--contain"}
+_TAKES_VALUE = {"--grace", "--contain", "--tag", "--protect", "--within"}
 
 
 class _Parser(argparse.ArgumentParser):
