@@ -191,7 +191,7 @@ def fake_claude(tmp_path_factory):
 
 
 def _start_claude(exe, spawner_pid, started):
-    blob = '{"label":"claude","cwd":"/","pid":%d}' % spawner_pid
+    blob = json.dumps({"label": "claude", "cwd": "/", "pid": spawner_pid})
     p = subprocess.Popen([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob])
     started.append((p.pid, proctree.proc(p.pid).start_time))
     return p

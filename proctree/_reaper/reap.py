@@ -40,7 +40,7 @@ def _check_selection_args(
         raise TypeError(f"marker must be a str, not {type(marker).__name__}")
     if not MARKER_RE.fullmatch(marker):
         raise ValueError(f"marker must be an environment variable name ([A-Za-z_][A-Za-z0-9_]{{0,63}}), got {marker!r}")
-    tag = _marker.check_tag(tag)
+    checked_tag: str | None = _marker.check_tag(tag)
     if isinstance(rules, (str, bytes, Rule)) or not isinstance(rules, Iterable):
         raise TypeError("rules must be a sequence of proctree.Rule")
     rules = tuple(rules)
@@ -67,7 +67,7 @@ def _check_selection_args(
                 raise ValueError(f"protect pattern {p!r} is not a regular expression: {exc}") from exc
         else:
             raise TypeError(f"protect patterns must be str or re.Pattern, not {type(p).__name__}")
-    return marker, tag, rules, pids, tuple(patterns)
+    return marker, checked_tag, rules, pids, tuple(patterns)
 
 
 def _apply_protect(sel: Selection, patterns: Sequence[re.Pattern[str]]) -> None:
