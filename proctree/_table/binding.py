@@ -179,39 +179,3 @@ def is_kernel_thread(pid: int) -> bool:
         return bool(stat_flags(stat) & PF_KTHREAD)
     except ValueError as exc:
         raise OSError(errno.EIO, f"unreadable /proc/{pid}/stat") from exc
-
-
-# interim env_scan / cmdline_block (dropped when the C core's lands)
-def env_scan(key, pids):  # type: ignore[no-untyped-def]
-    out = {}
-    k = key.encode() + b"="
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                data = f.read(1 << 20)
-        except (FileNotFoundError, ProcessLookupError):
-            out[pid] = "gone"
-            continue
-        except PermissionError:
-            out[pid] = "denied"
-            continue
-        except OSError:
-            out[pid] = "unreadable"
-            continue
-        out[pid] = "absent"
-        for e in data.split(b"\0"):
-            if e.startswith(k):
-                v = e[len(k) :]
-                out[pid] = v if len(v) < 256 else "too-long"
-                break
-    return out
-
-
-def cmdline_block(pid):  # type: ignore[no-untyped-def]
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read(1 << 20)
-    except (FileNotFoundError, ProcessLookupError) as exc:
-        raise NoSuchProcess(pid) from exc
-    except PermissionError as exc:
-        raise AccessDenied(pid) from exc
