@@ -13,8 +13,11 @@
  *   0 bytes); a stat line that does not parse is an error, never a half row.
  * - /proc/<pid>/environ and cmdline are opened with the target's mm checked
  *   (PTRACE_MODE_READ): another user's process fails the open with EACCES
- *   (or EPERM), a zombie or a kernel thread has no mm and reads as 0 bytes.
- *   Each read gives at most a page, so a block is read to end of file.
+ *   (or EPERM). A zombie or a kernel thread has no mm: older kernels open it
+ *   and read 0 bytes, newer ones (6.18 here) fail the open with ESRCH while
+ *   /proc/<pid> is still there. Both are an empty block; ESRCH is "gone"
+ *   only once /proc/<pid> is gone too. Each read gives at most a page, so a
+ *   block is read to end of file.
  */
 #define _GNU_SOURCE
 #include "proctree.h"
@@ -491,17 +494,25 @@ int pt_now(uint64_t *out)
     return 0;
 }
 
-/* Returns an fd for /proc/<pid>/<name>, -ESRCH if pid is gone, -EACCES/-EPERM if refused, or -errno. */
+/* Returns an fd for /proc/<pid>/<name>, -ENODATA if pid has no mm to read (a zombie, a
+ * kernel thread, one exiting), -ESRCH if pid is gone, -EACCES/-EPERM if refused, or -errno. */
 static int open_pid_file(int32_t pid, const char *name)
 {
     char path[48];
+    struct stat st;
     if (pid <= 0)
         return -ESRCH;
-    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int len = snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
-    return fd;
+    if (fd >= 0)
+        return fd;
+    int err = errno;
+    if (err == ESRCH) {
+        path[len - strlen(name) - 1] = '\0'; /* /proc/<pid> */
+        if (stat(path, &st) == 0)
+            return -ENODATA; /* still listed: it has no mm, not "gone" */
+    }
+    return (err == ENOENT || err == ESRCH) ? -ESRCH : -err;
 }
 
 /* Returns the number of bytes of /proc/<pid>/<name> read into buf, -E2BIG if longer than cap, -ESRCH, or -errno. */
@@ -510,6 +521,8 @@ static int read_pid_block(int32_t pid, const char *name, char *buf, size_t cap)
     if (cap > INT32_MAX)
         cap = INT32_MAX; /* the count must fit the return */
     int fd = open_pid_file(pid, name);
+    if (fd == -ENODATA)
+        return 0;
     if (fd < 0)
         return fd;
     size_t n = 0;
