@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proctree.h"
 #include <sys/proc.h>
@@ -574,6 +575,38 @@ static void test_procargs2_fuzz(void)
     printf("  200000 random KERN_PROCARGS2 areas: split stays in bounds\n");
 }
 
+/* The shared parsers under ASan: the streaming search (through a tmpfile, with
+ * tiny scratch buffers) and the in-memory one agree on random blocks. */
+static void test_stream_vs_block(void)
+{
+    srand(9);
+    const char alphabet[] = {'\0', '=', 'F', 'O', 'B', 'x'};
+    const char *keys[] = {"F", "FO", "FOO", "FOOB"};
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    int fd = fileno(f);
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t len = (size_t)(rand() % 48);
+        char *blk = malloc(len ? len : 1);
+        for (size_t i = 0; i < len; i++)
+            blk[i] = alphabet[rand() % 6];
+        CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, blk, len, 0) == (ssize_t)len && lseek(fd, 0, SEEK_SET) == 0);
+        const char *key = keys[rand() % 4];
+        size_t valcap = 1 + (size_t)(rand() % 6), scratchcap = 1 + (size_t)(rand() % 9);
+        char *v1 = malloc(valcap), *v2 = malloc(valcap), *scratch = malloc(scratchcap);
+        int a = pt_block_find(blk, len, key, strlen(key), v1, valcap);
+        int b = pt_stream_find(fd, key, strlen(key), v2, valcap, scratch, scratchcap, 1 << 20);
+        CHECK(a == b);
+        CHECK(a < 0 || memcmp(v1, v2, (size_t)a + 1) == 0);
+        free(v1);
+        free(v2);
+        free(scratch);
+        free(blk);
+    }
+    fclose(f);
+    printf("  20000 random blocks: pt_stream_find (1..9-byte scratch) agrees with pt_block_find\n");
+}
+
 int main(void)
 {
     uint64_t now;
@@ -590,6 +623,7 @@ int main(void)
     test_environ_cmdline();
     test_env_find();
     test_procargs2_fuzz();
+    test_stream_vs_block();
     CHECK(pt_now(&now) == 0 && now > 1700000000ull * 1000000u);
     printf("macOS core simulation: all checks passed\n");
     return 0;
