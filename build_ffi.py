@@ -17,9 +17,9 @@ CSRC = HERE / "csrc"
 INCLUDE = CSRC / "include"
 
 if sys.platform.startswith("linux"):
-    SOURCES = ["csrc/core/linux.c", "csrc/core/walk.c"]
+    SOURCES = ["csrc/core/linux.c", "csrc/core/walk.c", "csrc/core/args.c"]
 elif sys.platform == "darwin":
-    SOURCES = ["csrc/core/macos.c", "csrc/core/walk.c"]
+    SOURCES = ["csrc/core/macos.c", "csrc/core/walk.c", "csrc/core/args.c"]
 else:
     raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")
 

@@ -12,7 +12,11 @@ for each row:
       psutil.Process(pid).children(recursive=True);
   (c) memory per process of a snapshot of 10,000 processes (tracemalloc for
       the Python heap, plus the C row buffer, which tracemalloc cannot see);
-  (d) `import proctree` vs `import psutil` in fresh interpreters.
+  (d) `import proctree` vs `import psutil` in fresh interpreters;
+  (e) one environment variable from every process (the reaper's sweep):
+      the core's env_scan (one C call) vs reading /proc/<pid>/environ in
+      Python vs psutil.Process.environ(), at 0 and 2,000 extra processes
+      (`--only env` runs just this).
 
 The extra processes are sleepers forked by a small C helper this script
 builds with gcc, like the floor. Every helper process has PR_SET_PDEATHSIG,
@@ -376,10 +380,64 @@ def bench_import(rounds):
     row("(d) import proctree / import psutil", f"{(t['proctree'] - bare) / (t['psutil'] - bare):.2f}x", "< 1x", ok)
 
 
+def _py_env_scan(key, pids):
+    """The same sweep in Python: read each /proc/<pid>/environ whole and split it."""
+    prefix = key + b"="
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                data = f.read()
+        except OSError:
+            out[pid] = None
+            continue
+        out[pid] = next((e[len(prefix) :] for e in data.split(b"\0") if e.startswith(prefix)), None)
+    return out
+
+
+def _psutil_env_scan(key, pids):
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = psutil.Process(pid).environ().get(key)
+        except psutil.Error:
+            out[pid] = None
+    return out
+
+
+def bench_env(crowd, rounds):
+    key = "PROCTREE_BENCH_MARK"
+    os.environ[key] = "1"  # the crowd inherits it (execve puts it in their blocks)
+    try:
+        for extra in (0, 2000):
+            if extra:
+                crowd.start("flat", extra)
+            pids = list(proctree.snapshot())
+            found = sum(isinstance(v, bytes) for v in _binding.env_scan(key, pids).values())
+            t = side_by_side(
+                {
+                    "core": lambda pids=pids: _binding.env_scan(key, pids),
+                    "python": lambda pids=pids: _py_env_scan(key.encode(), pids),
+                    "psutil": lambda pids=pids: _psutil_env_scan(key, pids),
+                },
+                rounds,
+            )
+            crowd.stop()
+            tag = f"(e) +{extra} ({len(pids)} procs, {found} carry the variable)"
+            row(f"{tag} env_scan (one C call)", ms(t["core"]))
+            row(f"{tag} Python reading /proc/<pid>/environ", ms(t["python"]))
+            row(f"{tag} psutil.Process.environ()", ms(t["psutil"]))
+            row(f"{tag} Python / env_scan", f"{t['python'] / t['core']:.1f}x")
+            row(f"{tag} psutil / env_scan", f"{t['psutil'] / t['core']:.1f}x")
+    finally:
+        del os.environ[key]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds, 2,000 instead of 10,000 for memory")
     ap.add_argument("--out", help="also write the table to this file")
+    ap.add_argument("--only", choices=["env"], help="run only this part")
     args = ap.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("bench_core is Linux only")
@@ -397,10 +455,12 @@ def main():
         lib, forker = build(tmp)
         crowd = Crowd(forker)
         try:
-            bench_scan(lib, crowd, (0, 500, 2000), rounds)
-            bench_descendants(crowd, rounds)
-            bench_memory(crowd, 2000 if args.quick else 10000)
-            bench_import(max(7, rounds // 2))
+            if args.only != "env":
+                bench_scan(lib, crowd, (0, 500, 2000), rounds)
+                bench_descendants(crowd, rounds)
+                bench_memory(crowd, 2000 if args.quick else 10000)
+                bench_import(max(7, rounds // 2))
+            bench_env(crowd, rounds)
         finally:
             crowd.stop()
 

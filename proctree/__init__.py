@@ -1,9 +1,9 @@
 """proctree: stop a process and everything it started, and nothing else.
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
-descendants(); terminate_tree(), terminate_tree_async(), TeardownReport;
-spawn(), spawn_async(), Tree, ContainmentUnavailable; find_orphans(),
-reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES; and the exceptions
+descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
+TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable;
+find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES; and the exceptions
 Error, NoSuchProcess, AccessDenied.
 
 The teardown and containment layers (and asyncio, which they use) load on
@@ -61,7 +61,9 @@ __all__ = [
     "TeardownReport",
     "Tree",
     "children",
+    "cmdline",
     "descendants",
+    "environ",
     "find_orphans",
     "proc",
     "reap_orphans",
@@ -119,3 +121,29 @@ def descendants(pid: int) -> list[Proc]:
     from ._table import live as _live
 
     return _live.descendants(_check_pid(pid))
+
+
+def environ(pid: int) -> dict[str, str]:
+    """Return pid's environment as a dict, decoded like file names (os.fsdecode).
+
+    The first entry of a name wins; entries without '=' are skipped. Empty for
+    a zombie or a kernel thread, and on macOS for a process the kernel
+    withholds it from (restricted processes): empty there means unknown.
+    Raises NoSuchProcess, AccessDenied (another user's process), or OSError
+    (E2BIG for an environment over 1 MiB).
+    """
+    from ._table import binding as _binding
+    from ._table.model import environ_from_block
+
+    return environ_from_block(_binding.environ_block(_check_pid(pid)))
+
+
+def cmdline(pid: int) -> list[str]:
+    """Return pid's argv as a list of str, decoded like file names; [] for a zombie or a kernel thread.
+
+    Raises as environ() does.
+    """
+    from ._table import binding as _binding
+    from ._table.model import cmdline_from_block
+
+    return cmdline_from_block(_binding.cmdline_block(_check_pid(pid)))

@@ -10,6 +10,7 @@
 #   cffi's generated _core.c       the same two macOS targets
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
+#   csrc/core/args.c           every target above (the shared block parsers)
 #   two negative controls          copies of proctree_macos.c with one offset
 #                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
 #                                  FAIL to compile
@@ -59,6 +60,7 @@ echo "== macOS core =="
 for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/core/macos.c
     check "$t" csrc/core/walk.c
+    check "$t" csrc/core/args.c
 done
 
 echo "== cffi-generated module C for macOS =="
@@ -98,6 +100,7 @@ echo "== Linux core =="
 for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/core/linux.c
     check "$t" csrc/core/walk.c
+    check "$t" csrc/core/args.c
 done
 
 echo "== negative controls: a wrong struct offset must fail the macOS check =="

@@ -8,6 +8,7 @@
 #ifndef PROCTREE_H
 #define PROCTREE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PT_NAME_MAX 64
@@ -63,5 +64,55 @@ int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap);
 
 /* Returns 0 with *out set to "now" in start_time units, or -errno. */
 int pt_now(uint64_t *out);
+
+/* Environments and argument lists (for the reaper). Blocks are NUL-separated
+ * entries exactly as the kernel gives them; nothing is decoded here. An
+ * environment longer than this is not scanned for a variable (-E2BIG). */
+#define PT_ENV_SCAN_MAX (1 << 20)
+
+/* Returns the number of bytes of pid's environment block written to buf,
+ * -E2BIG if it is longer than cap, -ESRCH if pid is gone, -EACCES/-EPERM if
+ * the system refuses, or -errno. A zombie or a kernel thread has 0 bytes.
+ * macOS: buf is also the scratch for the whole KERN_PROCARGS2 area. */
+int pt_environ(int32_t pid, char *buf, size_t cap);
+
+/* Returns the number of bytes of pid's NUL-separated argv written to buf; errors as pt_environ. */
+int pt_cmdline(int32_t pid, char *buf, size_t cap);
+
+/* Returns the length of the value of the first entry of pid's environment
+ * that starts with key=, copied NUL-terminated into val; -ENODATA if there is
+ * none, -ENAMETOOLONG if the value does not fit valcap (with its NUL), -E2BIG
+ * if the environment is longer than PT_ENV_SCAN_MAX and key= is not in its
+ * first PT_ENV_SCAN_MAX bytes, -EINVAL for an empty key or one holding '=' or
+ * NUL, or valcap or scratchcap 0; otherwise errors as pt_environ. scratch is
+ * the read buffer (Linux streams through it; macOS needs the whole area). */
+int pt_env_find(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
+                size_t scratchcap);
+
+/* Returns 0 after pt_env_find for each of pids[0..n): status[i] gets its
+ * return, the value goes to vals + i * slot (valcap slot); -EINVAL for bad
+ * arguments (n < 0, slot 0, a bad key), before anything is read. */
+int pt_env_scan(const int32_t *pids, int n, const char *key, size_t keylen, int32_t *status, char *vals, size_t slot,
+                char *scratch, size_t scratchcap);
+
+/* Pure parsers (csrc/core/args.c), the same on every platform. */
+
+/* Returns the length of the value of the first entry of blk[0..len) that
+ * starts with key= (a last entry without a NUL ends at len), copied
+ * NUL-terminated into val; -ENODATA, -ENAMETOOLONG or -EINVAL as pt_env_find. */
+int pt_block_find(const char *blk, size_t len, const char *key, size_t keylen, char *val, size_t valcap);
+
+/* Returns what pt_block_find returns for the block read from fd to its end,
+ * streamed through scratch, or -E2BIG if more than limit bytes follow and
+ * key= is not complete within the first limit; -errno if a read fails. */
+int pt_stream_find(int fd, const char *key, size_t keylen, char *val, size_t valcap, char *scratch, size_t scratchcap,
+                   size_t limit);
+
+/* Returns 0 with the argv and environment parts of a KERN_PROCARGS2 area
+ * blk[0..len) (int argc, exec path, NUL padding, argc strings, environment
+ * strings up to an empty one or the end) as offsets and lengths into blk,
+ * each part whole NUL-terminated entries; -EINVAL if it is malformed. */
+int pt_procargs2_split(const char *blk, size_t len, size_t *argv_off, size_t *argv_len, size_t *env_off,
+                       size_t *env_len);
 
 #endif

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import _core
 from .._errors import AccessDenied, NoSuchProcess
@@ -138,6 +138,113 @@ def now() -> int:
     out = ffi.new("uint64_t *")
     check(lib.pt_now(out))
     return out[0]
+
+
+# Environments and argument lists. A block is read into a buffer that starts
+# modest and grows while the core says -E2BIG, up to BLOCK_MAX (also the
+# core's PT_ENV_SCAN_MAX: the Linux scan's bound); beyond it the block is
+# refused, never cut. On macOS the buffer holds the whole KERN_PROCARGS2 area
+# (path, argv and environment), whose size KERN_ARGMAX bounds (1 MiB).
+BLOCK_MAX = 1 << 20
+_BLOCK_START = 64 * 1024
+# env_scan: room for one value (with its NUL), and the read buffer. Linux
+# streams /proc/<pid>/environ through it a page at a time; macOS reads the
+# whole area into it, so it gets KERN_ARGMAX.
+ENV_SLOT = 256
+_LINUX = sys.platform.startswith("linux")
+
+
+def _scan_scratch_size() -> int:
+    if _LINUX:
+        return 16 * 1024
+    try:
+        argmax = os.sysconf("SC_ARG_MAX")  # sysctl kern.argmax on macOS
+    except (ValueError, OSError):
+        argmax = BLOCK_MAX
+    return max(_BLOCK_START, min(argmax, BLOCK_MAX))
+
+
+def _read_block(call: Callable[[int, Any, int], int], pid: int, what: str) -> bytes:
+    cap = _BLOCK_START
+    while True:
+        buf = ffi.new("char[]", cap)
+        n = call(pid, buf, cap)
+        if n != -errno.E2BIG:
+            check(n, pid)
+            return ffi.buffer(buf, n)[:]
+        if cap >= BLOCK_MAX:
+            raise OSError(errno.E2BIG, f"the {what} of pid {pid} is longer than {BLOCK_MAX} bytes")
+        cap = min(cap * 4, BLOCK_MAX)
+
+
+def environ_block(pid: int) -> bytes:
+    """pid's environment as the kernel holds it: NUL-separated entries, undecoded (pid already validated).
+
+    b"" for a zombie or a kernel thread (and on macOS for a restricted
+    process, whose environment the kernel withholds: unknown, not empty).
+    Raises NoSuchProcess, AccessDenied, OSError(E2BIG) past BLOCK_MAX, or OSError.
+    """
+    return _read_block(lib.pt_environ, pid, "environment")
+
+
+def cmdline_block(pid: int) -> bytes:
+    """pid's argv as NUL-separated strings, undecoded; otherwise as environ_block()."""
+    return _read_block(lib.pt_cmdline, pid, "argument list")
+
+
+# What env_scan says for a pid whose value it could not give, by errno.
+_SCAN_WORDS = {
+    errno.ENODATA: "absent",
+    errno.ESRCH: "gone",
+    errno.ENOENT: "gone",
+    errno.EPERM: "denied",
+    errno.EACCES: "denied",
+    errno.ENAMETOOLONG: "too-long",
+}
+
+
+def env_key(key: object) -> bytes:
+    """key as the bytes of a variable name, or TypeError/ValueError (empty, or holding '=' or NUL)."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    raw = os.fsencode(key)
+    if not raw or b"=" in raw or b"\0" in raw:
+        raise ValueError(f"not an environment variable name: {key!r}")
+    return raw
+
+
+def env_scan(key: str, pids: Sequence[int]) -> dict[int, bytes | str]:
+    """The value of variable key in each of pids' environments, in one call into the core.
+
+    For each pid: the value (bytes) of the first entry named key, or
+    "absent" (the environment was read and has no such entry; also an empty
+    one: a zombie's, a kernel thread's, a restricted macOS process's),
+    "gone" (no such process), "denied" (not ours to read), "too-long" (the
+    value is longer than ENV_SLOT - 1 bytes), or "unreadable" (anything
+    else, including an environment over BLOCK_MAX whose first BLOCK_MAX bytes
+    do not hold the variable). pids are already validated.
+    """
+    raw = env_key(key)
+    n = len(pids)
+    if n == 0:
+        return {}
+    pid_arr = ffi.new("int32_t[]", list(pids))
+    status = ffi.new("int32_t[]", n)
+    vals = ffi.new("char[]", n * ENV_SLOT)
+    size = _scan_scratch_size()
+    scratch = ffi.new("char[]", size)
+    rc = lib.pt_env_scan(pid_arr, n, raw, len(raw), status, vals, ENV_SLOT, scratch, size)
+    if rc < 0:
+        raise OSError(-rc, os.strerror(-rc))
+    out: dict[int, bytes | str] = {}
+    values = ffi.buffer(vals, n * ENV_SLOT)
+    for i in range(n):
+        st = status[i]
+        if st >= 0:
+            out[pid_arr[i]] = values[i * ENV_SLOT : i * ENV_SLOT + st]
+        else:
+            out[pid_arr[i]] = _SCAN_WORDS.get(-st, "unreadable")
+    return out
 
 
 # PF_KTHREAD in the kernel's task flags: set only on kernel threads, and not

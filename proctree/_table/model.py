@@ -1,4 +1,4 @@
-"""Process records and snapshot tree walks: pure Python, no system calls.
+"""Process records, snapshot tree walks, and environment/argv decoding: pure Python, no system calls.
 
 A Snapshot is the process table at one moment. It is built either from rows
 the C core read (lazily turned into Proc records, so a snapshot of 10,000
@@ -7,6 +7,7 @@ processes stays small) or from Proc records given directly (tests, tools).
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -195,3 +196,33 @@ def _snapshot_of(cls: type[Snapshot], procs: Iterable[Proc]) -> Snapshot:
     self = cls.__new__(cls)
     Snapshot.__init__(self, procs)
     return self
+
+
+def environ_from_block(block: bytes) -> dict[str, str]:
+    """An environment block (NUL-separated NAME=value entries) as a dict.
+
+    Decoded like file names (os.fsdecode: undecodable bytes survive as
+    surrogate escapes). Entries without '=' are skipped; the value runs from
+    the first '=' on; the first entry with a name wins, as the core's search
+    and getenv(3) read it. A last entry without its NUL still counts.
+    """
+    out: dict[str, str] = {}
+    for entry in block.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq:
+            out.setdefault(os.fsdecode(name), os.fsdecode(value))
+    return out
+
+
+def cmdline_from_block(block: bytes) -> list[str]:
+    """An argv block (NUL-terminated strings) as a list, decoded like file names.
+
+    Empty strings are kept; a last string without its NUL (a process that
+    rewrote its argv area) still counts. b"" (a zombie, a kernel thread) is [].
+    """
+    if not block:
+        return []
+    parts = block.split(b"\0")
+    if block.endswith(b"\0"):
+        parts.pop()
+    return [os.fsdecode(p) for p in parts]

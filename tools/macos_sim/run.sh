@@ -12,5 +12,5 @@ trap 'rm -rf "$out"' EXIT
 ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
     -Iinclude -I../../csrc/include \
-    ../../csrc/core/macos.c ../../csrc/core/walk.c sim_kernel.c sim_test.c -o "$out/sim_test"
+    ../../csrc/core/macos.c ../../csrc/core/walk.c ../../csrc/core/args.c sim_kernel.c sim_test.c -o "$out/sim_test"
 "$out/sim_test"

@@ -27,6 +27,14 @@
  *   can be told to miss a process a few times (one not findable yet).
  * - A process with sidl_reads > 0 is being forked: every look at it counts
  *   down, and it turns SRUN when the count reaches 0.
+ * - sysctl(KERN_PROCARGS2) (kern_sysctl.c sysctl_procargsx): EINVAL for a
+ *   request larger than KERN_ARGMAX (plus the argc word), for a pid proc_find
+ *   does not find (gone, zombie), for another user's process unless root
+ *   (is_procargs_content_read_permitted) and for a task not IPC-active
+ *   (SIDL); EIO when the copy from the target's stack fails. A buffer
+ *   smaller than the area gets argc and the area's last bytes (the head is
+ *   cut, no error). The area itself is whatever the test gives (a
+ *   cs_restricted process's ends after argv).
  *
  * This checks the core's logic and memory handling against these stated
  * behaviours; it is no evidence about macOS itself, which only the macOS
@@ -46,6 +54,7 @@ uid_t sim_uid = 501;
 int sim_sidl_listed;
 int sim_grow_per_read;
 struct sim_calls sim_calls;
+int sim_argmax = 1 << 18;
 
 #define KERN_PROCSLOP 5
 
@@ -247,10 +256,53 @@ static int kern_proc_pid(int pid, void *oldp, size_t *oldlenp)
     return 0;
 }
 
+static int kern_procargs2(int pid, void *oldp, size_t *oldlenp)
+{
+    sim_calls.procargs2++;
+    struct sim_proc *p = find(pid);
+    if (!oldp) {
+        if (!p || p->stat == SZOMB) {
+            errno = EINVAL;
+            return -1;
+        }
+        *oldlenp = (p->args_len + sizeof(int) + 3) & ~(size_t)3;
+        return 0;
+    }
+    if (*oldlenp <= sizeof(int) || *oldlenp - sizeof(int) > (size_t)sim_argmax) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t buflen = *oldlenp - sizeof(int);
+    if (!p || p->stat == SZOMB || observe(p) == SIDL || ((uid_t)p->uid != sim_uid && sim_uid != 0)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (p->args_eio) {
+        errno = EIO;
+        return -1;
+    }
+    size_t size = p->args_len <= buflen ? p->args_len : buflen;
+    memcpy(oldp, &p->argc, sizeof(int));
+    memcpy((char *)oldp + sizeof(int), p->args + p->args_len - size, size); /* the tail when cut */
+    *oldlenp = size + sizeof(int);
+    return 0;
+}
+
 int sysctl(int *name, unsigned namelen, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
 {
     (void)newp;
     (void)newlen;
+    if (namelen == 2 && name[0] == CTL_KERN && name[1] == KERN_ARGMAX) {
+        if (!oldp || *oldlenp < sizeof(int)) {
+            errno = ENOMEM;
+            return -1;
+        }
+        memcpy(oldp, &sim_argmax, sizeof(int));
+        *oldlenp = sizeof(int);
+        return 0;
+    }
+    if (namelen == 3 && name[0] == CTL_KERN && name[1] == KERN_PROCARGS2)
+        return kern_procargs2(name[2], oldp, oldlenp);
     if (namelen == 3 && name[0] == CTL_KERN && name[1] == KERN_PROC && name[2] == KERN_PROC_ALL)
         return kern_proc_all(oldp, oldlenp);
     if (namelen == 4 && name[0] == CTL_KERN && name[1] == KERN_PROC && name[2] == KERN_PROC_PID)

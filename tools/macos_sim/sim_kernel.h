@@ -11,11 +11,15 @@ struct sim_proc {
     long sec, usec;     /* p_start */
     char exe[48];       /* the exec name: p_comm, pbi_comm, pbi_name are cut from it */
     int no_p_name;      /* p_name empty (pbi_name ""), as for a process that never exec'd */
+    int argc;           /* KERN_PROCARGS2: argc, and the strings area after "executable_path=" */
+    const char *args;   /* exec path, padding, argv, environment (none if cs_restricted), ... */
+    size_t args_len;
+    int args_eio;       /* vm_map_copyin fails: EIO */
 };
 
 /* Calls the core made, by kind: tests bound the work a snapshot does. */
 struct sim_calls {
-    int kern_proc_all, kern_proc_pid, bsdinfo, shortinfo, getsid, listchildpids;
+    int kern_proc_all, kern_proc_pid, bsdinfo, shortinfo, getsid, listchildpids, procargs2;
 };
 
 #define SIM_MAX 6000
@@ -25,3 +29,4 @@ extern uid_t sim_uid;         /* the caller's uid: BSDINFO is refused for other 
 extern int sim_sidl_listed;   /* 1: KERN_PROC_* list SIDL processes (a kernel without proc_iterate's skip) */
 extern int sim_grow_per_read; /* processes forked between a KERN_PROC_ALL size probe and its read */
 extern struct sim_calls sim_calls;
+extern int sim_argmax;         /* KERN_ARGMAX: a larger KERN_PROCARGS2 request is EINVAL */

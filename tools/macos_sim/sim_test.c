@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proctree.h"
 #include <sys/proc.h>
@@ -73,6 +74,7 @@ static void reset(void)
     sim_uid = 501;
     sim_sidl_listed = 0;
     sim_grow_per_read = 0;
+    sim_argmax = 1 << 18;
     memset(&sim_calls, 0, sizeof sim_calls);
 }
 
@@ -407,6 +409,204 @@ static void test_random_tables(void)
     printf("  3000 random tables and caps (zombies, traced, other users): rows as expected, pt_proc agrees\n");
 }
 
+/* A KERN_PROCARGS2 strings area: "/bin/tool", padding, argv [tool, -x, "", a=b],
+ * the environment, an empty string, then what follows it (apple strings). */
+static const char AREA[] = "/bin/tool\0\0\0\0\0\0"
+                           "tool\0-x\0\0a=b\0"
+                           "A=1\0FOO=bar\0FOOBAR=baz\0X=FOO=no\0EMPTY=\0"
+                           "\0ptr_munge=1\0";
+static const char AREA_ARGV[] = "tool\0-x\0\0a=b\0";
+static const char AREA_ENV[] = "A=1\0FOO=bar\0FOOBAR=baz\0X=FOO=no\0EMPTY=\0";
+/* A cs_restricted process since macOS 11: the kernel ends the area after argv. */
+static const char RESTRICTED[] = "/usr/libexec/x\0\0x\0--flag\0";
+
+static struct sim_proc *with_args(struct sim_proc *p, int argc, const char *area, size_t len)
+{
+    p->argc = argc;
+    p->args = area;
+    p->args_len = len;
+    return p;
+}
+
+/* Returns pt_env_find's answer for key in pid, with val and scratch of the given sizes (malloc'd exactly, for ASan). */
+static int find_in(int pid, const char *key, char *out, size_t valcap, size_t scratchcap)
+{
+    char *val = malloc(valcap ? valcap : 1), *scratch = malloc(scratchcap ? scratchcap : 1);
+    int rc = pt_env_find(pid, key, strlen(key), val, valcap, scratch, scratchcap);
+    if (rc >= 0)
+        memcpy(out, val, (size_t)rc + 1);
+    free(val);
+    free(scratch);
+    return rc;
+}
+
+static void args_table(void)
+{
+    reset();
+    add(1, 0, 0, SRUN, "launchd");
+    with_args(add(500, 1, 501, SRUN, "tool"), 4, AREA, sizeof AREA - 1);
+    with_args(add(501, 1, 0, SRUN, "rootd"), 4, AREA, sizeof AREA - 1);
+    with_args(add(502, 500, 501, SZOMB, "zomb"), 1, AREA, sizeof AREA - 1);
+    with_args(add(503, 1, 501, SRUN, "x"), 2, RESTRICTED, sizeof RESTRICTED - 1);
+    with_args(add(504, 1, 501, SRUN, "eio"), 4, AREA, sizeof AREA - 1)->args_eio = 1;
+    with_args(add(505, 1, 501, SRUN, "liar"), 20, AREA, sizeof AREA - 1);          /* argc beyond the strings */
+    with_args(add(506, 1, 501, SRUN, "nopath"), 0, "/bin/no-nul", 11);            /* path without its NUL */
+    with_args(add(507, 1, 501, SRUN, "noenvnul"), 1, "/p\0p\0A=1\0B=cut", 14); /* last entry cut */
+    struct sim_proc *f = with_args(add(508, 1, 501, SIDL, "forking"), 4, AREA, sizeof AREA - 1);
+    f->sidl_reads = 1000; /* stays in creation for this test */
+}
+
+static void test_environ_cmdline(void)
+{
+    char buf[4096], val[256];
+    args_table();
+    int n = pt_environ(500, buf, sizeof buf);
+    CHECK(n == (int)sizeof AREA_ENV - 1 && memcmp(buf, AREA_ENV, (size_t)n) == 0);
+    n = pt_cmdline(500, buf, sizeof buf);
+    CHECK(n == (int)sizeof AREA_ARGV - 1 && memcmp(buf, AREA_ARGV, (size_t)n) == 0);
+
+    /* another user's process: EINVAL from the kernel, -EACCES here; root reads it */
+    CHECK(pt_environ(501, buf, sizeof buf) == -EACCES);
+    CHECK(find_in(501, "FOO", val, 256, 4096) == -EACCES);
+    sim_uid = 0;
+    CHECK(pt_environ(501, buf, sizeof buf) == (int)sizeof AREA_ENV - 1);
+    sim_uid = 501;
+    /* gone, zombie (no area: empty), kernel_task and bad pids */
+    CHECK(pt_environ(4242, buf, sizeof buf) == -ESRCH && pt_cmdline(4242, buf, sizeof buf) == -ESRCH);
+    CHECK(pt_environ(502, buf, sizeof buf) == 0 && pt_cmdline(502, buf, sizeof buf) == 0);
+    CHECK(find_in(502, "FOO", val, 256, 4096) == -ENODATA);
+    CHECK(pt_environ(0, buf, sizeof buf) == -ESRCH && pt_environ(-1, buf, sizeof buf) == -ESRCH);
+    /* restricted: argv, and an empty environment ("unknown" to the caller) */
+    CHECK(pt_environ(503, buf, sizeof buf) == 0);
+    n = pt_cmdline(503, buf, sizeof buf);
+    CHECK(n == 9 && memcmp(buf, "x\0--flag\0", 9) == 0);
+    CHECK(find_in(503, "FOO", val, 256, 4096) == -ENODATA);
+    /* the copy from the stack failed; malformed areas are never guessed at */
+    CHECK(pt_environ(504, buf, sizeof buf) == -EIO);
+    CHECK(pt_environ(505, buf, sizeof buf) == -EIO && pt_cmdline(505, buf, sizeof buf) == -EIO);
+    CHECK(pt_environ(506, buf, sizeof buf) == -EIO);
+    CHECK(pt_environ(507, buf, sizeof buf) == -EIO);
+    /* being forked: alive, not readable yet; never "gone" */
+    CHECK(pt_environ(508, buf, sizeof buf) == -EACCES);
+
+    /* a buffer the area does not fit, or only just fills: -E2BIG, never a cut area */
+    size_t whole = sizeof AREA - 1 + sizeof(int);
+    for (size_t cap = 0; cap <= whole; cap++) {
+        char *small = malloc(cap ? cap : 1);
+        CHECK(pt_environ(500, small, cap) == -E2BIG);
+        CHECK(pt_cmdline(500, small, cap) == -E2BIG);
+        free(small);
+        CHECK(find_in(500, "FOO", val, 256, cap) == (cap ? -E2BIG : -EINVAL));
+    }
+    char *exact = malloc(whole + 1);
+    CHECK(pt_environ(500, exact, whole + 1) == (int)sizeof AREA_ENV - 1);
+    free(exact);
+    /* a buffer beyond KERN_ARGMAX is clamped, not refused (the kernel says EINVAL) */
+    char *big = malloc((size_t)sim_argmax * 2);
+    CHECK(pt_environ(500, big, (size_t)sim_argmax * 2) == (int)sizeof AREA_ENV - 1);
+    free(big);
+    sim_argmax = 16; /* an area larger than KERN_ARGMAX: -E2BIG at any size */
+    CHECK(pt_environ(500, buf, sizeof buf) == -E2BIG);
+    sim_argmax = 1 << 18;
+    printf("  KERN_PROCARGS2: environ and argv, other users, zombies, restricted, malformed, small buffers\n");
+}
+
+static void test_env_find(void)
+{
+    char val[256];
+    args_table();
+    CHECK(find_in(500, "FOO", val, 256, 4096) == 3 && strcmp(val, "bar") == 0);
+    CHECK(find_in(500, "FOOBAR", val, 256, 4096) == 3 && strcmp(val, "baz") == 0);
+    CHECK(find_in(500, "X", val, 256, 4096) == 6 && strcmp(val, "FOO=no") == 0);
+    CHECK(find_in(500, "EMPTY", val, 256, 4096) == 0 && strcmp(val, "") == 0);
+    CHECK(find_in(500, "FO", val, 256, 4096) == -ENODATA);
+    CHECK(find_in(500, "ptr_munge", val, 256, 4096) == -ENODATA); /* past the environment's end */
+    CHECK(find_in(500, "a", val, 256, 4096) == -ENODATA);         /* an argv string is no variable */
+    CHECK(find_in(500, "FOO", val, 3, 4096) == -ENAMETOOLONG);
+    CHECK(find_in(500, "FOO", val, 4, 4096) == 3);
+    CHECK(find_in(500, "", val, 256, 4096) == -EINVAL && find_in(500, "A=", val, 256, 4096) == -EINVAL);
+    CHECK(find_in(500, "FOO", val, 0, 4096) == -EINVAL && find_in(500, "FOO", val, 256, 0) == -EINVAL);
+
+    int32_t pids[] = {500, 501, 502, 503, 504, 4242, 508, 1};
+    int32_t status[8];
+    const size_t slot = 8;
+    char *vals = malloc(8 * slot), *scratch = malloc(4096);
+    CHECK(pt_env_scan(pids, 8, "FOOBAR", 6, status, vals, slot, scratch, 4096) == 0);
+    CHECK(status[0] == 3 && strcmp(vals, "baz") == 0);
+    CHECK(status[1] == -EACCES && status[2] == -ENODATA && status[3] == -ENODATA && status[4] == -EIO);
+    CHECK(status[5] == -ESRCH && status[6] == -EACCES);
+    CHECK(status[7] == -EIO || status[7] == -ENODATA || status[7] == -EACCES); /* launchd has no area here */
+    CHECK(pt_env_scan(pids, 8, "X", 1, status, vals, 4, scratch, 4096) == 0 && status[0] == -ENAMETOOLONG);
+    CHECK(pt_env_scan(pids, -1, "X", 1, status, vals, slot, scratch, 4096) == -EINVAL);
+    CHECK(pt_env_scan(pids, 8, "X", 1, status, vals, 0, scratch, 4096) == -EINVAL);
+    CHECK(pt_env_scan(pids, 8, "X=", 2, status, vals, slot, scratch, 4096) == -EINVAL);
+    CHECK(pt_env_scan(pids, 0, "X", 1, NULL, NULL, slot, scratch, 4096) == 0);
+    free(vals);
+    free(scratch);
+    printf("  pt_env_find / pt_env_scan over KERN_PROCARGS2: first entry named key wins, statuses per pid\n");
+}
+
+static void test_procargs2_fuzz(void)
+{
+    srand(7);
+    const char alphabet[] = {'\0', '\0', '\0', 'a', 'b', '=', 'F', '\xff'};
+    for (int iter = 0; iter < 200000; iter++) {
+        size_t len = (size_t)(rand() % 64);
+        char *blk = malloc(len ? len : 1); /* exact size: ASan sees any read past it */
+        for (size_t i = 0; i < len; i++)
+            blk[i] = rand() % 4 ? alphabet[rand() % 8] : (char)rand();
+        if (len >= sizeof(int) && rand() % 2) {
+            int argc = rand() % 6 - 1;
+            memcpy(blk, &argc, sizeof argc);
+        }
+        size_t ao, al, eo, el;
+        int rc = pt_procargs2_split(blk, len, &ao, &al, &eo, &el);
+        CHECK(rc == 0 || rc == -EINVAL);
+        if (rc == 0) {
+            CHECK(ao >= sizeof(int) && ao + al <= len && eo == ao + al && eo + el <= len);
+            CHECK(al == 0 || blk[ao + al - 1] == '\0');
+            CHECK(el == 0 || blk[eo + el - 1] == '\0');
+            char val[8];
+            int f = pt_block_find(blk + eo, el, "F", 1, val, sizeof val);
+            CHECK(f == -ENODATA || f == -ENAMETOOLONG || (f >= 0 && f < 8));
+        }
+        free(blk);
+    }
+    printf("  200000 random KERN_PROCARGS2 areas: split stays in bounds\n");
+}
+
+/* The shared parsers under ASan: the streaming search (through a tmpfile, with
+ * tiny scratch buffers) and the in-memory one agree on random blocks. */
+static void test_stream_vs_block(void)
+{
+    srand(9);
+    const char alphabet[] = {'\0', '=', 'F', 'O', 'B', 'x'};
+    const char *keys[] = {"F", "FO", "FOO", "FOOB"};
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    int fd = fileno(f);
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t len = (size_t)(rand() % 48);
+        char *blk = malloc(len ? len : 1);
+        for (size_t i = 0; i < len; i++)
+            blk[i] = alphabet[rand() % 6];
+        CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, blk, len, 0) == (ssize_t)len && lseek(fd, 0, SEEK_SET) == 0);
+        const char *key = keys[rand() % 4];
+        size_t valcap = 1 + (size_t)(rand() % 6), scratchcap = 1 + (size_t)(rand() % 9);
+        char *v1 = malloc(valcap), *v2 = malloc(valcap), *scratch = malloc(scratchcap);
+        int a = pt_block_find(blk, len, key, strlen(key), v1, valcap);
+        int b = pt_stream_find(fd, key, strlen(key), v2, valcap, scratch, scratchcap, 1 << 20);
+        CHECK(a == b);
+        CHECK(a < 0 || memcmp(v1, v2, (size_t)a + 1) == 0);
+        free(v1);
+        free(v2);
+        free(scratch);
+        free(blk);
+    }
+    fclose(f);
+    printf("  20000 random blocks: pt_stream_find (1..9-byte scratch) agrees with pt_block_find\n");
+}
+
 int main(void)
 {
     uint64_t now;
@@ -420,6 +620,10 @@ int main(void)
     test_children();
     test_walk();
     test_random_tables();
+    test_environ_cmdline();
+    test_env_find();
+    test_procargs2_fuzz();
+    test_stream_vs_block();
     CHECK(pt_now(&now) == 0 && now > 1700000000ull * 1000000u);
     printf("macOS core simulation: all checks passed\n");
     return 0;

@@ -1,4 +1,5 @@
-/* Simulated <sys/sysctl.h>: KERN_PROC_ALL, KERN_PROC_PID and a 648-byte
+/* Simulated <sys/sysctl.h>: KERN_PROC_ALL, KERN_PROC_PID, KERN_ARGMAX,
+ * KERN_PROCARGS2 (the SDK's numbers) and a 648-byte
  * kinfo_proc with the SDK's offsets for the fields read (kp_eproc 296,
  * e_ucred.cr_uid 420, e_ppid 560, e_pgid 564). */
 #pragma once
@@ -11,6 +12,8 @@
 #define KERN_PROC 14
 #define KERN_PROC_ALL 0
 #define KERN_PROC_PID 1
+#define KERN_ARGMAX 8
+#define KERN_PROCARGS2 49
 
 struct _ucred {
     int32_t cr_ref;
