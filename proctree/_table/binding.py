@@ -179,3 +179,45 @@ def is_kernel_thread(pid: int) -> bool:
         return bool(stat_flags(stat) & PF_KTHREAD)
     except ValueError as exc:
         raise OSError(errno.EIO, f"unreadable /proc/{pid}/stat") from exc
+
+
+# ---------------------------------------------------------------------------
+# Interim: a pure-Python env_scan with the C core's contract, until the core's
+# own (branch env) lands and replaces it. Linux only (/proc/<pid>/environ).
+
+ENV_SCAN_MAX = 1 << 20  # bytes read per process at most
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def env_scan(key: str, pids: Sequence[int]) -> dict[int, bytes | str]:
+    """For every pid: the value bytes of environment variable key when present, else
+    "absent", "gone", "denied", "too-long" or "unreadable"."""
+    if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+        raise ValueError(f"not an environment variable name: {key!r}")
+    needle = os.fsencode(key) + b"="
+    out: dict[int, bytes | str] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{int(pid)}/environ", "rb") as f:
+                data = f.read(ENV_SCAN_MAX + 1)
+        except (FileNotFoundError, ProcessLookupError):
+            out[pid] = "gone"
+            continue
+        except PermissionError:
+            out[pid] = "denied"
+            continue
+        except OSError:
+            out[pid] = "unreadable"
+            continue
+        if len(data) > ENV_SCAN_MAX:
+            out[pid] = "too-long"
+            continue
+        value: bytes | str = "absent"
+        for entry in data.split(b"\0"):
+            if entry.startswith(needle):
+                value = entry[len(needle) :]
+                break
+        out[pid] = value
+    return out
