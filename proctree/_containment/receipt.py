@@ -13,10 +13,11 @@ checks it with fstat on the open descriptor (a regular file of ours, not
 group/world-writable, at most MAX_BYTES) and validates every field; a bad
 file is reported with the reason, never raised on, and never trusted.
 
-Stdlib only at import, no relative imports at run time unless in the
-package: the keeper loads this file directly (lazily, when it removes its
-receipt). It must never change the owner or mode of a directory it did not
-create, and never follow a symlink.
+Stdlib only at import, and loadable as a plain file next to marker.py and
+protocol.py (as the keeper loads its modules): the file name is the keeper
+protocol's (``protocol.receipt_name``), so a keeper removes its receipt
+without this module. It must never change the owner or mode of a directory
+it did not create, and never follow a symlink.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from dataclasses import dataclass
 
 try:
     from . import marker as _marker
+    from . import protocol as _protocol
 except ImportError:  # loaded as a plain file by the keeper (its directory is on sys.path)
     import marker as _marker  # type: ignore[import-not-found,no-redef]
+    import protocol as _protocol  # type: ignore[import-not-found,no-redef]
 
 VERSION = 1
 ENV_DIR = "PROCTREE_RECEIPTS_DIR"  # overrides the location (same checks)
@@ -76,8 +79,8 @@ class Receipt:
 
 
 def file_name(keeper_pid: int, keeper_start: int) -> str:
-    """The receipt's file name for a keeper identity."""
-    return f"{keeper_pid}-{keeper_start}{_SUFFIX}"
+    """The receipt's file name for a keeper identity (the keeper protocol's: the keeper removes it)."""
+    return _protocol.receipt_name(keeper_pid, keeper_start)
 
 
 def directory() -> str | None:
