@@ -227,7 +227,9 @@ def marked(tree_id, since, cap=MAX_PROCS):
     the environment so that both name one process.
     """
     out = {}
-    if not _HAVE_PROC or tree_id is None:
+    if not _HAVE_PROC:
+        return out
+    if tree_id is None:
         return out
     needle = TREE_ENV + tree_id.encode()
     for name in os.listdir("/proc"):
