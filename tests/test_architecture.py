@@ -157,6 +157,20 @@ def test_the_keeper_side_needs_only_the_stdlib_at_import(module):
     assert not bad, "\n".join(bad)
 
 
+# Not loaded by the keeper, but loadable as plain files like its modules, and read by the reaper.
+STDLIB_SEAM = {"proctree._containment.marker", "proctree._containment.receipt"}
+
+
+@pytest.mark.parametrize("module", sorted(STDLIB_SEAM))
+def test_markers_and_receipts_need_only_the_stdlib_at_import(module):
+    bad = [
+        f"{module}:{line} imports {t} at import time"
+        for t, line, top in imports(module)
+        if top and t not in KEEPER_SIDE | STDLIB_SEAM
+    ]
+    assert not bad, "\n".join(bad)
+
+
 def test_no_test_module_imports_another():
     tests = {f[:-3] for f in os.listdir(TESTS_DIR) if f.startswith("test_") and f.endswith(".py")}
     bad = []

@@ -40,6 +40,7 @@ def args(**kw):
         cgroup=None,
         restore_signals=True,
         exe=None,
+        receipts=None,
         argv=("sleep", "1"),
     )
     base.update(kw)
@@ -62,6 +63,8 @@ def args(**kw):
         args(argv=("--", "-", "", " a b ", "é"), exe="--"),
         args(grace=1e-3),
         args(grace=12345.678),
+        args(receipts="/run/user/1000/proctree"),
+        args(mode="session", receipts="/tmp/proctree-0", exe="/bin/sh"),
     ],
 )
 def test_argv_round_trip(a):
@@ -85,10 +88,13 @@ def _with(i, value):
         ([], "version"),
         (["1"] + GOOD[1:], "version"),
         (["v0"] + GOOD[1:], "version"),
-        (["v2"] + GOOD[1:], "not the supported"),
-        (GOOD[:10], "need"),  # no command after "--"
-        (GOOD[:11], "need"),
-        (_with(10, "++"), "need"),
+        (["v1"] + GOOD[1:], "not the supported"),  # v1 had no receipts field
+        (["v3"] + GOOD[1:], "not the supported"),
+        (GOOD[:11], "need"),  # no command after "--"
+        (GOOD[:12], "need"),
+        (_with(11, "++"), "need"),
+        (_with(10, "relative/dir"), "receipts"),
+        (GOOD[:10] + GOOD[11:], "need"),  # a v1 line: the receipts field missing
         (_with(1, "x"), "status_fd"),
         (_with(1, "-1"), "status_fd"),
         (_with(1, "+3"), "status_fd"),
@@ -105,7 +111,7 @@ def _with(i, value):
         (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
         (_with(8, "yes"), "restore_signals"),
         (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
-        (GOOD[:11] + ["a\0b"], "argv"),
+        (GOOD[:12] + ["a\0b"], "argv"),
     ],
 )
 def test_argv_rejected(argv, why):
@@ -132,6 +138,11 @@ def test_argv_rejected(argv, why):
         dict(exe="-"),
         dict(mode="session", cgroup="/c"),
         dict(go_fd=5),  # a go fd outside cgroup mode
+        dict(receipts=""),
+        dict(receipts="-"),
+        dict(receipts="rel/dir"),
+        dict(receipts="/a\0b"),
+        dict(receipts=3),
     ],
 )
 def test_args_rejected_before_anything_runs(kw):
@@ -419,11 +430,24 @@ def test_what_the_command_leaves_is_ended_when_it_exits(keeper, mode, pipe):
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_keep_orphans_leaves_them_running(keeper, mode, pipe):
+def test_keep_orphans_leaves_them_running(keeper, mode, pipe, tmp_path):
     r, w = pipe
-    k = keeper(mode, _orphaner(w, "exit 0"), keep_orphans=True, pass_fds=(w,))
-    os.close(w)
-    assert isinstance(k.status(), Ok)
+    gate_r, gate_w = os.pipe()
+    try:
+        k = keeper(
+            mode,
+            _orphaner(w, f"read x </dev/fd/{gate_r}; exit 0"),
+            keep_orphans=True,
+            pass_fds=(w, gate_r),
+            receipts=str(tmp_path),
+        )
+        os.close(w)
+        assert isinstance(k.status(), Ok)
+        receipt = k.place_receipt()
+        os.write(gate_w, b"go\n")
+    finally:
+        os.close(gate_r)
+        os.close(gate_w)
     orphan = proctree.proc(read_lines(r, 1)["orphan"])
     keeper.record(orphan)
     assert k.status() == Exit(0)
@@ -432,8 +456,63 @@ def test_keep_orphans_leaves_them_running(keeper, mode, pipe):
     except subprocess.TimeoutExpired:
         pass
     assert alive(orphan.pid, orphan.start_time), "keep_orphans: the orphan was ended"
+    assert os.path.exists(receipt), "the receipt went while a member may still run"
     proctree.terminate_tree(orphan.pid, grace=0)
     assert k.popen.wait(15) == 0  # with its last member gone, the keeper ends
+    if mode != "session":  # session mode: the keeper left before the orphan ended; the receipt stays for the reaper
+        assert not os.path.exists(receipt), "the keeper outlived its last member but left its receipt"
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_the_keeper_removes_the_receipt_when_it_ends_the_tree(keeper, mode, pipe, tmp_path):
+    r, w = pipe
+    gate_r, gate_w = os.pipe()
+    try:
+        k = keeper(
+            mode, _orphaner(w, f"read x </dev/fd/{gate_r}; exit 3"), pass_fds=(w, gate_r), receipts=str(tmp_path)
+        )
+        os.close(w)
+        assert isinstance(k.status(), Ok)
+        receipt = k.place_receipt()
+        os.write(gate_w, b"go\n")
+    finally:
+        os.close(gate_r)
+        os.close(gate_w)
+    keeper.record(proctree.proc(read_lines(r, 1)["orphan"]))
+    assert k.status() == Exit(3 << 8)
+    assert k.popen.wait(15) == 3
+    assert not os.path.exists(receipt), "the keeper ended its tree but left the receipt"
+
+
+DAEMON_OF_TREE = r"""
+import os, sys, time
+w = int(sys.argv[1])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, b"daemon %d\n" % os.getpid())
+        time.sleep(300)
+    os._exit(0)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Python keeper reads environments on Linux only")
+def test_session_mode_follows_the_tree_marker(keeper, pipe):
+    """A session-mode keeper ends a daemon that left its session but carries its PROCTREE_TREE, and only that."""
+    from proctree._containment import marker
+
+    r, w = pipe
+    env = dict(os.environ, PROCTREE_TREE=marker.new_tree_id())
+    k = keeper("session", [sys.executable, "-c", DAEMON_OF_TREE, str(w)], pass_fds=(w,), env=env)
+    os.close(w)
+    assert isinstance(k.status(), Ok)
+    daemon = proctree.proc(read_lines(r, 1)["daemon"])
+    keeper.record(daemon)
+    assert daemon.sid != k.popen.pid  # out of the session: only the marker names it
+    assert k.status() == Exit(0)
+    assert k.popen.wait(15) == 0
+    assert wait_gone([daemon.pid], 10), "the keeper left a daemon that carries its tree's marker"
 
 
 DRIVER = """
@@ -441,19 +520,21 @@ import json, os, sys, time
 sys.path.insert(0, {tests!r})
 from support.spawnkit import KeeperRun
 spec = json.loads(sys.argv[1])
-k = KeeperRun(spec["mode"], spec["argv"], pass_fds=spec["fds"], cgroup=spec["cgroup"], grace=0.5)
+k = KeeperRun(spec["mode"], spec["argv"], pass_fds=spec["fds"], cgroup=spec["cgroup"], grace=0.5,
+              receipts=spec["receipts"])
 rec = k.status()
+k.place_receipt()
 os.write(1, ("keeper %d\\ncmd %d\\n" % (k.popen.pid, rec.pid)).encode())
 time.sleep(300)
 """
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_the_tree_ends_when_its_owner_dies(keeper, mode, pipe):
-    """A keeper whose owner dies (SIGKILL: no goodbye) ends the whole tree, and itself."""
+def test_the_tree_ends_when_its_owner_dies(keeper, mode, pipe, tmp_path):
+    """A keeper whose owner dies (SIGKILL: no goodbye) ends the whole tree, and itself, and removes the receipt."""
     r, w = pipe
     cgroup = new_cgroup("conf-owner") if mode == "cgroup" else None
-    spec = {"mode": mode, "argv": _orphaner(w, "wait"), "fds": [w], "cgroup": cgroup}
+    spec = {"mode": mode, "argv": _orphaner(w, "wait"), "fds": [w], "cgroup": cgroup, "receipts": str(tmp_path)}
     owner = subprocess.Popen(
         [sys.executable, "-c", DRIVER.format(tests=TESTS_DIR), json.dumps(spec)], pass_fds=(w,), stdout=subprocess.PIPE
     )
@@ -472,6 +553,7 @@ def test_the_tree_ends_when_its_owner_dies(keeper, mode, pipe):
         owner.wait(10)
         assert wait_gone([pids["cmd"], pids["orphan"]], 15), "the tree outlived its owner"
         assert wait_gone([pids["keeper"]], 15), "the keeper outlived its owner"
+        assert os.listdir(tmp_path) == [], "the keeper ended its tree but left the receipt"
         if cgroup is not None:
             assert not os.path.exists(cgroup), "the keeper left its cgroup behind"
     finally:

@@ -580,6 +580,7 @@ def test_keeper_runs_without_linux_only_calls():
             cgroup=None,
             restore_signals=True,
             exe=None,
+            receipts=None,
             argv=("/bin/sh", "-c", script),
         ).to_argv(),
     ]

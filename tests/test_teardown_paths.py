@@ -51,16 +51,10 @@ _PLAIN = (
     "plain teardown follows parent links, groups and sessions: a daemon whose parent is gone and that "
     "left every group and session of the tree is already init's (docs/teardown.md, Limits)"
 )
-_SESSION = (
-    "session mode finds members by parent links and the keeper's session: a daemon that left the "
-    "session is the reaper's to find by its PROCTREE_OWNER marker (docs/containment.md, Limits)"
-)
 KNOWN_LIMITS = {
     ("double_forked_daemon", "sync-pidfd"): _PLAIN,
     ("double_forked_daemon", "sync-no-pidfd"): _PLAIN,
     ("double_forked_daemon", "async"): _PLAIN,
-    ("double_forked_daemon", "spawn-session"): _SESSION,
-    ("double_forked_daemon", "owner-session"): _SESSION,
 }
 
 SYNC_PATHS = ["sync-pidfd", "sync-no-pidfd", "async"]

@@ -203,6 +203,54 @@ def walk_by_scan(root, cap=MAX_PROCS):
     return found
 
 
+TREE_ENV = b"PROCTREE_TREE="
+ENVIRON_MAX = 1 << 20  # bytes of one process's environment read at most
+
+
+def tree_id_of_env(env):
+    """This tree's PROCTREE_TREE value (32 lowercase hex chars) from an environment mapping, or None."""
+    value = env.get("PROCTREE_TREE", "")
+    if len(value) == 32 and all(c in "0123456789abcdef" for c in value):
+        return value
+    return None
+
+
+def marked(tree_id, since, cap=MAX_PROCS):
+    """Processes whose environment carries PROCTREE_TREE=tree_id and that started after since, as {pid: stat}.
+
+    Session mode follows its own marker to daemons that left the session.
+    Linux only (/proc/<pid>/environ; macOS is the native keeper's job): a
+    process whose environment cannot be read, or is over ENVIRON_MAX, is
+    skipped. since is the keeper's (start time, pid): a process that started
+    before it (in the same clock tick: with a lower pid, as pids are handed out
+    in order) is no member, whatever it carries; the stat is read again after
+    the environment so that both name one process.
+    """
+    out = {}
+    if not _HAVE_PROC:
+        return out
+    if tree_id is None:
+        return out
+    needle = TREE_ENV + tree_id.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or len(out) >= cap:
+            continue
+        st = read_stat(int(name))
+        if st is None or (st[6], st[0]) <= since:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                data = f.read(ENVIRON_MAX + 1)
+        except OSError:
+            continue
+        if len(data) > ENVIRON_MAX or needle not in data.split(b"\0"):
+            continue
+        again = read_stat(st[0])
+        if again is not None and again[6] == st[6]:
+            out[st[0]] = again
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Identity-checked signalling and the teardown.
 
@@ -240,9 +288,10 @@ def send(st, sig, protect=()):
             os.close(fd)
 
 
-def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX_PROCS, session=None):
+def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX_PROCS, session=None, marks=None):
     """End every live descendant of root (root itself spared), every member of cgroup,
-    and every process in session (when given: session mode, where that is all we know).
+    every process in session (when given: session mode, where that is all we know),
+    and every process marks(cap) returns ({pid: stat}: those carrying the tree's marker).
 
     SIGTERM + SIGCONT each, wait up to grace (re-scanning, so late joiners are
     handled too), then SIGKILL (cgroup.kill for a cgroup) and confirm.
@@ -252,6 +301,7 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
     """
     t0 = time.monotonic()
     protect = set(protect) | {os.getpid()}
+    marked_at = [None]
 
     def scan(full=False):
         cur = {}
@@ -264,8 +314,13 @@ def teardown(root, grace, cgroup=None, reap=None, protect=(), wake=None, cap=MAX
             cur.update((walk_by_scan if full else walk)(root, cap))
         if session is not None:
             cur.update(session_members(session, cap))
+        # Reading every environment is the costly scan: at most every 0.1 s, and on every full scan.
+        if marks is not None and (full or marked_at[0] is None or time.monotonic() - marked_at[0] >= 0.1):
+            marked_at[0] = time.monotonic()
+            for pid, st in marks(cap).items():
+                cur.setdefault(pid, st)
         live = {st[:1] + st[6:7]: st for pid, st in cur.items() if st[5] not in ("Z", "X") and pid not in protect}
-        if not live and root is not None and not full:
+        if not live and (root is not None or marks is not None) and not full:
             return scan(full=True)  # "nothing left" ends the teardown: never on a children-list read alone
         return live
 
@@ -345,7 +400,7 @@ def _wake_pipe():
 
 
 class _Keeper:
-    def __init__(self, status_fd, mode, owner, grace, keep_orphans, cgroup, restore_signals, go_fd=None):
+    def __init__(self, status_fd, mode, owner, grace, keep_orphans, cgroup, restore_signals, go_fd=None, receipts=None):
         self.status_fd = status_fd
         self.go_fd = go_fd
         self.mode = mode
@@ -354,6 +409,11 @@ class _Keeper:
         self.keep_orphans = keep_orphans
         self.cgroup = cgroup
         self.restore_signals = restore_signals
+        self.receipts = receipts
+        # Session mode follows the tree's own PROCTREE_TREE marker (which the
+        # command inherits from us) to daemons that left the session.
+        self.tree_id = tree_id_of_env(os.environ) if mode == "session" else None
+        self.start_time = None  # ours, read when first needed
         self.cmd = None
         self.cmd_status = None
         self.pending = []
@@ -493,14 +553,19 @@ class _Keeper:
             self.forward()
             if not self.owner_alive():
                 self.status_fd = None
-                self.end_tree()
+                self.end_receipt(self.end_tree())
                 return self.exit_code()
             if self.cmd_status is not None and (not self.keep_orphans or not children):
                 # Session mode has no subreaper: what the command left reparented
-                # to init, and only a scan of our session finds it.
+                # to init, and only a scan of our session (and of its marker) finds it.
+                clean = True
                 if children or (self.mode == "session" and not self.keep_orphans):
-                    self.end_tree()
+                    clean = self.end_tree()
+                elif self.mode == "session":
+                    # keep_orphans: what left for init may still run; the receipt stays for it.
+                    clean = not session_members(os.getpid()) and not self.marked()
                 self.cleanup_cgroup()
+                self.end_receipt(clean)
                 return self.exit_code()
             # Without an owner watch (kernels before pidfds) getppid() is polled; so
             # is a cgroup whose orphans (init's children, no SIGCHLD for us) we keep.
@@ -508,7 +573,8 @@ class _Keeper:
             self.wake(0.25 if polling else 30.0, extra)
 
     def end_tree(self):
-        teardown(
+        """Tear the tree down; True if nothing of it survived (and no scan was cut short)."""
+        result = teardown(
             os.getpid(),
             self.grace,
             cgroup=self.cgroup,
@@ -516,9 +582,34 @@ class _Keeper:
             protect={self.owner},
             wake=self.wake,
             session=os.getpid() if self.mode == "session" else None,
+            marks=self.marked if self.tree_id is not None else None,
         )
         self.reap()
         self.cleanup_cgroup()
+        return not result["survivors"] and len(result["found"]) < MAX_PROCS
+
+    def marked(self, cap=MAX_PROCS):
+        """Processes carrying this tree's PROCTREE_TREE that started at or after us (session mode, Linux)."""
+        if self.tree_id is None:
+            return {}
+        if self.start_time is None:
+            me = read_stat(os.getpid())
+            if me is None:
+                return {}  # cannot tell a member from an older process: take none
+            self.start_time = me[6]
+        return marked(self.tree_id, (self.start_time, os.getpid()), cap)
+
+    def end_receipt(self, clean):
+        """The tree ended with nothing left: remove its receipt (the owner may already have)."""
+        if not clean or self.receipts is None:
+            return
+        me = read_stat(os.getpid())
+        if me is None:
+            return
+        try:
+            os.unlink(os.path.join(self.receipts, _protocol.receipt_name(os.getpid(), me[6])))
+        except OSError:
+            pass  # gone already, or not ours to remove
 
     def cleanup_cgroup(self):
         if self.cgroup is not None:
@@ -567,7 +658,15 @@ def main(argv):
         except OSError:
             pass  # never fail the spawn for it
     keeper = _Keeper(
-        status_fd, mode, args.owner_pid, args.grace, args.keep_orphans, cgroup, args.restore_signals, go_fd
+        status_fd,
+        mode,
+        args.owner_pid,
+        args.grace,
+        args.keep_orphans,
+        cgroup,
+        args.restore_signals,
+        go_fd,
+        args.receipts,
     )
     # In cgroup mode the cgroup already holds every member, so the keeper skips
     # PR_SET_CHILD_SUBREAPER (and the ctypes import it costs); orphans are reaped by init.

@@ -1,4 +1,4 @@
-"""The PROCTREE_OWNER environment marker: who spawned a contained tree.
+"""The PROCTREE_OWNER and PROCTREE_TREE environment markers: who spawned a contained tree, and which tree.
 
 Every process of a tree spawned by proctree carries
 ``PROCTREE_OWNER=<owner pid>:<owner start time>[:<tag>]`` in its environment,
@@ -7,16 +7,24 @@ handle that survives the events that break ppid, pgid, sid and tty links. The
 orphan reaper attributes a leftover to its owner with it, and (pid, start
 time) tells a live owner from a reused pid without any external oracle.
 
+All trees of one owner share its PROCTREE_OWNER value, so every tree also
+carries ``PROCTREE_TREE=<32 lowercase hex chars>``, random per spawn: the
+one handle that names a single tree (session mode follows it to daemons
+that left the keeper's session).
+
 Stdlib only and no relative imports: the keeper process loads this file
 directly, without importing the proctree package.
 """
 
+import os
 import re
 from typing import NamedTuple
 
 ENV = "PROCTREE_OWNER"
+TREE_ENV = "PROCTREE_TREE"
 
 TAG_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_TREE_RE = re.compile(r"[0-9a-f]{32}")
 _VALUE_RE = re.compile(r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?")
 
 
@@ -78,4 +86,30 @@ def from_environ_block(data):
     for entry in bytes(data).split(b"\0"):
         if entry.startswith(key):
             return parse_marker(entry[len(key) :])
+    return None
+
+
+def new_tree_id():
+    """A fresh PROCTREE_TREE value: 32 random lowercase hex characters (128 bits)."""
+    return os.urandom(16).hex()
+
+
+def parse_tree_id(value):
+    """A PROCTREE_TREE value (str or bytes) as str, or None if it is not one. Never raises on garbage."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(value, str) or not _TREE_RE.fullmatch(value):
+        return None
+    return value
+
+
+def tree_from_environ_block(data):
+    """The PROCTREE_TREE value in a raw NUL-separated environment block, or None."""
+    key = TREE_ENV.encode() + b"="
+    for entry in bytes(data).split(b"\0"):
+        if entry.startswith(key):
+            return parse_tree_id(entry[len(key) :])
     return None

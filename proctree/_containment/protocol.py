@@ -12,7 +12,7 @@ it can be driven by the same owner and the same conformance tests
 Command line (after the program)::
 
     v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
-    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe> -- <argv...>
+    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe|-> <receipts|-> -- <argv...>
 
 Status lines (ASCII, one per line)::
 
@@ -39,11 +39,11 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MODES = ("cgroup", "subreaper", "session")
 STAGES = ("exec", "cgroup", "subreaper", "owner")
 NONE = "-"  # an absent go fd or cgroup
-_FIXED = 10  # fields before "--"
+_FIXED = 11  # fields before "--"
 
 # The signals the keeper forwards to the command's process group; any other
 # signal the owner sends goes to the command directly.
@@ -113,6 +113,9 @@ class KeeperArgs(_Record):
     cgroup:          the tree's cgroup directory (cgroup mode), else None
     restore_signals: reset SIGPIPE/SIGXFSZ to default for the command, as Popen does
     exe:             the program to run (None: argv[0], looked up in PATH)
+    receipts:        the receipt directory (absolute) where the owner wrote the tree's receipt,
+                     <keeper pid>-<keeper start>.json, which the keeper removes when it ends
+                     the tree itself; None: no receipt
     argv:            the command's argv
     """
 
@@ -126,6 +129,7 @@ class KeeperArgs(_Record):
         "cgroup",
         "restore_signals",
         "exe",
+        "receipts",
         "argv",
     )
     status_fd: int
@@ -137,6 +141,7 @@ class KeeperArgs(_Record):
     cgroup: str | None
     restore_signals: bool
     exe: str | None
+    receipts: str | None
     argv: tuple[str, ...]
 
     def _check(self) -> None:
@@ -155,6 +160,10 @@ class KeeperArgs(_Record):
         _check(
             self.exe is None or (isinstance(self.exe, str) and self.exe != NONE and "\0" not in self.exe),
             f"exe must be a path or None, not {self.exe!r}",
+        )
+        _check(
+            self.receipts is None or (_is_word(self.receipts) and self.receipts.startswith("/")),
+            f"receipts must be an absolute directory or None, not {self.receipts!r}",
         )
         _check(
             isinstance(self.argv, tuple)
@@ -176,6 +185,7 @@ class KeeperArgs(_Record):
             _opt(self.cgroup),
             _flag(self.restore_signals),
             _opt(self.exe),
+            _opt(self.receipts),
             "--",
             *self.argv,
         ]
@@ -194,7 +204,7 @@ class KeeperArgs(_Record):
             len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
             f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}",
         )
-        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe = argv[1:_FIXED]
+        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts = argv[1:_FIXED]
         try:
             return cls(
                 status_fd=_int(status_fd, "status_fd"),
@@ -206,12 +216,18 @@ class KeeperArgs(_Record):
                 cgroup=None if cgroup == NONE else cgroup,
                 restore_signals=_bool(restore, "restore_signals"),
                 exe=None if exe == NONE else exe,
+                receipts=None if receipts == NONE else receipts,
                 argv=tuple(argv[_FIXED + 1 :]),
             )
         except ProtocolError:
             raise
         except (TypeError, ValueError) as exc:  # pragma: no cover - every field is checked above
             raise ProtocolError(str(exc)) from None
+
+
+def receipt_name(keeper_pid: int, keeper_start: int) -> str:
+    """The file name of a tree's receipt in the receipts directory: the keeper removes it when it ends the tree."""
+    return f"{keeper_pid}-{keeper_start}.json"
 
 
 class Ok(_Record):

@@ -41,12 +41,14 @@ from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 from .._teardown import engine as _teardown
+from .._teardown import many as _many
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
 from . import cgroup as _cgroup
 from . import marker as _marker
 from . import owner as _owner
 from . import protocol as _protocol
+from . import receipt as _receipt
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
@@ -71,6 +73,8 @@ _UNIX_SHELL = "/bin/sh"  # what Popen runs for shell=True (outside Android)
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0
 _counter = itertools.count(1)
+# The PROCTREE_TREE value of the next tree (tests replace it to fix one).
+_new_tree_id = _marker.new_tree_id
 
 
 class ContainmentUnavailable(OSError):
@@ -261,11 +265,29 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     owner_pid, owner_start = _owner_identity()
     marker = _marker.format_marker(owner_pid, owner_start, tag)
     env[_marker.ENV] = marker
+    tree_id = _new_tree_id()
+    env[_marker.TREE_ENV] = tree_id
     if stop is not None:
         stop.check()
 
     mode, reason, cgroup = _choose(contain, owner_pid, owner_start, tag)
-    launch = _Launch(args, tuple(argv), exe, env, mode, reason, cgroup, grace, keep_orphans, restore_signals, marker)
+    launch = _Launch(
+        args,
+        tuple(argv),
+        exe,
+        env,
+        mode,
+        reason,
+        cgroup,
+        grace,
+        keep_orphans,
+        restore_signals,
+        marker,
+        tree_id,
+        tag,
+        (owner_pid, owner_start),
+        _receipt.directory(),  # None: no receipts here (the directory failed its checks)
+    )
     try:
         return _start(launch, dict(popen_kwargs), stop)
     except ContainmentUnavailable as exc:
@@ -299,6 +321,10 @@ class _Launch:
     keep_orphans: bool
     restore_signals: bool
     marker: str
+    tree_id: str  # the PROCTREE_TREE value
+    tag: str | None
+    owner: tuple[int, int]  # (pid, start time) of the caller of spawn()
+    receipts: str | None  # the receipt directory, or None
 
     def keeper_args(self, status_fd: int, go_fd: int | None) -> _protocol.KeeperArgs:
         return _protocol.KeeperArgs(
@@ -311,6 +337,7 @@ class _Launch:
             cgroup=self.cgroup,
             restore_signals=self.restore_signals,
             exe=None if self.exe == self.argv[0] else self.exe,
+            receipts=self.receipts,
             argv=self.argv,
         )
 
@@ -438,6 +465,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
         if isinstance(first, _protocol.Ok):
             tree._took_root(first, os.path.basename(launch.exe))
+            tree._write_receipt(launch)
             if stop is not None:
                 stop.check()
             return tree
@@ -528,8 +556,10 @@ class Tree:
 
     pid is the command's own pid; mode the containment in force ("cgroup",
     "subreaper" or "session"); marker the PROCTREE_OWNER value its members
-    carry; stdin/stdout/stderr the pipes asked for, as with Popen. As a context
-    manager, leaving the block tears the whole tree down.
+    carry, tree_id their PROCTREE_TREE value (this tree's alone); receipt the
+    path of its receipt file (or None); stdin/stdout/stderr the pipes asked
+    for, as with Popen. As a context manager, leaving the block tears the
+    whole tree down.
     """
 
     def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
@@ -538,6 +568,7 @@ class Tree:
         self.mode = launch.mode
         self.mode_reason = launch.reason  # why a stronger mode was not used (contain="auto"), or None
         self.marker = launch.marker
+        self.tree_id = launch.tree_id
         self.cgroup = launch.cgroup
         self.grace = launch.grace
         self.keep_orphans = launch.keep_orphans
@@ -550,6 +581,8 @@ class Tree:
         self._root: Proc | None = None
         self._report: TeardownReport | None = None
         self._lock = threading.RLock()
+        self._keeper_start: int | None = None
+        self._receipt: str | None = None
 
     def __repr__(self) -> str:
         return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={self.returncode}>"
@@ -557,6 +590,53 @@ class Tree:
     @property
     def keeper_pid(self) -> int:
         return self._popen.pid
+
+    @property
+    def receipt(self) -> str | None:
+        """The path of this tree's receipt file while it exists; None if none was written (or it was removed)."""
+        return self._receipt
+
+    def _write_receipt(self, launch: _Launch) -> None:
+        """Write the tree's receipt (the keeper reported Ok: every identity is known now).
+
+        Never fails the spawn: a directory that failed its checks, a receipt
+        too long to write whole, or a write error leaves the tree without one.
+        """
+        try:
+            keeper = _binding.proc(self.keeper_pid)  # our unreaped child: its pid is its own
+        except (NoSuchProcess, OSError):
+            return
+        self._keeper_start = keeper.start_time
+        if launch.receipts is None or self._root is None:
+            return
+        try:
+            path = _receipt.write(
+                launch.receipts,
+                owner=launch.owner,
+                keeper=(keeper.pid, keeper.start_time),
+                command=(self._root.pid, self._root.start_time),
+                sid=keeper.sid,
+                pgid=self._root.pgid,
+                cgroup=launch.cgroup,
+                tag=launch.tag,
+                mode=launch.mode,
+                marker=launch.marker,
+                tree=launch.tree_id,
+            )
+        except (OSError, ValueError):
+            return
+        self._receipt = path
+        if _keeper_exited(self.keeper_pid):
+            # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
+            self._remove_receipt()
+
+    def _remove_receipt(self) -> None:
+        path, self._receipt = self._receipt, None
+        if path is not None:
+            try:
+                _receipt.remove(path)
+            except OSError:
+                pass
 
     def _took_root(self, ok: _protocol.Ok, name: str) -> None:
         """The keeper reported Ok: record the command, by that identity.
@@ -805,7 +885,7 @@ class Tree:
                     rep = TeardownReport(root=self._root, mode=self.mode)
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
-            self._finish()
+            self._finish(clean=rep.ok)
             rep = dataclasses.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
@@ -821,6 +901,8 @@ class Tree:
 
     def _engine_teardown(self, grace, stop):
         """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself)."""
+        if self.mode == "session":
+            return self._session_teardown(grace, stop)
         kw = dict(grace=grace, include_root=False, signal_group=False)
         if stop is None:
             return _teardown.terminate_tree(self.keeper_pid, **kw)
@@ -830,6 +912,82 @@ class Tree:
         if rep is None:  # stopped, perhaps before it began: kill whatever is left
             rep = _teardown.terminate_tree(self.keeper_pid, **{**kw, "grace": 0})
         return rep
+
+    def _session_teardown(self, grace, stop):
+        """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker."""
+        if stop is None:
+            return _run_coroutine(self._session_teardown_async(grace))
+        rep = _run_stoppable(self._session_teardown_async(grace), stop)
+        if rep is None:  # stopped: kill whatever is left
+            rep = _run_coroutine(self._session_teardown_async(0))
+        return rep
+
+    async def _session_teardown_async(self, grace):
+        """The keeper's tree and the marked outsiders ended at once (one grace), then a last look for late daemons."""
+        kw = dict(grace=grace, include_root=False, signal_group=False)
+        protect = {self.keeper_pid}
+        daemons = self._marked_outsiders()
+        main, first = await asyncio.gather(
+            _teardown.terminate_tree_async(self.keeper_pid, **kw),
+            _many.end_trees_async(daemons, grace=grace, protect=protect, signal_group=False),
+        )
+        # A daemon forked (and marked) while the teardown ran: once more, at once.
+        late = self._marked_outsiders()
+        again = await _many.end_trees_async(late, grace=0, protect=protect, signal_group=False) if late else []
+        return _merge_reports(main, first, again, [p.pid for p in daemons + late])
+
+    def _marked_outsiders(self) -> list[Proc]:
+        """Session mode: processes carrying this tree's PROCTREE_TREE that are not (yet) the keeper's members.
+
+        Only processes that started after the keeper count (in the same clock
+        tick: with a higher pid, as pids are handed out in order): an older one
+        cannot be a member, whatever its environment says. Returned as the
+        roots of their own trees (one whose ancestor is marked too is left to
+        that ancestor's teardown); each is pinned to its start time by end_trees.
+        """
+        if self.mode != "session" or self._keeper_start is None or not self._keeper_is_ours():
+            return []
+        keeper, since, me = self.keeper_pid, self._keeper_start, os.getpid()
+        snap = _binding.snapshot()
+        members = {keeper}
+        if keeper in snap:
+            members.update(snap.descendant_pids(keeper))
+        candidates = {
+            p.pid: p
+            for p in snap.values()
+            if (p.start_time, p.pid) > (since, keeper)
+            and p.pid not in members
+            and p.sid != keeper
+            and p.pid not in (me, 0, 1)
+            and not p.is_zombie
+        }
+        want = self.tree_id.encode("ascii")
+        found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
+        marked = {pid: p for pid, p in candidates.items() if found.get(pid) == want}
+
+        def under_another(p: Proc) -> bool:
+            seen = set()
+            q = p
+            while q.ppid in snap and q.ppid not in seen and q.ppid > 1:
+                seen.add(q.ppid)
+                if q.ppid in marked:
+                    return True
+                q = snap[q.ppid]
+            return False
+
+        return sorted((p for p in marked.values() if not under_another(p)), key=lambda p: p.pid)
+
+    def _may_have_leftovers(self) -> bool:
+        """Session mode with keep_orphans: something of the tree may still run after the keeper ended."""
+        if self.mode != "session" or not self.keep_orphans or self._keeper_start is None:
+            return False
+        since = self._keeper_start
+        snap = _binding.snapshot()
+        if any(p.sid == self.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
+            return True
+        recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
+        want = self.tree_id.encode("ascii")
+        return any(v == want for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
 
     def kill(self) -> TeardownReport:
         """terminate() with no grace: SIGKILL at once."""
@@ -845,8 +1003,13 @@ class Tree:
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return await _in_worker(functools.partial(self._terminate, grace))
 
-    def _finish(self):
-        """Reap the keeper (it ends once its tree is gone) and remove the cgroup."""
+    def _finish(self, clean=None):
+        """Reap the keeper (it ends once its tree is gone), remove the cgroup, and the receipt.
+
+        clean: whether the tree is known to have ended with nothing left (a
+        teardown's report.ok); None: it did, unless session mode kept orphans
+        that may still run (their receipt stays, for the reaper).
+        """
         with self._lock:
             if self._popen.returncode is None:
                 try:
@@ -865,6 +1028,8 @@ class Tree:
                 if _cgroup.populated(self.cgroup):
                     _owner.end_cgroup(self.cgroup, 0)
                 _cgroup.remove(self.cgroup)
+            if self._receipt is not None and (clean if clean is not None else not self._may_have_leftovers()):
+                self._remove_receipt()
 
     def _abandon(self, patience=0.0):
         """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
@@ -884,6 +1049,7 @@ class Tree:
                 if self._popen.returncode is None:
                     _end_keeper(self._popen, self.cgroup, self.mode)
             finally:
+                self._remove_receipt()
                 self._release_fds()
 
     def _release_fds(self):
@@ -918,6 +1084,58 @@ class Tree:
             self.terminate()
         finally:
             _close_stdio(self)
+
+
+def _keeper_exited(pid: int) -> bool:
+    """True if our child pid has exited (a zombie now), without reaping it: Popen reaps it later."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (ChildProcessError, AttributeError, OSError):
+        return False
+
+
+def _merge_reports(
+    main: TeardownReport, daemons: list[TeardownReport], late: list[TeardownReport], roots: list[int]
+) -> TeardownReport:
+    """One TeardownReport of the keeper's tree (main) and the marked daemons' trees, deduplicated by identity.
+
+    late: the reports of daemons found only after the kill phase (all their
+    members count as late); roots: the daemons' pids, kept in extra["marked"].
+    """
+    others = daemons + late
+
+    def union(name: str, more: tuple[Proc, ...] = ()) -> tuple[Proc, ...]:
+        seen: dict[tuple[int, int], Proc] = {}
+        for r in (main, *others):
+            for p in getattr(r, name):
+                seen.setdefault(p.identity, p)
+        for p in more:
+            seen.setdefault(p.identity, p)
+        return tuple(seen.values())
+
+    return dataclasses.replace(
+        main,
+        found=union("found"),
+        exited=union("exited"),
+        killed=union("killed"),
+        survivors=union("survivors"),
+        late=union("late", tuple(p for r in late for p in r.found)),
+        denied=union("denied"),
+        truncated=main.truncated or any(r.truncated for r in others),
+        extra={**main.extra, **({"marked": sorted(set(roots))} if roots else {})},
+    )
+
+
+def _run_coroutine(coro):
+    """Run coro to completion from synchronous code, also in a thread whose event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _exit_status(line):

@@ -2,11 +2,16 @@
 
 Loaded by tests/conftest.py (pytest_plugins). Every process a test starts
 inherits PROCTREE_TEST_RUN=<nonce>; after each test, whatever still carries
-the nonce fails the test and is ended (pid + start time checked).
+the nonce fails the test and is ended (pid + start time checked). The trees
+the run spawns write their receipts into a directory of the run's own
+(PROCTREE_RECEIPTS_DIR), never into the user's.
 """
 
+import atexit
 import os
 import secrets
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -17,6 +22,9 @@ from .treekit import kit  # noqa: F401  (a fixture)
 
 NONCE = f"{os.getpid()}-{secrets.token_hex(6)}"
 os.environ[leakcheck.MARKER] = NONCE
+RECEIPTS = tempfile.mkdtemp(prefix="proctree-test-receipts-")  # 0700, ours
+os.environ["PROCTREE_RECEIPTS_DIR"] = RECEIPTS
+atexit.register(shutil.rmtree, RECEIPTS, True)
 
 
 def _reap_own_zombies():

@@ -165,12 +165,15 @@ class KeeperRun:
     go, as spawn() does. statuses() reads the status lines back as records.
     """
 
-    def __init__(self, mode, argv, *, grace=1.0, keep_orphans=False, exe=None, pass_fds=(), cgroup=None):
+    def __init__(
+        self, mode, argv, *, grace=1.0, keep_orphans=False, exe=None, pass_fds=(), cgroup=None, receipts=None, env=None
+    ):
         import subprocess
 
         from proctree._containment import protocol
 
         self.cgroup = cgroup
+        self.receipts = receipts
         self._buf = b""
         self.status_r, w = os.pipe()
         go_r = go_w = None
@@ -186,10 +189,11 @@ class KeeperRun:
             cgroup=cgroup,
             restore_signals=True,
             exe=exe,
+            receipts=receipts,
             argv=tuple(argv),
         )
         fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
-        self.popen = subprocess.Popen(keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True)
+        self.popen = subprocess.Popen(keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True, env=env)
         os.close(w)
         if cgroup is not None:
             os.close(go_r)
@@ -197,6 +201,21 @@ class KeeperRun:
                 f.write(str(self.popen.pid))
             os.write(go_w, b"1")
             os.close(go_w)
+
+    def receipt_path(self):
+        """Where the keeper expects its receipt: <receipts>/<keeper pid>-<keeper start>.json."""
+        from proctree._containment import protocol
+
+        return os.path.join(
+            self.receipts, protocol.receipt_name(self.popen.pid, proctree.proc(self.popen.pid).start_time)
+        )
+
+    def place_receipt(self):
+        """Put a receipt where the keeper will look (as the owner does after Ok); its path."""
+        path = self.receipt_path()
+        with open(path, "w") as f:
+            f.write("{}")
+        return path
 
     def status(self, timeout=15.0):
         """The next status record, or None at EOF; AssertionError after timeout."""
