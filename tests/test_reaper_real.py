@@ -10,80 +10,17 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import proctree
+from support.reapkit import COMMAND, orphaned_tree, start_detached
 from support.spawnkit import ALL_MODES, alive, read_lines, wait_gone
-
-# The tree's command: a child that scrubbed its environment, a setsid daemon,
-# then it reports and sleeps. argv: W
-COMMAND = textwrap.dedent(r"""
-    import os, sys, time
-    w = int(sys.argv[1])
-    scrubbed = os.fork()
-    if scrubbed == 0:
-        os.execve("/bin/sleep", ["sleep", "300"], {})
-    r, wd = os.pipe()
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.write(wd, b"%d\n" % os.getpid())
-            time.sleep(300)
-            os._exit(0)
-        os._exit(0)
-    daemon = int(os.read(r, 64))
-    os.write(w, b"cmd %d\nscrubbed %d\ndaemon %d\n" % (os.getpid(), scrubbed, daemon))
-    time.sleep(300)
-""")
-
-# The owner: spawns the tree, reports the keeper, sleeps until killed. argv: W MODE
-OWNER = textwrap.dedent(r"""
-    import os, sys, time
-    import proctree
-    w, mode = int(sys.argv[1]), sys.argv[2]
-    t = proctree.spawn([sys.executable, "-c", sys.argv[3], str(w)], contain=mode, pass_fds=(w,), grace=0.5)
-    os.write(w, b"owner %d\nkeeper %d\n" % (os.getpid(), t.keeper_pid))
-    time.sleep(300)
-""")
-
-
-def _kill_if(pid, start):
-    try:
-        if proctree.proc(pid).start_time == start:
-            os.kill(pid, signal.SIGKILL)
-    except (proctree.NoSuchProcess, ProcessLookupError):
-        pass
-
-
-@pytest.fixture
-def started():
-    """(pid, start) of every process a test starts here; SIGKILLed afterwards if still the same process."""
-    made = []
-    yield made
-    for pid, start in made:
-        _kill_if(pid, start)
-    wait_gone([p for p, _ in made], 5)
-
-
-def _orphaned_tree(mode, started, pipe):
-    """A contained tree whose owner and keeper were SIGKILLed: {role: pid}."""
-    r, w = pipe
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(w), mode, COMMAND], pass_fds=(w,))
-    pids = read_lines(r, 5)
-    for role in ("owner", "keeper", "cmd", "scrubbed", "daemon"):
-        started.append((pids[role], proctree.proc(pids[role]).start_time))
-    os.kill(pids["keeper"], signal.SIGKILL)  # first: a live keeper would answer its owner's death
-    wait_gone([pids["keeper"]], 5)
-    owner.kill()
-    owner.wait()
-    return pids
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_owner_and_keeper_sigkilled_leaves_orphans_that_reap_finds_and_ends(mode, started, pipe):
-    pids = _orphaned_tree(mode, started, pipe)
+    pids = orphaned_tree(mode, started, pipe)
     members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
     assert all(alive(p) for p in members), "the tree must outlive its owner and keeper for this test"
 
@@ -114,7 +51,7 @@ def test_owner_and_keeper_sigkilled_leaves_orphans_that_reap_finds_and_ends(mode
 
 
 def test_dry_run_selects_and_signals_nothing(started, pipe):
-    pids = _orphaned_tree("session", started, pipe)
+    pids = orphaned_tree("session", started, pipe)
     members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
     report = proctree.reap_orphans(within=members, dry_run=True)
     assert report.dry_run and report.ok
@@ -137,29 +74,37 @@ def test_a_live_owners_tree_is_never_a_candidate(mode, trees, pipe):
 
 
 def test_an_unmarked_bystander_is_untouched(started):
-    p = subprocess.Popen(["sleep", "300"], env={k: v for k, v in os.environ.items() if k != "PROCTREE_OWNER"})
-    try:
-        started.append((p.pid, proctree.proc(p.pid).start_time))
-        assert proctree.find_orphans(within={p.pid}) == []
-        assert proctree.reap_orphans(within={p.pid}).candidates == ()
-        assert p.poll() is None
-    finally:
-        p.kill()
-        p.wait()
+    env = {k: v for k, v in os.environ.items() if k != "PROCTREE_OWNER"}
+    pid = start_detached(["sleep", "300"], started, env=env)
+    assert proctree.find_orphans(within={pid}) == []
+    assert proctree.reap_orphans(within={pid}).candidates == ()
+    assert alive(pid)
 
 
 def test_a_marker_whose_owner_pid_was_reused_is_proof(started):
     """A marker naming this test process with an earlier start time: the pid now holds a later process."""
     me = proctree.proc(os.getpid())
     env = dict(os.environ, PROCTREE_OWNER=f"{me.pid}:{me.start_time - 1}")
-    p = subprocess.Popen(["sleep", "300"], env=env)
-    try:
-        started.append((p.pid, proctree.proc(p.pid).start_time))
-        (o,) = proctree.find_orphans(within={p.pid})
-        assert o.reason == "owner-pid-reused" and o.owner == (me.pid, me.start_time - 1)
-    finally:
-        p.kill()
-        p.wait()
+    pid = start_detached(["sleep", "300"], started, env=env)
+    (o,) = proctree.find_orphans(within={pid})
+    assert o.reason == "owner-pid-reused" and o.owner == (me.pid, me.start_time - 1)
+
+
+def test_a_marker_whose_owner_is_gone_is_proof_and_its_child_follows(started):
+    owner = subprocess.Popen(["true"])
+    owner.wait()
+    env = dict(os.environ, PROCTREE_OWNER=f"{owner.pid}:1")
+    pid = start_detached(["sh", "-c", "sleep 300 & wait"], started, env=env)
+    found = {o.proc.pid: o for o in proctree.find_orphans(within=set(_subtree(pid)))}
+    assert pid in found and found[pid].reason in ("owner-exited", "owner-pid-reused")
+    kids = [p for p in found if p != pid]
+    assert len(kids) == 1 and found[kids[0]].via in ("marker", f"ancestor {pid}")
+    report = proctree.reap_orphans(within=set(found), grace=0.5)
+    assert report.ok and wait_gone(list(found), 5)
+
+
+def _subtree(pid):
+    return [pid] + [p.pid for p in proctree.descendants(pid)]
 
 
 @pytest.mark.parametrize(
@@ -167,13 +112,9 @@ def test_a_marker_whose_owner_pid_was_reused_is_proof(started):
     ["", "garbage", "0:5", "1:5", "-5:3", "12:abc", "4194305:1", "99999999999:1", "5:" + "9" * 30, "7:1:" + "x" * 100],
 )
 def test_a_malformed_marker_is_never_proof(value, started):
-    p = subprocess.Popen(["sleep", "300"], env=dict(os.environ, PROCTREE_OWNER=value))
-    try:
-        started.append((p.pid, proctree.proc(p.pid).start_time))
-        assert proctree.find_orphans(within={p.pid}) == []
-    finally:
-        p.kill()
-        p.wait()
+    pid = start_detached(["sleep", "300"], started, env=dict(os.environ, PROCTREE_OWNER=value))
+    assert proctree.find_orphans(within={pid}) == []
+    assert alive(pid)
 
 
 @pytest.fixture(scope="module")
@@ -224,17 +165,13 @@ def test_rule_a_claude_daemon_whose_spawner_lives_is_left_alone(fake_claude, sta
 
 def test_a_process_quoting_the_rule_is_not_the_helper(started):
     """argv that quotes the claude rule's shape, run by another executable, is never a seed."""
-    p = subprocess.Popen(["sleep", "300", "claude", "daemon", "run", "--spawned-by", '{"pid": 999999}'])
-    try:
-        started.append((p.pid, proctree.proc(p.pid).start_time))
-        assert proctree.find_orphans(within={p.pid}) == []
-    finally:
-        p.kill()
-        p.wait()
+    argv = ["sh", "-c", "sleep 300; :", "claude", "daemon", "run", "--spawned-by", '{"pid": 999999}']
+    pid = start_detached(argv, started)
+    assert proctree.find_orphans(within={pid}) == []
 
 
 def test_protect_patterns_spare_a_candidate_and_its_subtree(started, pipe):
-    pids = _orphaned_tree("session", started, pipe)
+    pids = orphaned_tree("session", started, pipe)
     members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
     found = proctree.find_orphans(within=members, protect=[r"^sleep 300$"])
     assert {o.proc.pid for o in found} == {pids["cmd"], pids["daemon"]}
@@ -284,7 +221,7 @@ def _cli(*args):
 
 
 def test_cli_reap_lists_with_evidence_then_ends_the_orphans(started, pipe):
-    pids = _orphaned_tree("session", started, pipe)
+    pids = orphaned_tree("session", started, pipe)
     members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
     within = ",".join(map(str, sorted(members)))
     dry = _cli("--dry-run", "--within", within)

@@ -80,10 +80,10 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         argv = argv_of(p.pid)
         if not argv:
             continue
-        for r in wanting:
-            spawner = r.match(argv)
+        for rule in wanting:
+            spawner = rule.match(argv)
             if spawner is not None:
-                rule_hits[p.pid] = (r.name, spawner)
+                rule_hits[p.pid] = (rule.name, spawner)
                 break
 
     cgroups, cg_warnings = _leftovers.find()

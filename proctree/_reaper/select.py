@@ -166,6 +166,19 @@ def select(
         if p.pid not in protected and p.pid not in seeds:
             seeds[p.pid] = Orphan(p, reason, owner, via, evidence)
 
+    def descend(roots: list[Orphan]) -> None:
+        """An orphan's descendants come with it, unless protected or with unknown evidence of their own."""
+        for s in roots:
+            for pid in subtree(kids, kids.get(s.proc.pid, ()), stop=protected | unknown):
+                if pid not in seeds:
+                    seeds[pid] = Orphan(
+                        procs[pid],
+                        s.reason,
+                        s.owner,
+                        f"ancestor {s.proc.pid}",
+                        f"descends from {s.proc.pid}: {s.evidence}",
+                    )
+
     dead_cgroups: list[LeftoverCgroup] = []
     for cg in facts.cgroups:
         state = owner_state(facts, *cg.owner)
@@ -201,6 +214,11 @@ def select(
             unknown.add(pid)
             why = "invalid owner" if state == INVALID or m.start_time > p.start_time else f"owner {state}"
             skipped.append(Skipped(pid, f"marker {m}: {why}"))
+
+    # Parent links are stronger evidence than a shared session: the descendants
+    # of the cgroup and marker seeds are attributed before receipts and rules look.
+    descend(list(seeds.values()))
+    first = list(seeds.values())
 
     stale: list[str] = []
     receipt_orphans: dict[str, set[int]] = {}
@@ -248,14 +266,8 @@ def select(
                 continue
             seed(p, rule, (spawner, None), f"rule {rule}", f"{rule}: declared spawner pid {spawner} {how}")
 
-    # 3. Descendants come with their seed, unless protected or carrying evidence of their own that is unknown.
-    orphans: dict[int, Orphan] = dict(seeds)
-    for s in seeds.values():
-        for pid in subtree(kids, kids.get(s.proc.pid, ()), stop=protected | unknown):
-            if pid not in orphans:
-                orphans[pid] = Orphan(
-                    procs[pid], s.reason, s.owner, f"ancestor {s.proc.pid}", f"descends from {s.proc.pid}: {s.evidence}"
-                )
+    descend([o for o in seeds.values() if o not in first])
+    orphans = seeds
 
     for s in seeds.values():
         for pid in kids.get(s.proc.pid, ()):

@@ -286,4 +286,3 @@ def is_kernel_thread(pid: int) -> bool:
         return bool(stat_flags(stat) & PF_KTHREAD)
     except ValueError as exc:
         raise OSError(errno.EIO, f"unreadable /proc/{pid}/stat") from exc
-

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from . import leakcheck
+from .reapkit import started  # noqa: F401  (a fixture)
 from .spawner import Spawner
 from .treekit import kit  # noqa: F401  (a fixture)
 
