@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -103,8 +104,14 @@ def test_a_marker_whose_owner_is_gone_is_proof_and_its_child_follows(started):
     assert report.ok and wait_gone(list(found), 5)
 
 
-def _subtree(pid):
-    return [pid] + [p.pid for p in proctree.descendants(pid)]
+def _subtree(pid, want=2, timeout=10.0):
+    """pid and its descendants, once there are want of them (the shell forks after it was reported)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [pid] + [p.pid for p in proctree.descendants(pid)]
+        if len(pids) >= want or time.monotonic() > deadline:
+            return pids
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize(
