@@ -159,6 +159,17 @@ def test_leftover_cgroup_of_a_gone_owner():
     assert sel.whole_cgroups == [cg]
 
 
+def test_a_scoped_sweep_ends_whole_only_cgroups_it_chose_from():
+    # An empty dead cgroup, and one whose member started after the snapshot: neither is in the scope.
+    empty = LeftoverCgroup("/cg/proctree-99-90/tree-1-abc", "/cg/proctree-99-90", (99, 90), None, ())
+    unseen = LeftoverCgroup("/cg/proctree-98-90/tree-1-abc", "/cg/proctree-98-90", (98, 90), None, (300,))
+    mine = LeftoverCgroup("/cg/proctree-97-90/tree-1-abc", "/cg/proctree-97-90", (97, 90), None, (200,))
+    f = facts(["200 1 200 150"], cgroups=[empty, unseen, mine], gone=frozenset({97, 98, 99}))
+    assert select(f, within={200}).whole_cgroups == [mine]
+    assert select(f, within={201}).whole_cgroups == []
+    assert select(f).whole_cgroups == [empty, unseen, mine]  # unscoped: unchanged
+
+
 def test_leftover_cgroup_of_a_live_owner_protects_its_members():
     cg = LeftoverCgroup("/cg/proctree-100-100/tree-1-abc", "/cg/proctree-100-100", (100, 100), None, (200,))
     f = facts(["100 1 100 100", "200 1 200 150"], {200: Marker(99, 90)}, cgroups=[cg], gone=frozenset({99}))

@@ -73,9 +73,14 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         warnings.append(f"{n} process(es) with a {why} {marker}: never proof of anything")
 
     rule_hits: dict[int, tuple[str, int]] = {}
+    wanting_by_name: dict[str, list[Rule]] = {}  # names repeat (thousands of one worker): ask each rule once per name
     for p in procs.values():
-        wanting = [r for r in rules if r.wants_name(p.name)]
-        if not wanting or p.is_zombie:
+        if p.is_zombie:
+            continue
+        wanting = wanting_by_name.get(p.name)
+        if wanting is None:
+            wanting = wanting_by_name[p.name] = [r for r in rules if r.wants_name(p.name)]
+        if not wanting:
             continue
         argv = argv_of(p.pid)
         if not argv:

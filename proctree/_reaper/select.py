@@ -278,11 +278,19 @@ def select(
         result = [o for o in result if o.proc.pid in within]
         skipped = [k for k in skipped if k.pid in within]
     chosen = {o.proc.pid for o in result}
-    whole = [
-        cg
-        for cg in dead_cgroups
-        if cg.path != cg.parent and all(pid in chosen or pid not in procs or procs[pid].is_zombie for pid in cg.pids)
-    ]
+
+    def ends_whole(cg: LeftoverCgroup) -> bool:
+        if cg.path == cg.parent:
+            return False
+        if within is None:
+            return all(pid in chosen or pid not in procs or procs[pid].is_zombie for pid in cg.pids)
+        # Scoped: only a cgroup holding something chosen, and nothing unseen (a process
+        # missing from the snapshot was not checked against within).
+        return any(pid in chosen for pid in cg.pids) and all(
+            pid in chosen or (pid in procs and procs[pid].is_zombie) for pid in cg.pids
+        )
+
+    whole = [cg for cg in dead_cgroups if ends_whole(cg)]
     for cg in dead_cgroups:
         if cg.path != cg.parent and cg not in whole and any(pid in chosen for pid in cg.pids):
             warnings.append(f"cgroup {cg.path} holds processes that are not selected: its orphans end one by one")

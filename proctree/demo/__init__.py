@@ -6,7 +6,7 @@ A scene starts its own processes and leaves none behind, even when it fails.
 import importlib
 import sys
 
-SCENES = ["snapshot_scene", "teardown_scene", "containment_scene"]
+SCENES = ["snapshot_scene", "teardown_scene", "containment_scene", "reaper_scene"]
 
 
 def run_all(out=None):

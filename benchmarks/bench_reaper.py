@@ -1,0 +1,337 @@
+"""Benchmark for the orphan reaper's read side, measured side by side in one run.
+
+    python benchmarks/bench_reaper.py [--rounds N] [--markdown] [--profile]
+
+With 2,000 extra processes (500 carrying the PROCTREE_OWNER marker of a live
+owner, this benchmark itself; 1,500 without), three ways to find who carries
+a marker, interleaved round by round:
+
+  (a) a minimal C floor: opendir /proc, then open/read/close of each
+      process's stat and environ (one read each), nothing else;
+  (b) proctree.find_orphans(), machine-wide (a pure read: no signal is sent);
+  (c) the seed's way: `ps -A -o pid=,ppid=,args=` plus one Python read of
+      /proc/<pid>/environ per listed process, searching for the marker.
+
+Prints medians, the ratios with their targets (PASS/GAP), and whether
+find_orphans() named any of the extra processes (it must not: they have a
+live owner or no marker). With --profile, also a cProfile of find_orphans().
+
+The extra processes are sleepers forked by a small C helper this script
+builds with gcc, like the floor (as in bench_core.py). Every helper process
+has PR_SET_PDEATHSIG, and the script ends them (SIGTERM, then SIGKILL) in a
+finally block, so nothing outlives it, even on Ctrl-C. It never signals
+anything it did not start, and never reaps. Linux only.
+"""
+
+import argparse
+import cProfile
+import ctypes
+import io
+import os
+import pstats
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import proctree  # noqa: E402
+
+MARKER = "PROCTREE_OWNER"
+MARKED, UNMARKED = 500, 1500
+
+FLOOR_C = r"""
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static char env[1 << 20];
+/* Returns the number of processes whose stat was read: the least a marker scan must do. */
+int floor_scan(void)
+{
+    char path[300], buf[2048];
+    int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (read(fd, buf, sizeof buf) > 0)
+            n++;
+        close(fd);
+        snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        (void)read(fd, env, sizeof env);
+        close(fd);
+    }
+    closedir(d);
+    return n;
+}
+"""
+
+# forker N: N sleepers. Prints "ready N" once all exist; on SIGTERM (or its
+# parent's death) it SIGTERMs and reaps them before it exits, so no zombie is
+# left for init to collect later (zombies would inflate the next measurement).
+FORKER_C = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig; stop = 1; }
+
+static void guard(pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    guard(getppid());
+    if (argc != 2)
+        return 2;
+    int n = atoi(argv[1]), nkids = 0;
+    pid_t *kids = calloc((size_t)n, sizeof *kids);
+    for (int i = 0; i < n && !stop; i++) {
+        pid_t me = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            break;
+        }
+        if (pid == 0) {
+            guard(me);
+            signal(SIGTERM, SIG_DFL);
+            for (;;)
+                pause();
+        }
+        kids[nkids++] = pid;
+    }
+    if (nkids == n) {
+        printf("ready %d\n", nkids);
+        fflush(stdout);
+        while (!stop)
+            pause();
+    }
+    for (int i = 0; i < nkids; i++)
+        kill(kids[i], SIGTERM);
+    for (int i = 0; i < nkids; i++)
+        while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
+            ;
+    return 0;
+}
+"""
+
+
+def build(tmp):
+    floor_so = os.path.join(tmp, "floor.so")
+    forker = os.path.join(tmp, "forker")
+    for src, out, extra in ((FLOOR_C, floor_so, ["-shared", "-fPIC"]), (FORKER_C, forker, [])):
+        c = out + ".c"
+        with open(c, "w") as f:
+            f.write(src)
+        subprocess.run(["gcc", "-O2", "-Wall", *extra, "-o", out, c], check=True)
+    lib = ctypes.CDLL(floor_so)
+    lib.floor_scan.restype = ctypes.c_int
+    return lib, forker
+
+
+class Crowd:
+    """Extra processes from the forker; always ended by stop()."""
+
+    def __init__(self, forker):
+        self.forker = forker
+        self.popens = []
+
+    def start(self, n, env=None):
+        """Start a forker of n sleepers; return the pids of it and its sleepers."""
+        p = subprocess.Popen([self.forker, str(n)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+        self.popens.append(p)
+        line = p.stdout.readline().decode()
+        if not line.startswith("ready"):
+            raise RuntimeError(f"forker {n} failed: {line!r} rc={p.poll()}")
+        return {p.pid, *(c.pid for c in proctree.children(p.pid))}
+
+    def stop(self):
+        for p in self.popens:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.popens:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()  # its sleepers die by PR_SET_PDEATHSIG
+                p.wait()
+        self.popens = []
+        # wait until the table is back to its size (init may reap late)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+            p.is_zombie for p in proctree.snapshot().values() if p.ppid in (1, os.getpid())
+        ):
+            time.sleep(0.05)
+
+
+def seeds_way():
+    """ps for the table, then one Python read of each environ: [(pid, ppid, marker value)]."""
+    out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,args="], capture_output=True, check=True).stdout
+    key = MARKER.encode() + b"="
+    found = []
+    for line in out.splitlines():
+        fields = line.split(None, 2)
+        pid, ppid = int(fields[0]), int(fields[1])
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        for e in data.split(b"\0"):
+            if e.startswith(key):
+                found.append((pid, ppid, e[len(key) :]))
+                break
+    return found
+
+
+def _time(fn):
+    t = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t
+
+
+def side_by_side(fns, rounds):
+    """Interleave the functions round by round; return {name: median seconds}."""
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(_time(fn))
+    return {name: statistics.median(v) / 1e9 for name, v in samples.items()}
+
+
+def ms(s):
+    return f"{s * 1e3:.2f} ms"
+
+
+def profile(fn, top=18):
+    """cProfile of fn(): the top functions by cumulative time, as text."""
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (for docs/benchmarks.md)")
+    ap.add_argument("--profile", action="store_true", help="also print a cProfile of one find_orphans()")
+    args = ap.parse_args(argv)
+    if not sys.platform.startswith("linux"):
+        sys.exit("bench_reaper is Linux only")
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
+
+    # SIGTERM/SIGHUP end us through the finally below, like Ctrl-C does.
+    def bail(sig, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, bail)
+    signal.signal(signal.SIGHUP, bail)
+
+    me = proctree.proc(os.getpid())
+    owner = f"{me.pid}:{me.start_time}"
+    load_before = os.getloadavg()[0]
+    prof_text = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        lib, forker = build(tmp)
+        crowd = Crowd(forker)
+        try:
+            # Our own environment stays unmarked: only the crowd names us as its owner.
+            env = {k: v for k, v in os.environ.items() if k != MARKER}
+            marked = crowd.start(MARKED - 1, env=dict(env, **{MARKER: owner}))  # the forker carries it too
+            unmarked = crowd.start(UNMARKED - 1, env=env)
+            ours = marked | unmarked
+            n = len(proctree.snapshot())
+            assert lib.floor_scan() > 0
+            seen_marked = {pid for pid, _, v in seeds_way() if v == owner.encode()}
+            assert marked <= seen_marked, f"the seed's way missed {len(marked - seen_marked)} marked processes"
+            t = side_by_side(
+                {"floor": lib.floor_scan, "find_orphans": proctree.find_orphans, "seed": seeds_way},
+                args.rounds,
+            )
+            found = proctree.find_orphans()
+            named = [o for o in found if o.proc.pid in ours]
+            if args.profile:
+                prof_text = profile(proctree.find_orphans)
+        finally:
+            crowd.stop()
+
+    r_floor = t["find_orphans"] / t["floor"]
+    r_seed = t["seed"] / t["find_orphans"]
+    rows = [
+        ("C floor: stat + environ of each process", ms(t["floor"]), "", ""),
+        ("proctree.find_orphans(), machine-wide", ms(t["find_orphans"]), "", ""),
+        ("seed's way: ps -A + Python read of each environ", ms(t["seed"]), "", ""),
+        ("find_orphans() / floor", f"{r_floor:.2f}x", "<= 1.5x", "PASS" if r_floor <= 1.5 else "GAP"),
+        ("seed's way / find_orphans()", f"{r_seed:.1f}x", ">= 4x", "PASS" if r_seed >= 4 else "GAP"),
+        (
+            f"candidates among our {len(ours)} (live owner or no marker)",
+            f"{len(named)} (of {len(found)} machine-wide)",
+            "0",
+            "PASS" if not named else "GAP",
+        ),
+    ]
+    head = (
+        f"proctree {proctree.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"Linux {os.uname().release}; {n} processes ({len(marked)} extra with a live owner's marker, "
+        f"{len(unmarked)} without); medians of {args.rounds} interleaved rounds; "
+        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
+    if args.markdown:
+        lines = [head, "", "| measurement | value | target | |", "|---|---|---|---|"]
+        lines += [f"| {w} | {v} | {tg} | {ok} |" for w, v, tg, ok in rows]
+    else:
+        width = max(len(w) for w, *_ in rows)
+        lines = [head, ""] + [f"{w:<{width}}  {v:>14}  {tg:>8}  {ok}".rstrip() for w, v, tg, ok in rows]
+    print("\n".join(lines))
+    for o in named:
+        print(f"UNEXPECTED candidate {o.proc.pid}: {o.reason} ({o.evidence})")
+    if prof_text:
+        print("\ncProfile of one find_orphans():\n" + ("```\n" if args.markdown else "") + prof_text.rstrip())
+        if args.markdown:
+            print("```")
+    return 0 if not named else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the helpers are already ended by main()'s finally
+        sys.exit(130)
