@@ -339,3 +339,16 @@ def test_exception_messages():
         raise NoSuchProcess(1)
     with pytest.raises(Error):
         raise AccessDenied(1)
+
+
+def test_procs_lists_every_record_in_pid_order_like_values():
+    s = table((5, 1), (3, 1), (9, 5))
+    assert s.procs() == list(s.values()) == sorted(s.values(), key=lambda p: p.pid)
+    assert Snapshot().procs() == []
+
+
+def test_procs_of_a_live_snapshot_matches_values():
+    import proctree
+
+    live = proctree.snapshot()
+    assert live.procs() == list(live.values())

@@ -55,7 +55,7 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     """(Facts of this moment, extras the reaper acts on: the Receipt objects by path)."""
     snap = _binding.snapshot()
     guard = Guard()
-    procs: dict[int, Proc] = {p.pid: p for p in snap.values()}
+    procs: dict[int, Proc] = {p.pid: p for p in snap.procs()}
     # Kernel threads and zombies carry no environment.
     readable = [p.pid for p in procs.values() if not p.is_zombie and p.pid != 2 and p.ppid != 2]
     markers: dict[int, _marker.Marker | str] = {}
