@@ -213,3 +213,16 @@ def test_the_docs_name_every_layer_package():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_the_build_ships_every_package():
+    """pyproject.toml lists every package under proctree/ (a subpackage left out is missing from the wheel)."""
+    pyproject = os.path.join(os.path.dirname(TESTS_DIR), "pyproject.toml")
+    if not os.path.exists(pyproject):
+        pytest.skip("no pyproject.toml beside tests/ (an installed copy of the tests)")
+    with open(pyproject, encoding="utf-8") as f:
+        text = f.read()
+    block = text.split("packages = [", 1)[1].split("]", 1)[0]
+    listed = {line.strip().strip(",").strip('"') for line in block.splitlines() if line.strip()}
+    packages = {name for name, (_, is_pkg) in MODULES.items() if is_pkg}
+    assert packages <= listed, f"missing from [tool.setuptools] packages: {sorted(packages - listed)}"
