@@ -12,6 +12,7 @@ the rest.
 
 import json
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -522,3 +523,53 @@ def test_the_keeper_follows_the_marker_when_the_command_exits(trees, pipe):
         assert t.receipt is None
     finally:
         end_daemon(daemon.pid)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parse_never_raises_on_random_or_mutated_receipts(seed):
+    """Mutated good receipts, JSON of the wrong shapes and random bytes: a Receipt or a reason, nothing else."""
+    rng = random.Random(seed)
+    good = receipt.encode(
+        owner=(1234, 5678),
+        keeper=(2345, 6789),
+        command=(3456, 7000),
+        sid=2345,
+        pgid=3456,
+        cgroup=None,
+        tag="t",
+        mode="session",
+        marker="1234:5678:t",
+        tree="0" * 32,
+        created=1.5,
+    )
+    name = receipt.file_name(2345, 6789)
+    doc = json.loads(good)
+    odd = [None, True, -1, 0, 1, 2**64, 1.5, "", "x" * 5000, [], [1], [1, 2, 3], {}, {"a": 1}, float("nan")]
+    for _ in range(1500):
+        r = rng.random()
+        if r < 0.4:
+            data = bytearray(good)
+            for _ in range(rng.randint(1, 6)):
+                op = rng.random()
+                if op < 0.4 and data:
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+                elif op < 0.7:
+                    data.insert(rng.randrange(len(data) + 1), rng.randrange(256))
+                elif data:
+                    del data[rng.randrange(len(data)) :]
+            data = bytes(data)
+        elif r < 0.8:
+            d = dict(doc)
+            for _ in range(rng.randint(1, 3)):
+                key = rng.choice([*d, "extra"])
+                if rng.random() < 0.2:
+                    d.pop(key, None)
+                else:
+                    d[key] = rng.choice(odd)
+            data = json.dumps(d).encode()
+        else:
+            data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 200)))
+        got = receipt.parse(data, os.path.join("/r", name))
+        assert isinstance(got, (receipt.Receipt, str))
+    deep = b"[" * 100000 + b"]" * 100000
+    assert isinstance(receipt.parse(deep, name), str)
