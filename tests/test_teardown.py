@@ -185,20 +185,29 @@ def test_group_hangup_skipped_when_the_root_shares_the_callers_group(kit):
     assert report.extra["group"].startswith("skipped")
 
 
+def _first_signal(report):
+    """What ended a cooperative root: the group SIGHUP when it was sent, else the SIGTERM.
+
+    The group is skipped when the snapshot saw anything else in it (a process
+    the root was forking at that moment, under load), so both are right.
+    """
+    return signal.SIGHUP if report.extra["group"].startswith("SIGHUP") else signal.SIGTERM
+
+
 def test_own_child_root_is_left_to_its_popen_with_its_exit_status(kit):
     tree = kit.sleeper()
     report = proctree.terminate_tree(tree.root, grace=60)
     assert_all_gone(tree, report)
     assert "reaped" not in report.extra
     assert proctree.proc(tree.root).is_zombie  # the status waits for its owner
-    assert tree.popen.wait(timeout=5) == -signal.SIGHUP
+    assert tree.popen.wait(timeout=5) == -_first_signal(report)
 
 
 def test_reap_true_reaps_own_children_and_records_their_status(kit):
     tree = kit.sleeper()
     report = proctree.terminate_tree(tree.root, grace=60, reap=True)
     assert_all_gone(tree, report)
-    assert report.extra["reaped"][tree.root] == -signal.SIGHUP
+    assert report.extra["reaped"][tree.root] == -_first_signal(report)
     with pytest.raises(proctree.NoSuchProcess):
         proctree.proc(tree.root)  # not even a zombie
 
