@@ -7,7 +7,6 @@ test never selects (let alone signals) anything else on the machine.
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -139,35 +138,43 @@ def fake_claude(tmp_path_factory):
 
 
 def _start_claude(exe, spawner_pid, started):
+    """The fake claude daemon, detached (a child of this process is always protected: it is the caller's)."""
     blob = json.dumps({"label": "claude", "cwd": "/", "pid": spawner_pid})
-    p = subprocess.Popen([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob])
-    started.append((p.pid, proctree.proc(p.pid).start_time))
-    return p
+    return start_detached([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob], started)
 
 
 def test_rule_a_claude_daemon_whose_spawner_died_is_an_orphan(fake_claude, started):
     spawner = subprocess.Popen(["sleep", "300"])
     helper = _start_claude(fake_claude, spawner.pid, started)
-    try:
-        spawner.kill()
-        spawner.wait()  # gone (reaped) after the helper started
-        (o,) = proctree.find_orphans(within={helper.pid})
-        assert o.reason == "claude-daemon" and o.owner == (spawner.pid, None) and o.via == "rule claude-daemon"
-        report = proctree.reap_orphans(within={helper.pid}, grace=1.0)
-        assert report.ok and helper.wait(5) == -signal.SIGTERM
-    finally:
-        helper.kill()
-        helper.wait()
+    spawner.kill()
+    spawner.wait()  # gone (reaped) after the helper started
+    (o,) = proctree.find_orphans(within={helper})
+    assert o.reason == "claude-daemon" and o.owner == (spawner.pid, None) and o.via == "rule claude-daemon"
+    report = proctree.reap_orphans(within={helper}, grace=1.0)
+    assert report.ok and [p.pid for p in report.exited] == [helper]
+    assert wait_gone([helper], 5)
 
 
 def test_rule_a_claude_daemon_whose_spawner_lives_is_left_alone(fake_claude, started):
     helper = _start_claude(fake_claude, os.getpid(), started)
+    assert proctree.find_orphans(within={helper}) == []
+    assert proctree.find_orphans(within={helper}, rules=()) == []
+    assert alive(helper)
+
+
+def test_the_reapers_own_children_are_never_candidates(started):
+    """A child of the caller is the caller's business, whatever its evidence says."""
+    owner = subprocess.Popen(["true"])
+    owner.wait()
+    p = subprocess.Popen(["sleep", "300"], env=dict(os.environ, PROCTREE_OWNER=f"{owner.pid}:1"))
     try:
-        assert proctree.find_orphans(within={helper.pid}) == []
-        assert proctree.find_orphans(within={helper.pid}, rules=()) == []
+        started.append((p.pid, proctree.proc(p.pid).start_time))
+        assert proctree.find_orphans(within={p.pid}) == []
+        assert proctree.reap_orphans(within={p.pid}, grace=0).candidates == ()
+        assert p.poll() is None
     finally:
-        helper.kill()
-        helper.wait()
+        p.kill()
+        p.wait()
 
 
 def test_a_process_quoting_the_rule_is_not_the_helper(started):
@@ -230,12 +237,12 @@ def _cli(*args):
 def test_cli_reap_lists_with_evidence_then_ends_the_orphans(started, pipe):
     pids = orphaned_tree("session", started, pipe)
     members = {pids["cmd"], pids["scrubbed"], pids["daemon"]}
-    within = ",".join(map(str, sorted(members)))
-    dry = _cli("--dry-run", "--within", within)
+    first, *rest = sorted(members)
+    dry = _cli("--dry-run", "--within", str(first), "--within", ",".join(map(str, rest)))  # repeated: all count
     assert dry.returncode == 0, dry.stderr
     assert f"would reap {pids['daemon']:>7}" in dry.stdout and "owner-exited via marker" in dry.stdout
     assert all(alive(p) for p in members)
-    done = _cli("--json", "--grace", "0.5", "--within", within)
+    done = _cli("--json", "--grace", "0.5", "--within", ",".join(map(str, sorted(members))))
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["ok"] and {c["proc"]["pid"] for c in doc["candidates"]} == members

@@ -187,7 +187,7 @@ def test_a_dead_cgroup_holding_a_protected_process_is_not_ended_whole():
 
 
 def _receipt(**kw):
-    base = dict(path="/r/1.json", owner=(99, 90), keeper=(98, 95), sid=98, pgid=97, tag=None)
+    base = dict(path="/r/1.json", owner=(99, 90), keeper=(98, 95), sid=98, pgid=97, tag=None, command=97, tree="t" * 32)
     base.update(kw)
     return ReceiptFact(**base)
 
@@ -215,6 +215,36 @@ def test_receipt_session_id_taken_by_a_later_leader_bounds_what_it_proves():
     rows = ["98 1 98 200", "300 1 98 100", "301 98 98 210"]
     f = facts(rows, receipts=[_receipt(pgid=0)], gone=frozenset({99}))
     assert picked(select(f)) == {300: "receipt-owner-gone"}
+
+
+def test_receipt_ids_that_are_not_the_keepers_session_or_the_commands_group_prove_nothing():
+    # A keeper that could not setsid recorded its owner's session: that session is everybody's.
+    rows = ["300 1 98 100", "302 1 302 160"]
+    t = table(BASE + rows)
+    t[302] = t[302]._replace(pgid=97)
+    f = Facts(t, receipts=[_receipt(sid=40, command=None)], gone=frozenset({99, 98}), me=ME, ancestors=frozenset({40}))
+    assert picked(select(f)) == {}
+
+
+def test_receipt_members_whose_environment_is_readable_must_carry_the_trees_id():
+    rows = ["300 1 98 100", "301 1 98 110", "302 1 98 120", "303 1 98 130"]
+    trees = {300: b"t" * 32, 301: b"u" * 32, 302: "absent", 303: "denied"}
+    f = facts(rows, receipts=[_receipt()], gone=frozenset({99, 98}), trees=trees)
+    # 301 carries another tree's id and 302 none (a reused session id); 303 cannot be read: the receipt stands.
+    assert set(picked(select(f))) == {300, 303}
+
+
+def test_the_reapers_own_subtree_is_protected():
+    rows = [f"60 {ME} 40 100", "61 60 40 110"]
+    f = facts(rows, {60: Marker(99, 90), 61: Marker(99, 90)}, gone=frozenset({99}))
+    sel = select(f)
+    assert picked(sel) == {} and {ME, 60, 61} <= sel.protected
+
+
+def test_a_pid_above_this_systems_pid_max_is_no_owner():
+    f = facts(["200 1 200 150"], {200: Marker(40000, 90)}, gone=frozenset({40000}), pid_max=32768)
+    assert picked(select(f)) == {}
+    assert owner_state(f, 40000, 90) == "invalid"
 
 
 def test_stale_receipt_is_listed_for_removal():

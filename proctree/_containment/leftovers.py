@@ -88,9 +88,12 @@ def find(limit: int = MAX_DIRS) -> tuple[list[LeftoverCgroup], list[str]]:
     return found, warnings
 
 
-def end(path: str, grace: float) -> TeardownReport:
-    """End every process in the tree cgroup at path (TERM, the grace, cgroup.kill) and return the report."""
-    return _owner.end_cgroup(path, grace)
+def end(path: str, grace: float, stop_fd: int | None = None) -> TeardownReport:
+    """End every process in the tree cgroup at path (TERM, the grace, cgroup.kill) and return the report.
+
+    stop_fd: once readable, the rest of the grace is skipped (SIGKILL at once).
+    """
+    return _owner.end_cgroup(path, grace, stop_fd=stop_fd)
 
 
 def remove(leftover: LeftoverCgroup) -> bool:

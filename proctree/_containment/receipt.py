@@ -62,6 +62,9 @@ class Receipt:
     marker:  the PROCTREE_OWNER value the members carry
     tree:    the PROCTREE_TREE value the members carry
     created: time.time() when it was written
+    pidns:   the owner's pid and time namespaces (inodes; 0 where the platform or
+    timens:  kernel has none), so that a reader in other namespaces, whose pids
+             and start times mean other processes, can tell; None if unknown
     """
 
     path: str
@@ -76,6 +79,8 @@ class Receipt:
     marker: str
     tree: str
     created: float
+    pidns: int | None = None
+    timens: int | None = None
 
 
 def file_name(keeper_pid: int, keeper_start: int) -> str:
@@ -164,6 +169,8 @@ def encode(
     marker: str,
     tree: str,
     created: float,
+    pidns: int | None = None,
+    timens: int | None = None,
 ) -> bytes:
     """The receipt's bytes; ValueError if a field is invalid or the whole exceeds MAX_BYTES."""
     doc = {
@@ -179,6 +186,8 @@ def encode(
         "marker": marker,
         "tree": tree,
         "created": created,
+        "pidns": pidns,
+        "timens": timens,
     }
     why = _invalid(doc)
     if why is not None:
@@ -203,6 +212,8 @@ def write(
     marker: str,
     tree: str,
     created: float | None = None,
+    pidns: int | None = None,
+    timens: int | None = None,
 ) -> str:
     """Write a tree's receipt atomically into directory; return its path.
 
@@ -223,6 +234,8 @@ def write(
         marker=marker,
         tree=tree,
         created=time.time() if created is None else created,
+        pidns=pidns,
+        timens=timens,
     )
     name = file_name(*keeper)
     dfd = _open_dir(directory)
@@ -363,6 +376,8 @@ def parse(data: bytes, path: str) -> Receipt | str:
         marker=doc["marker"],
         tree=doc["tree"],
         created=float(doc["created"]),
+        pidns=doc.get("pidns"),
+        timens=doc.get("timens"),
     )
 
 
@@ -419,4 +434,8 @@ def _invalid(doc: dict) -> str | None:
     created = doc["created"]
     if not (_is_int(created) or isinstance(created, float)) or not (0 <= created < 1e11):
         return "field created: not a time"
+    for key in ("pidns", "timens"):
+        v = doc.get(key)
+        if v is not None and not (_is_int(v) and 0 <= v < 1 << 64):
+            return f"field {key}: not a namespace inode or null"
     return None

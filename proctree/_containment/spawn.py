@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
+from .._table import namespaces as _namespaces
 from .._table.model import Proc
 from .._teardown import engine as _teardown
 from .._teardown import many as _many
@@ -622,6 +623,7 @@ class Tree:
                 mode=launch.mode,
                 marker=launch.marker,
                 tree=launch.tree_id,
+                **_namespace_fields(),
             )
         except (OSError, ValueError):
             return
@@ -1136,6 +1138,12 @@ def _run_coroutine(coro):
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def _namespace_fields() -> dict[str, int | None]:
+    """The owner's pid and time namespaces for its receipts (None where unreadable)."""
+    ns = _namespaces.of("self")
+    return {"pidns": None if ns is None else ns[0], "timens": None if ns is None else ns[1]}
 
 
 def _exit_status(line):

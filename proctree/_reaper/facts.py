@@ -18,6 +18,7 @@ from .._containment import marker as _marker
 from .._containment import receipt as _receipt
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
+from .._table import namespaces as _namespaces
 from .._table.model import Proc
 from .._teardown.signals import Guard
 from .._validate import PID_MAX
@@ -51,24 +52,66 @@ def argv_of(pid: int) -> list[str] | None:
     return [os.fsdecode(a) for a in block.rstrip(b"\0").split(b"\0")]
 
 
+def _pid_max() -> int:
+    """The system's largest pid (Linux /proc/sys/kernel/pid_max); PID_MAX where it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            return min(int(f.read()), PID_MAX)
+    except (OSError, ValueError):
+        return PID_MAX
+
+
+def _cgroup_pids(path: str) -> list[int]:
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _foreign(pids: Iterable[int], mine: _namespaces.Namespaces | None, *, strict: bool = True) -> bool:
+    """True when any of pids lives in other pid or time namespaces than the reaper.
+
+    strict: a process whose namespaces cannot be read counts as foreign (not
+    provably ours); otherwise only a positive difference counts.
+    """
+    for pid in pids:
+        ns = _namespaces.of(pid)
+        if ns is None:
+            if strict and os.path.exists(f"/proc/{pid}"):
+                return True
+            continue
+        if ns != mine:
+            return True
+    return False
+
+
 def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[Facts, dict[str, object]]:
     """(Facts of this moment, extras the reaper acts on: the Receipt objects by path)."""
+    mine = _namespaces.of("self")
     snap = _binding.snapshot()
     guard = Guard()
     procs: dict[int, Proc] = {p.pid: p for p in snap.procs()}
-    # Kernel threads and zombies carry no environment.
-    readable = [p.pid for p in procs.values() if not p.is_zombie and p.pid != 2 and p.ppid != 2]
+    readable = [p.pid for p in procs.values() if not p.is_zombie]  # a zombie carries no environment
     markers: dict[int, _marker.Marker | str] = {}
     counts: dict[str, int] = {}
+
+    def unknown(pid: int, why: str) -> None:
+        markers[pid] = why
+        counts[why] = counts.get(why, 0) + 1
+
     for pid, v in _binding.env_scan(marker, readable).items():
         if isinstance(v, bytes):
             m = _marker.parse_marker(v)
-            markers[pid] = m if m is not None else "malformed"
             if m is None:
-                counts["malformed"] = counts.get("malformed", 0) + 1
+                unknown(pid, "malformed")
+            elif _foreign([pid], mine):
+                # Its owner's pid and start time are another namespace's numbers.
+                unknown(pid, "other-namespace")
+            else:
+                markers[pid] = m
         elif v not in ("absent", "gone"):
-            markers[pid] = v
-            counts[v] = counts.get(v, 0) + 1
+            unknown(pid, v)
     for why, n in sorted(counts.items()):
         warnings.append(f"{n} process(es) with a {why} {marker}: never proof of anything")
 
@@ -88,11 +131,29 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         for rule in wanting:
             spawner = rule.match(argv)
             if spawner is not None:
-                rule_hits[p.pid] = (rule.name, spawner)
+                if _foreign([p.pid], mine):
+                    warnings.append(
+                        f"rule {rule.name}: pid {p.pid} is in another namespace: its spawner pid is not ours"
+                    )
+                else:
+                    rule_hits[p.pid] = (rule.name, spawner)
                 break
 
-    cgroups, cg_warnings = _leftovers.find()
+    cgroups: list[_leftovers.LeftoverCgroup] = []
+    found_cgroups, cg_warnings = _leftovers.find()
     warnings.extend(cg_warnings)
+    for cg in found_cgroups:
+        owner = procs.get(cg.owner[0])
+        if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie:
+            cgroups.append(cg)  # its owner, as we see it, is alive: it protects the cgroup
+            continue
+        # Named by a pid and start time that may be another namespace's: the owner's own
+        # cgroup (where the parent was made) and the tree's members must all be ours.
+        base = _cgroup_pids(os.path.dirname(cg.parent))[:4096]
+        if _foreign(cg.pids, mine) or _foreign(base, mine, strict=False):
+            warnings.append(f"cgroup {cg.path}: its processes are in another namespace: not proof")
+            continue
+        cgroups.append(cg)
 
     receipts_by_path: dict[str, object] = {}
     receipts: list[ReceiptFact] = []
@@ -100,14 +161,26 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     for path, why in problems:
         warnings.append(f"receipt {path} ignored: {why}")
     for r in found:
+        if mine is None or (r.pidns, r.timens) != mine:
+            warnings.append(f"receipt {r.path} ignored: written in other (or unrecorded) namespaces")
+            continue
         receipts_by_path[r.path] = r
-        receipts.append(ReceiptFact(r.path, r.owner, r.keeper, r.sid, r.pgid, r.tag))
+        receipts.append(
+            ReceiptFact(
+                r.path, r.owner, r.keeper, r.sid, r.pgid, r.tag, None if r.command is None else r.command[0], r.tree
+            )
+        )
+    # The tree id of every process a receipt could lead to, to corroborate it.
+    ids = {r.sid for r in receipts} | {r.pgid for r in receipts}
+    near = [p.pid for p in procs.values() if (p.sid in ids or p.pgid in ids) and not p.is_zombie]
+    trees: dict[int, bytes | str] = dict(_binding.env_scan(_marker.TREE_ENV, near)) if near else {}
 
     named = {m.pid for m in markers.values() if isinstance(m, _marker.Marker)}
     named |= {cg.owner[0] for cg in cgroups}
     named |= {r.owner[0] for r in receipts} | {r.keeper[0] for r in receipts}
     named |= {s for _, s in rule_hits.values()}
-    gone = _confirm_gone(pid for pid in named if pid not in procs)
+    pid_max = _pid_max()
+    gone = _confirm_gone(pid for pid in named if pid not in procs and pid <= pid_max)
     ancestors = frozenset(guard.protected - {0, 1, guard.me})
-    facts = Facts(procs, markers, cgroups, receipts, rule_hits, gone, guard.me, ancestors)
+    facts = Facts(procs, markers, cgroups, receipts, rule_hits, gone, guard.me, ancestors, trees, pid_max)
     return facts, receipts_by_path

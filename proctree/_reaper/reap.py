@@ -13,7 +13,10 @@ started to signal (errors become warnings in the report).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import functools
+import os
 import re
 import time
 from collections.abc import Collection, Iterable, Sequence
@@ -71,7 +74,10 @@ def _check_selection_args(
 
 
 def _apply_protect(sel: Selection, patterns: Sequence[re.Pattern[str]]) -> None:
-    """Drop candidates whose command line (or, unreadable, name) a protect pattern matches, with their subtrees."""
+    """Drop candidates whose command line (or, unreadable, name) a protect pattern matches, with their subtrees.
+
+    A leftover cgroup holding a dropped process is no longer ended whole.
+    """
     if not patterns:
         return
     kids: dict[int, list[int]] = {}
@@ -96,6 +102,7 @@ def _apply_protect(sel: Selection, patterns: Sequence[re.Pattern[str]]) -> None:
                     )
     sel.orphans = [o for o in sel.orphans if o.proc.pid not in dropped]
     sel.protected |= dropped
+    sel.whole_cgroups = [cg for cg in sel.whole_cgroups if not dropped.intersection(cg.pids)]
 
 
 def _find(
@@ -167,33 +174,40 @@ def reap_orphans(
         )
     scoped = args[3] is not None  # within: cgroups and receipts may hold more than the scope
     warnings = list(sel.warnings)
-    whole = sel.whole_cgroups
-    in_whole = {pid for cg in whole for pid in cg.pids}
-    chosen = {o.proc.pid: o.proc for o in sel.orphans}
-    roots = [p for pid, p in chosen.items() if pid not in in_whole and p.ppid not in chosen]
-    reports = _end(whole, roots, grace, protect=seen - set(chosen), warnings=warnings)
-
-    survivors = tuple(p for r in reports for p in r.survivors)
-    left = {p.pid for p in survivors}
-    cgroups_removed: list[str] = []
-    receipts_removed: list[str] = []
-    for cg in sel.dead_cgroups:
-        # A scoped sweep removes only what it emptied itself.
-        if (cg in whole or (cg.path == cg.parent and not scoped)) and _leftovers.remove(cg):
-            cgroups_removed.append(cg.path)
-    chosen_set = set(chosen)
-    done = {path for path, pids in sel.receipt_orphans.items() if pids and pids <= chosen_set and not pids & left}
-    for path in sorted((set() if scoped else set(sel.stale_receipts)) | done):
-        if path in receipts:
-            _receipt.remove(path)
-            receipts_removed.append(path)
+    candidates = list(sel.orphans)
+    skipped = list(sel.skipped)
+    handled = {o.proc.identity for o in sel.orphans}
+    first_seen = seen
+    reports = _end_selection(sel, seen, grace, warnings)
+    cgroups_removed = _remove_cgroups(sel, reports, scoped)
+    receipts_removed = _remove_receipts(sel, receipts, reports, scoped)
+    late: list[Proc] = []
+    # What an orphan forked while it was being ended carries its evidence too:
+    # select again (in a scoped sweep, new processes join the scope) until a pass
+    # finds nothing new; what the last pass could not end is a survivor.
+    for _ in range(MAX_PASSES if sel.orphans else 0):
+        scope = None if args[3] is None else args[3] | frozenset(p for p in _now_pids() if p not in first_seen)
+        again, receipts, seen = _find(args[0], args[1], args[2], scope, args[4])
+        new = [o for o in again.orphans if o.proc.identity not in handled]
+        if not new:
+            break
+        again.orphans = new
+        again.whole_cgroups = []  # late ones end one by one, by identity
+        handled |= {o.proc.identity for o in new}
+        late += [o.proc for o in new]
+        candidates += new
+        reports += _end_selection(again, seen, grace, warnings)
+    else:
+        if sel.orphans:
+            warnings.append(f"orphans kept appearing after {MAX_PASSES} passes")
+    ended_late = late + [p for r in reports for p in r.late]
     return ReapReport(
-        candidates=tuple(sel.orphans),
+        candidates=tuple(candidates),
         exited=tuple(p for r in reports for p in r.exited),
         killed=tuple(p for r in reports for p in r.killed),
-        survivors=survivors,
-        late=tuple(p for r in reports for p in r.late),
-        skipped=tuple(sel.skipped),
+        survivors=tuple(p for r in reports for p in r.survivors),
+        late=tuple(ended_late),
+        skipped=tuple(skipped),
         warnings=tuple(warnings),
         cgroups_removed=tuple(cgroups_removed),
         receipts_removed=tuple(receipts_removed),
@@ -202,7 +216,54 @@ def reap_orphans(
     )
 
 
-def _end(
+MAX_PASSES = 5
+
+
+def _now_pids() -> list[int]:
+    from .._table import binding as _binding
+
+    return list(_binding.snapshot())
+
+
+def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[str]) -> list[TeardownReport]:
+    """End what sel chose: whole leftover cgroups by cgroup.kill, every other orphan tree through the engine."""
+    whole = sel.whole_cgroups
+    in_whole = {pid for cg in whole for pid in cg.pids}
+    chosen = {o.proc.pid: o.proc for o in sel.orphans}
+    roots = [p for pid, p in chosen.items() if pid not in in_whole and p.ppid not in chosen]
+    coro = _end_async(whole, roots, grace, protect=seen - set(chosen), warnings=warnings)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from a loop's thread: run beside it
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _remove_cgroups(sel: Selection, reports: list[TeardownReport], scoped: bool) -> list[str]:
+    removed = []
+    for cg in sel.dead_cgroups:
+        # A scoped sweep removes only what it emptied itself.
+        if (cg in sel.whole_cgroups or (cg.path == cg.parent and not scoped)) and _leftovers.remove(cg):
+            removed.append(cg.path)
+    return removed
+
+
+def _remove_receipts(
+    sel: Selection, receipts: dict[str, object], reports: list[TeardownReport], scoped: bool
+) -> list[str]:
+    left = {p.pid for r in reports for p in r.survivors}
+    chosen = {o.proc.pid for o in sel.orphans}
+    done = {path for path, pids in sel.receipt_orphans.items() if pids and pids <= chosen and not pids & left}
+    removed = []
+    for path in sorted((set() if scoped else set(sel.stale_receipts)) | done):
+        if path in receipts:
+            _receipt.remove(path)
+            removed.append(path)
+    return removed
+
+
+async def _end_async(
     whole: Sequence[_leftovers.LeftoverCgroup],
     roots: Sequence[Proc],
     grace: float,
@@ -210,17 +271,38 @@ def _end(
     protect: set[int],
     warnings: list[str],
 ) -> list[TeardownReport]:
-    """End the whole cgroups and the root trees at once; one failure becomes a warning, not an exception."""
+    """End the whole cgroups and the root trees at once; one failure becomes a warning, not an exception.
+
+    Interrupted (Ctrl-C, cancellation), what is left is SIGKILLed at once: the
+    engines abort, and the cgroup teardowns skip the rest of their grace.
+    """
+    loop = asyncio.get_running_loop()
+    stop_r, stop_w = os.pipe()
+    # The cgroup teardowns run in threads that cannot be cancelled: shielded, and
+    # told to stop through stop_r; their fds are closed only once they are done.
+    cg_futs = [loop.run_in_executor(None, functools.partial(_leftovers.end, cg.path, grace, stop_r)) for cg in whole]
+    engines = asyncio.ensure_future(_many.end_trees_async(roots, grace=grace, protect=protect)) if roots else None
+    everything: list[asyncio.Future] = [*cg_futs, *([engines] if engines is not None else [])]
+    try:
+        results = await asyncio.gather(
+            *(asyncio.shield(f) for f in cg_futs), *([engines] if engines else []), return_exceptions=True
+        )
+    except BaseException:
+        os.write(stop_w, b"x")
+        if engines is not None:
+            engines.cancel()  # each engine SIGKILLs what it holds, then ends
+        await asyncio.gather(*everything, return_exceptions=True)
+        raise
+    finally:
+        if all(f.done() for f in everything):
+            os.close(stop_r)
+            os.close(stop_w)
     reports: list[TeardownReport] = []
-    with concurrent.futures.ThreadPoolExecutor(len(whole) + 1) as pool:
-        futs: list[concurrent.futures.Future] = [pool.submit(_leftovers.end, cg.path, grace) for cg in whole]
-        if roots:
-            futs.append(pool.submit(_many.end_trees, roots, grace=grace, protect=protect))
-        for f in futs:
-            try:
-                r = f.result()
-            except Exception as exc:  # one tree's failure must not hide what the others did
-                warnings.append(f"teardown failed: {exc!r}")
-                continue
-            reports.extend(r if isinstance(r, list) else [r])
+    for r in results:
+        if isinstance(r, BaseException):
+            warnings.append(f"teardown failed: {r!r}")
+        elif isinstance(r, TeardownReport):
+            reports.append(r)
+        else:
+            reports.extend(r)  # type: ignore[arg-type]  # the engines' list of reports
     return reports

@@ -42,6 +42,8 @@ class ReceiptFact:
     sid: int
     pgid: int
     tag: str | None
+    command: int | None = None  # the command's pid (its process group's id), if recorded
+    tree: str | None = None  # the PROCTREE_TREE value its members carry
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,9 @@ class Facts:
              no marker is simply absent.
     rule_hits: pid -> (rule name, the spawner pid its argv declares).
     gone: pids confirmed not to exist after the snapshot was taken.
+    trees: pid -> its PROCTREE_TREE value, or why it is unknown ("absent",
+           "denied", ...), for the processes a receipt could lead to.
+    pid_max: the largest pid this system assigns; a larger one is no owner.
     """
 
     procs: Mapping[int, Proc]
@@ -63,6 +68,8 @@ class Facts:
     gone: frozenset[int] = frozenset()
     me: int = 0
     ancestors: frozenset[int] = frozenset()
+    trees: Mapping[int, bytes | str] = field(default_factory=dict)
+    pid_max: int = PID_MAX
 
 
 @dataclass
@@ -83,7 +90,7 @@ _GONE_REASON = {EXITED: "owner-exited", REUSED: "owner-pid-reused", GONE: "owner
 
 def owner_state(facts: Facts, pid: int, start: int | None) -> str:
     """alive, exited (a zombie of it), reused, gone (confirmed absent), unknown, or invalid (pid <= 1)."""
-    if pid <= 1 or pid > PID_MAX:
+    if pid <= 1 or pid > facts.pid_max:
         return INVALID
     p = facts.procs.get(pid)
     if p is None:
@@ -155,6 +162,8 @@ def select(
             live_roots.update(
                 p.pid for p in procs.values() if (p.sid == r.sid or p.pgid == r.pgid) and p.start_time >= r.keeper[1]
             )
+    # The reaper's own subtree is its caller's business (its Popen children, their jobs).
+    live_roots.add(facts.me)
     protected = set(subtree(kids, (p for p in live_roots if p in procs)))
     protected |= guard
 
@@ -232,21 +241,32 @@ def select(
             continue
         keeper_start = r.keeper[1]
         took = receipt_orphans.setdefault(r.path, set())
-        for kind, ident in (("session", r.sid), ("group", r.pgid)):
-            if ident <= 1:
-                continue
+        # The keeper leads the tree's session and the command leads its group: an id
+        # that is not theirs (a setsid that failed) is somebody else's session or group.
+        ids = [("session", r.sid)] if r.sid == r.keeper[0] else []
+        if r.command is not None and r.pgid == r.command:
+            ids.append(("group", r.pgid))
+        for kind, ident in ids:
             holder = procs.get(ident)
             reused_by = holder if holder is not None and (holder.pid, holder.start_time) != r.keeper else None
             for p in procs.values():
-                if (p.sid if kind == "session" else p.pgid) == ident and _after(p, keeper_start, reused_by):
-                    took.add(p.pid)
-                    seed(
-                        p,
-                        "receipt-owner-gone",
-                        r.owner,
-                        f"{kind} {ident}",
-                        f"{kind} {ident} of receipt {r.path}; owner {r.owner[0]} and keeper {r.keeper[0]} gone",
-                    )
+                if (p.sid if kind == "session" else p.pgid) != ident or not _after(p, keeper_start, reused_by):
+                    continue
+                # Where the environment can be read it must carry the tree's id: a session or
+                # group id reused by a leader that has since exited is not this tree's.
+                tid = facts.trees.get(p.pid)
+                if isinstance(tid, bytes) and r.tree is not None and tid.decode("ascii", "replace") != r.tree:
+                    continue
+                if tid in ("absent", "gone"):
+                    continue
+                took.add(p.pid)
+                seed(
+                    p,
+                    "receipt-owner-gone",
+                    r.owner,
+                    f"{kind} {ident}",
+                    f"{kind} {ident} of receipt {r.path}; owner {r.owner[0]} and keeper {r.keeper[0]} gone",
+                )
         if not took:
             stale.append(r.path)
 

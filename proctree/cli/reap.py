@@ -37,8 +37,10 @@ def register(sub):
     p.add_argument(
         "--within",
         type=_parse_pids,
+        action="append",
         metavar="PIDS",
-        help="only these pids (comma-separated) may be candidates; the evidence is still read machine-wide",
+        help="only these pids (comma-separated; repeatable, all count) may be candidates; "
+        "the evidence is still read machine-wide",
     )
     p.add_argument("--json", action="store_true", help="print the report (or the error) as one JSON object")
     p.set_defaults(run=run)
@@ -46,6 +48,10 @@ def register(sub):
 
 def _parse_pids(text):
     return frozenset(parse_pid(t) for t in text.split(","))
+
+
+def _union(scopes):
+    return None if scopes is None else frozenset().union(*scopes)
 
 
 def _print_text(r, out):
@@ -75,7 +81,11 @@ def run(args, out=None):
     out = out or sys.stdout
     try:
         report = proctree.reap_orphans(
-            dry_run=args.dry_run, grace=args.grace, tag=args.tag, protect=tuple(args.protect), within=args.within
+            dry_run=args.dry_run,
+            grace=args.grace,
+            tag=args.tag,
+            protect=tuple(args.protect),
+            within=_union(args.within),
         )
     except (ValueError, TypeError, proctree.Error, OSError) as exc:
         raise CliError.from_exception(exc) from None

@@ -1,0 +1,36 @@
+"""Which pid and time namespaces a process lives in (Linux), so that pids and start times can be compared.
+
+A pid is a number in one pid namespace, and a start time (Linux: clock ticks
+since boot) is shifted by the reader's time namespace: a PROCTREE_OWNER
+marker, a cgroup name or a receipt written inside a container names its owner
+in the container's numbers. Whoever compares them with its own table must
+first check that both sides share both namespaces. Elsewhere (macOS) there
+are no such namespaces: every process shares the caller's.
+
+Must never: guess. An unreadable namespace is None ("unknown"), never "same".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_LINUX = sys.platform.startswith("linux")
+Namespaces = tuple[int, int]  # (pid namespace inode, time namespace inode or 0 where the kernel has none)
+
+
+def of(pid: int | str) -> Namespaces | None:
+    """(pid ns, time ns) of pid ("self" for the caller); None when they cannot be read (gone, denied)."""
+    if not _LINUX:
+        return (0, 0)
+    try:
+        pidns = os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+    try:
+        timens = os.stat(f"/proc/{pid}/ns/time").st_ino
+    except FileNotFoundError:
+        timens = 0  # a kernel before 5.6: no time namespaces, every reader sees the same clock
+    except OSError:
+        return None
+    return (pidns, timens)
