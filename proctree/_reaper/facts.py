@@ -11,6 +11,7 @@ Must never: signal anything; turn a failed read into "gone".
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 
 from .._containment import leftovers as _leftovers
@@ -24,6 +25,8 @@ from .._teardown.signals import Guard
 from .._validate import PID_MAX
 from .rules import Rule
 from .select import Facts, ReceiptFact
+
+_LINUX = sys.platform.startswith("linux")
 
 
 def _confirm_gone(pids: Iterable[int]) -> frozenset[int]:
@@ -54,6 +57,8 @@ def argv_of(pid: int) -> list[str] | None:
 
 def _pid_max() -> int:
     """The system's largest pid (Linux /proc/sys/kernel/pid_max); PID_MAX where it cannot be read."""
+    if not _LINUX:
+        return PID_MAX
     try:
         with open("/proc/sys/kernel/pid_max") as f:
             return min(int(f.read()), PID_MAX)
@@ -75,6 +80,8 @@ def _foreign(pids: Iterable[int], mine: _namespaces.Namespaces | None, *, strict
     strict: a process whose namespaces cannot be read counts as foreign (not
     provably ours); otherwise only a positive difference counts.
     """
+    if not _LINUX:
+        return False  # no pid or time namespaces elsewhere
     for pid in pids:
         ns = _namespaces.of(pid)
         if ns is None:
