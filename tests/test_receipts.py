@@ -309,6 +309,17 @@ def _waiting(trees, mode, **kw):
     return t
 
 
+def _environ_once_execed(pid, timeout=10.0):
+    """pid's environment block; empty while it is between posix_spawn and exec (no mm of its own yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+        if data or time.monotonic() > deadline:
+            return data
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("mode", ALL_MODES)
 @pytest.mark.parametrize("end", ["terminate", "kill", "wait", "context"])
 def test_every_tree_has_a_receipt_that_its_clean_end_removes(trees, mode, end, rdir):
@@ -324,8 +335,7 @@ def test_every_tree_has_a_receipt_that_its_clean_end_removes(trees, mode, end, r
     assert (r.mode, r.cgroup, r.tag, r.marker, r.tree) == (t.mode, t.cgroup, "rcpt", t.marker, t.tree_id)
     assert _marker.parse_tree_id(t.tree_id) == t.tree_id
     if LINUX:
-        with open(f"/proc/{t.pid}/environ", "rb") as f:
-            assert _marker.tree_from_environ_block(f.read()) == t.tree_id
+        assert _marker.tree_from_environ_block(_environ_once_execed(t.pid)) == t.tree_id
     if end == "wait":
         t.stdin.write(b"done\n")
         t.stdin.close()

@@ -186,12 +186,14 @@ def test_group_hangup_skipped_when_the_root_shares_the_callers_group(kit):
 
 
 def _first_signal(report):
-    """What ended a cooperative root: the group SIGHUP when it was sent, else the SIGTERM.
+    """What ended a cooperative root: the group SIGHUP when it was sent and the root does not
+    ignore it, else the SIGTERM.
 
-    The group is skipped when the snapshot saw anything else in it (a process
-    the root was forking at that moment, under load), so both are right.
+    The root inherits this process's dispositions: under nohup (SIGHUP ignored)
+    the SIGHUP is sent and does nothing, and the SIGTERM ends it.
     """
-    return signal.SIGHUP if report.extra["group"].startswith("SIGHUP") else signal.SIGTERM
+    hup_counts = signal.getsignal(signal.SIGHUP) != signal.SIG_IGN
+    return signal.SIGHUP if hup_counts and report.extra["group"].startswith("SIGHUP") else signal.SIGTERM
 
 
 def test_own_child_root_is_left_to_its_popen_with_its_exit_status(kit):
