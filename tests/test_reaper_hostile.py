@@ -106,6 +106,9 @@ def test_protect_keeps_a_leftover_cgroup_from_being_killed_whole(started, pipe):
     assert report.cgroups_removed == ()
     assert alive(pids["scrubbed"])
     assert wait_gone([pids["cmd"], pids["daemon"]], 5)
+    # Unprotected, the rest goes, and the leftover cgroup with it.
+    again = proctree.reap_orphans(within=members, grace=0)
+    assert again.ok and len(again.cgroups_removed) == 1
 
 
 @pytest.mark.parametrize("ignores_term", [False, True])

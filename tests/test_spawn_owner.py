@@ -169,11 +169,19 @@ def test_tree_has_no_controlling_terminal_but_can_use_the_tty(mode):
                     break
                 out += chunk
     finally:
-        try:
-            os.kill(pid, signal.SIGKILL)  # our own pty child; its keeper then ends the tree
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        # The owner exits by itself once it printed rc (removing its tree's cgroup on
+        # the way out); only one that does not is SIGKILLed (its keeper then ends the tree).
+        deadline = time.monotonic() + 5
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)  # our own pty child
+                os.waitpid(pid, 0)
+                break
+            try:
+                if select.select([fd], [], [], 0.05)[0]:
+                    os.read(fd, 4096)  # keep the pty drained so the owner can finish writing
+            except OSError:
+                time.sleep(0.05)
         os.close(fd)
     text = out.decode(errors="replace")
     assert "got:hi" in text and "rc 0" in text, text
