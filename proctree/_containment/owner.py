@@ -92,11 +92,27 @@ class _CgroupTeardown:
                 m.denied, m.ended = False, True
                 continue
             if not self._still_member(proc.pid):
-                target.close()  # its pid was reused by a process outside the tree since the read
-                continue
+                target.close()
+                if self._ended_since(proc):
+                    # Exiting (the keeper may be ending the tree too): its cgroup can no
+                    # longer be read, but it was a member when listed, and it is gone now.
+                    m = self.members[key] = _Member(proc, None, late)
+                    m.denied, m.ended = False, True
+                continue  # else its pid was reused by a process outside the tree since the read
             m = self.members[key] = _Member(proc, target, late)
             self.by_target[id(target)] = m
             self._polite(m)
+
+    @staticmethod
+    def _ended_since(proc: Proc) -> bool:
+        """proc (as read) is gone or a zombie now: it ended, rather than its pid being reused."""
+        try:
+            now = _binding.proc(proc.pid)
+        except NoSuchProcess:
+            return True
+        except (AccessDenied, OSError):
+            return False
+        return now.start_time == proc.start_time and now.is_zombie
 
     def _still_member(self, pid: int) -> bool:
         """pid is in our cgroup (or one nested in it); read while it is held, so it cannot be another's."""
