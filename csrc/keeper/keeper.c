@@ -88,7 +88,7 @@ static struct {
     const char *cgroup, *exe, *receipts;
     char **argv;
     char tree_id[TREE_ID_LEN + 1]; /* session mode: our PROCTREE_TREE, else "" */
-    pid_t self, session;           /* session: our sid when we lead one, else 0 */
+    pid_t self, session;           /* session: our sid in session mode when we lead one, else 0 */
     uint64_t self_start;           /* 0 until read */
     pid_t cmd;                     /* 0 until started */
     bool cmd_done;
@@ -463,8 +463,10 @@ static void cg_remove(void)
         return;
     cg_each(cg_rmdir_nested, true);
     double deadline = now_s() + 1.0;
-    while (rmdir(K.cgroup) != 0 && errno == EBUSY && now_s() < deadline)
-        sleep_ms(5);
+    for (long us = 200; rmdir(K.cgroup) != 0 && errno == EBUSY && now_s() < deadline; us = us < 5000 ? us * 2 : us) {
+        struct timespec ts = {0, us * 1000}; /* exiting tasks are still charged to it for a moment */
+        nanosleep(&ts, NULL);
+    }
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", K.cgroup);
     char *slash = strrchr(parent, '/');
@@ -688,8 +690,9 @@ static void scan(bool full)
             add_marked(n);
         }
     }
-    if (g_ncur == 0 && !full)
-        scan(true); /* "nothing left" ends a teardown: never on a walk alone */
+    /* "Nothing left" ends a teardown: never on a walk alone, nor on a snapshot that skipped the marker. */
+    if (g_ncur == 0 && !full && (walked || (K.tree_id[0] && !marks)))
+        scan(true);
 }
 
 /* Returns true if, after a full scan, nothing of the tree is left (session mode with keep_orphans asks this). */
@@ -1198,7 +1201,8 @@ int main(int argc, char **argv)
     /* Leave the caller's session and terminal; spawn() already did (Popen start_new_session). */
     if (setsid() < 0)
         setpgid(0, 0);
-    K.session = getsid(0) == K.self ? K.self : 0;
+    /* Session mode, where nothing else holds the tree: our session's members too (when we lead one). */
+    K.session = K.mode == M_SESSION && getsid(0) == K.self ? K.self : 0;
     read_tree_id();
 #ifdef __linux__
     if (K.cgroup && !cgroup_is_ours(K.cgroup)) {
