@@ -23,7 +23,7 @@ import pytest
 
 from proctree._containment import protocol
 from proctree._containment.protocol import Err, Exit, Ok
-from support.spawnkit import KeeperRun, alive, wait_gone
+from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.join(ROOT, "tests")
@@ -368,3 +368,69 @@ def test_the_conformance_helpers_drive_the_native_keeper(use_native, runs, pipe)
     k.popen.send_signal(signal.SIGTERM)
     assert k.status() == Exit(signal.SIGTERM)
     assert wait_gone([ok.pid], 10)
+
+
+# ---------------------------------------------------------------------------
+# Owner death with an adversarial tree: a setsid daemon that ignores SIGTERM
+
+OWNER = """
+import json, os, sys, time
+sys.path.insert(0, {tests!r})
+from support.spawnkit import KeeperRun
+spec = json.loads(sys.argv[1])
+k = KeeperRun(spec["mode"], spec["argv"], pass_fds=spec["fds"], cgroup=spec["cgroup"], grace=0.5, env=spec["env"])
+rec = k.status()
+os.write(1, ("keeper %d\\n" % k.popen.pid).encode())
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_owner_sigkill_ends_a_term_ignoring_daemon_within_the_grace(use_native, mode, pipe):
+    """Owner SIGKILL: the command, and a double-forked setsid daemon that ignores SIGTERM, gone within grace + 1.5 s."""
+    import json
+
+    import proctree
+    from proctree._containment import marker
+
+    r, w = pipe
+    cgroup = new_cgroup("native-owner") if mode == "cgroup" else None
+    env = dict(os.environ, PROCTREE_TREE=marker.new_tree_id())  # session mode follows it to the daemon
+    spec = {
+        "mode": mode,
+        "argv": [sys.executable, "-c", DAEMONIZER, str(w), "1", "sleep"],
+        "fds": [w],
+        "cgroup": cgroup,
+        "env": env,
+    }
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER.format(tests=TESTS_DIR), json.dumps(spec)], pass_fds=(w,), stdout=subprocess.PIPE
+    )
+    os.close(w)
+    recorded = []
+    try:
+        pids = read_lines(owner.stdout.fileno(), 1)
+        pids.update(read_lines(r, 2))
+        recorded = [proctree.proc(pids[n]) for n in ("keeper", "cmd", "daemon")]
+        t0 = time.monotonic()
+        owner.kill()
+        owner.wait(10)
+        assert wait_gone([pids["cmd"], pids["daemon"], pids["keeper"]], 10), "the tree outlived its owner"
+        took = time.monotonic() - t0
+        assert took < 0.5 + 1.5, f"the tree took {took:.2f} s to end after its owner's death (grace 0.5 s)"
+        if cgroup is not None:
+            assert not os.path.exists(cgroup), "the keeper left its cgroup behind"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        owner.wait(10)
+        owner.stdout.close()
+        for p in recorded:
+            if alive(p.pid, p.start_time):
+                os.kill(p.pid, signal.SIGKILL)
+        if cgroup is not None and os.path.exists(cgroup):
+            from proctree._containment import cgroup as _cgroup
+            from proctree._containment import owner as _owner
+
+            _owner.end_cgroup(cgroup, 0)
+            _cgroup.remove(cgroup)

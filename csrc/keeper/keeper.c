@@ -675,9 +675,19 @@ static void scan(bool full)
                  (full || g_marks_at < 0 || now_s() - g_marks_at >= 0.1); /* every environment: the costly part */
     if (!walked || K.session || marks) {
         int n = pt_snapshot(g_snap, MAX_PROCS);
-        if (n < 0) {
+        if (n == -ENOBUFS) { /* a fork bomb, perhaps: end the rows that fit now, the rest on the next rounds */
+            g_incomplete = true;
+            n = MAX_PROCS;
+        } else if (n < 0) {
             g_incomplete = true;
             n = 0;
+            if (!walked) { /* the table could not be read whole: our descendants at least */
+                struct pt_proc me;
+                int k = pt_proc(K.self, &me) == 0 ? pt_descendants_of(&me, g_snap, MAX_PROCS) : -ESRCH;
+                for (int i = 0; i < k; i++)
+                    add_member(&g_snap[i]);
+                walked = true;
+            }
         }
         if (!walked)
             add_descendants_of_snapshot(n);
@@ -935,27 +945,20 @@ static int exit_code(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-/* Returns nothing: /dev/null on 0-2 and every fd we inherited (not close-on-exec) closed: the command's alone now. */
-static void detach_stdio(void)
+/* Returns how many inherited fds (above 2, not close-on-exec) it closed: at most 256, one reading of the fd list. */
+static int close_inherited_batch(void)
 {
-    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (fd >= 0) {
-        for (int i = 0; i < 3; i++)
-            dup2(fd, i);
-        if (fd > 2)
-            close(fd);
-    }
 #ifdef __linux__
     DIR *d = opendir("/proc/self/fd");
 #else
     DIR *d = opendir("/dev/fd");
 #endif
     if (!d)
-        return;
+        return 0;
     int own = dirfd(d);
     int close_list[256], n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL && n < 256) {
+    while (n < 256 && (de = readdir(d)) != NULL) {
         long long v;
         if (parse_uint(de->d_name, INT_MAX, &v) < 0 || v <= 2 || v == own)
             continue;
@@ -966,6 +969,21 @@ static void detach_stdio(void)
     closedir(d);
     for (int i = 0; i < n; i++)
         close(close_list[i]);
+    return n;
+}
+
+/* Returns nothing: /dev/null on 0-2 and every fd we inherited (not close-on-exec) closed: the command's alone now. */
+static void detach_stdio(void)
+{
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        for (int i = 0; i < 3; i++)
+            dup2(fd, i);
+        if (fd > 2)
+            close(fd);
+    }
+    while (close_inherited_batch() == 256) {
+    }
 }
 
 /* Returns 0 once the command runs (K.cmd set), or -errno from the spawn (nothing was started). */
