@@ -314,6 +314,52 @@ def test_a_stopped_command_ends_on_a_forwarded_signal(use_native, runs, sig):
     assert k.popen.wait(10) == -sig
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
+@pytest.mark.parametrize("restore", [True, False])
+def test_restore_signals_decides_sigpipe_as_popen(native, pipe, restore):
+    """restore_signals=1: SIGPIPE/SIGXFSZ default in the command; 0: ignored, as a Python owner's Popen leaves them."""
+    r, w = pipe
+    argv = protocol.KeeperArgs(
+        status_fd=STATUS_FD, go_fd=None, mode="session", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
+        cgroup=None, restore_signals=restore, exe=None, receipts=None,
+        argv=("/bin/sh", "-c", f"grep SigIgn /proc/$$/status >/dev/fd/{w}"),
+    ).to_argv()  # fmt: skip
+    rc, lines, _ = _run_keeper(native[0], argv, extra_fds=(w,))
+    os.close(w)
+    assert rc == 0 and lines[-1] == Exit(0)
+    ignored = int(os.read(r, 200).split()[1], 16)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert bool(ignored & (1 << (sig - 1))) is not restore, (sig, hex(ignored))
+
+
+def test_session_keep_orphans_keeps_the_keeper_while_an_orphan_runs(use_native, runs, pipe, tmp_path):
+    """Issue 11's session-mode defect: the keeper (and the receipt) stay while what the command left still runs."""
+    import proctree
+
+    r, w = pipe
+    k = KeeperRun(
+        "session",
+        ["/bin/sh", "-c", f'sleep 300 & echo "orphan $!" >/dev/fd/{w}; exit 0'],
+        keep_orphans=True,
+        pass_fds=(w,),
+        receipts=str(tmp_path),
+    )
+    runs.append(k)
+    os.close(w)
+    assert isinstance(k.status(), Ok)
+    receipt = k.place_receipt()
+    orphan = proctree.proc(read_lines(r, 1)["orphan"])
+    try:
+        assert k.status() == Exit(0)
+        with pytest.raises(subprocess.TimeoutExpired):
+            k.popen.wait(0.6)  # the orphan runs: the keeper stays
+        assert alive(orphan.pid, orphan.start_time) and os.path.exists(receipt)
+    finally:
+        proctree.terminate_tree(orphan.pid, grace=0)
+    assert k.popen.wait(10) == 0  # its last member gone, the keeper ends
+    assert not os.path.exists(receipt), "the tree ended with nothing left, but the receipt stayed"
+
+
 # ---------------------------------------------------------------------------
 # Cost: resident memory and start latency (loose bounds; benchmarks/ measures)
 
