@@ -705,13 +705,14 @@ static void scan(bool full)
         scan(true);
 }
 
-/* Returns true if, after a full scan, nothing of the tree is left (session mode with keep_orphans asks this). */
+/* Returns true if a full scan finds nothing of the tree (session mode with keep_orphans asks this; a scan that was
+ * cut short counts what it found, so that a table that keeps failing to read cannot hold the keeper forever). */
 static bool tree_empty(void)
 {
     g_tgen++;
     g_nset = 0;
     scan(true);
-    return g_ncur == 0 && !g_incomplete;
+    return g_ncur == 0;
 }
 
 /* ------------------------------------------------------------------------- */
