@@ -11,6 +11,8 @@
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
 #   csrc/core/args.c           every target above (the shared block parsers)
+#   csrc/keeper/keeper.c       the native keeper, both macOS targets (kqueue, session
+#                                  mode only) and both Linux targets
 #   two negative controls          copies of proctree_macos.c with one offset
 #                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
 #                                  FAIL to compile
@@ -61,6 +63,11 @@ for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/core/macos.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
+done
+
+echo "== native keeper =="
+for t in "${MAC_TARGETS[@]}" "${LINUX_TARGETS[@]}"; do
+    check "$t" csrc/keeper/keeper.c
 done
 
 echo "== cffi-generated module C for macOS =="
