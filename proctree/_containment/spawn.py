@@ -43,6 +43,7 @@ from .._table import namespaces as _namespaces
 from .._table.model import Proc
 from .._teardown import engine as _teardown
 from .._teardown import many as _many
+from .._teardown import signals as _signals
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
 from . import cgroup as _cgroup
@@ -751,7 +752,7 @@ class Tree:
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                self._popen.wait(left)
+                _wait_keeper(self._popen, left)
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
@@ -767,7 +768,7 @@ class Tree:
         rc = self.wait(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            self._popen.wait(left)  # the keeper ends with its last member
+            _wait_keeper(self._popen, left)  # the keeper ends with its last member
         except subprocess.TimeoutExpired as exc:
             raise self._as_ours(exc) from None
         self._finish()
@@ -1015,7 +1016,7 @@ class Tree:
         with self._lock:
             if self._popen.returncode is None:
                 try:
-                    self._popen.wait(max(2.0, self.grace + 1.0))
+                    _wait_keeper(self._popen, max(2.0, self.grace + 1.0))
                 except subprocess.TimeoutExpired:
                     # Still busy: its tree is gone (we just ended it), so end it too.
                     self._popen.kill()
@@ -1043,7 +1044,7 @@ class Tree:
         try:
             if self._popen.returncode is None:
                 try:
-                    self._popen.wait(patience)
+                    _wait_keeper(self._popen, patience)
                 except subprocess.TimeoutExpired:
                     pass
         finally:
@@ -1138,6 +1139,29 @@ def _run_coroutine(coro):
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
+    """popen.wait(timeout), woken by the keeper's exit rather than by Popen's polling sleeps.
+
+    Popen.wait with a timeout sleeps in doubling steps of up to 50 ms, which
+    a teardown would pay after its tree is already gone. A pidfd on our own
+    child turns readable when it exits; then wait() returns at once.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return popen.wait(timeout)  # macOS: Popen's own wait
+    if timeout is None or popen.returncode is not None or not _signals.pidfds_available():
+        return popen.wait(timeout)
+    try:
+        fd = os.pidfd_open(popen.pid)
+    except OSError:
+        return popen.wait(timeout)
+    try:
+        if not select.select([fd], [], [], max(0.0, timeout))[0]:
+            raise subprocess.TimeoutExpired(popen.args, timeout)
+    finally:
+        os.close(fd)
+    return popen.wait()
 
 
 def _namespace_fields() -> dict[str, int | None]:
