@@ -919,17 +919,27 @@ class Tree:
     def _session_teardown(self, grace, stop):
         """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker."""
         if stop is None:
-            return _run_coroutine(self._session_teardown_async(grace))
+            daemons = self._marked_outsiders()
+            if daemons:
+                return _run_coroutine(self._session_teardown_async(grace, daemons))
+            # The common case, nothing marked outside the session: the engine's blocking
+            # face, which runs its calls inline (the asyncio one hands each to a thread).
+            kw = dict(grace=grace, include_root=False, signal_group=False)
+            main = _teardown.terminate_tree(self.keeper_pid, **kw)
+            late = self._marked_outsiders()
+            again = _many.end_trees(late, grace=0, protect={self.keeper_pid}, signal_group=False) if late else []
+            return _merge_reports(main, [], again, [p.pid for p in late])
         rep = _run_stoppable(self._session_teardown_async(grace), stop)
         if rep is None:  # stopped: kill whatever is left
             rep = _run_coroutine(self._session_teardown_async(0))
         return rep
 
-    async def _session_teardown_async(self, grace):
+    async def _session_teardown_async(self, grace, daemons=None):
         """The keeper's tree and the marked outsiders ended at once (one grace), then a last look for late daemons."""
         kw = dict(grace=grace, include_root=False, signal_group=False)
         protect = {self.keeper_pid}
-        daemons = self._marked_outsiders()
+        if daemons is None:
+            daemons = self._marked_outsiders()
         main, first = await asyncio.gather(
             _teardown.terminate_tree_async(self.keeper_pid, **kw),
             _many.end_trees_async(daemons, grace=grace, protect=protect, signal_group=False),
