@@ -19,6 +19,11 @@ import time
 
 import proctree
 
+# `python -c` puts the working directory first on sys.path: run from a source
+# checkout with proctree installed elsewhere, a script's `import proctree` would
+# find the uncompiled sources. The scripts import the package this one is.
+_IMPORT_PATH = f"import sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(proctree.__file__))!r})\n"
+
 SCRIPT_HELPERS = r"""
 import os, sys, time
 REPORTS = int(sys.argv[1])
@@ -69,7 +74,9 @@ class Started:
         the first `expected` (role, pid) reports: fewer if the tree failed or timed out)."""
         r, w = os.pipe()
         try:
-            handle = launch([sys.executable, "-c", SCRIPT_HELPERS + script, str(w)], pass_fds=(w,), **kwargs)
+            handle = launch(
+                [sys.executable, "-c", _IMPORT_PATH + SCRIPT_HELPERS + script, str(w)], pass_fds=(w,), **kwargs
+            )
         finally:
             os.close(w)
         if isinstance(handle, subprocess.Popen):
