@@ -25,19 +25,18 @@ anything it did not start, and never reaps. Linux only.
 
 import argparse
 import cProfile
-import ctypes
 import io
 import os
 import pstats
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from _harness import Crowd, build, side_by_side  # noqa: E402
 
 import proctree  # noqa: E402
 
@@ -83,118 +82,10 @@ int floor_scan(void)
 }
 """
 
-# forker N: N sleepers. Prints "ready N" once all exist; on SIGTERM (or its
-# parent's death) it SIGTERMs and reaps them before it exits, so no zombie is
-# left for init to collect later (zombies would inflate the next measurement).
-FORKER_C = r"""
-#define _GNU_SOURCE
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-static volatile sig_atomic_t stop;
-static void on_term(int sig) { (void)sig; stop = 1; }
-
-static void guard(pid_t parent)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(1);
-}
-
-int main(int argc, char **argv)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sigaction(SIGTERM, &sa, NULL);
-    guard(getppid());
-    if (argc != 2)
-        return 2;
-    int n = atoi(argv[1]), nkids = 0;
-    pid_t *kids = calloc((size_t)n, sizeof *kids);
-    for (int i = 0; i < n && !stop; i++) {
-        pid_t me = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("fork");
-            break;
-        }
-        if (pid == 0) {
-            guard(me);
-            signal(SIGTERM, SIG_DFL);
-            for (;;)
-                pause();
-        }
-        kids[nkids++] = pid;
-    }
-    if (nkids == n) {
-        printf("ready %d\n", nkids);
-        fflush(stdout);
-        while (!stop)
-            pause();
-    }
-    for (int i = 0; i < nkids; i++)
-        kill(kids[i], SIGTERM);
-    for (int i = 0; i < nkids; i++)
-        while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
-            ;
-    return 0;
-}
-"""
-
-
-def build(tmp):
-    floor_so = os.path.join(tmp, "floor.so")
-    forker = os.path.join(tmp, "forker")
-    for src, out, extra in ((FLOOR_C, floor_so, ["-shared", "-fPIC"]), (FORKER_C, forker, [])):
-        c = out + ".c"
-        with open(c, "w") as f:
-            f.write(src)
-        subprocess.run(["gcc", "-O2", "-Wall", *extra, "-o", out, c], check=True)
-    lib = ctypes.CDLL(floor_so)
-    lib.floor_scan.restype = ctypes.c_int
-    return lib, forker
-
-
-class Crowd:
-    """Extra processes from the forker; always ended by stop()."""
-
-    def __init__(self, forker):
-        self.forker = forker
-        self.popens = []
-
-    def start(self, n, env=None):
-        """Start a forker of n sleepers; return the pids of it and its sleepers."""
-        p = subprocess.Popen([self.forker, str(n)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
-        self.popens.append(p)
-        line = p.stdout.readline().decode()
-        if not line.startswith("ready"):
-            raise RuntimeError(f"forker {n} failed: {line!r} rc={p.poll()}")
-        return {p.pid, *(c.pid for c in proctree.children(p.pid))}
-
-    def stop(self):
-        for p in self.popens:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.popens:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()  # its sleepers die by PR_SET_PDEATHSIG
-                p.wait()
-        self.popens = []
-        # wait until the table is back to its size (init may reap late)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(
-            p.is_zombie for p in proctree.snapshot().values() if p.ppid in (1, os.getpid())
-        ):
-            time.sleep(0.05)
+def _with_sleepers(forker_pid):
+    """The forker's pid and its sleepers'."""
+    return {forker_pid, *(c.pid for c in proctree.children(forker_pid))}
 
 
 def seeds_way():
@@ -215,21 +106,6 @@ def seeds_way():
                 found.append((pid, ppid, e[len(key) :]))
                 break
     return found
-
-
-def _time(fn):
-    t = time.perf_counter_ns()
-    fn()
-    return time.perf_counter_ns() - t
-
-
-def side_by_side(fns, rounds):
-    """Interleave the functions round by round; return {name: median seconds}."""
-    samples = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            samples[name].append(_time(fn))
-    return {name: statistics.median(v) / 1e9 for name, v in samples.items()}
 
 
 def ms(s):
@@ -270,13 +146,15 @@ def main(argv=None):
     load_before = os.getloadavg()[0]
     prof_text = ""
     with tempfile.TemporaryDirectory() as tmp:
-        lib, forker = build(tmp)
+        lib, forker = build(tmp, FLOOR_C)
         crowd = Crowd(forker)
         try:
             # Our own environment stays unmarked: only the crowd names us as its owner.
             env = {k: v for k, v in os.environ.items() if k != MARKER}
-            marked = crowd.start(MARKED - 1, env=dict(env, **{MARKER: owner}))  # the forker carries it too
-            unmarked = crowd.start(UNMARKED - 1, env=env)
+            marked = _with_sleepers(
+                crowd.start("flat", MARKED - 1, env=dict(env, **{MARKER: owner}))
+            )  # the forker carries it too
+            unmarked = _with_sleepers(crowd.start("flat", UNMARKED - 1, env=env))
             ours = marked | unmarked
             n = len(proctree.snapshot())
             assert lib.floor_scan() > 0
