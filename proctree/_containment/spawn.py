@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, cast
 
-from .._errors import NoSuchProcess
+from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
 from .._table.model import Proc
@@ -1100,10 +1100,15 @@ class Tree:
 
 
 def _keeper_exited(pid: int) -> bool:
-    """True if our child pid has exited (a zombie now), without reaping it: Popen reaps it later."""
+    """True if our child pid has exited (a zombie now), without reaping it: Popen reaps it later.
+
+    Read from the table (os.waitid exists on macOS only from Python 3.13).
+    """
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except (ChildProcessError, AttributeError, OSError):
+        return _binding.proc(pid).is_zombie
+    except NoSuchProcess:
+        return True
+    except (AccessDenied, OSError):
         return False
 
 
