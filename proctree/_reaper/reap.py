@@ -111,9 +111,17 @@ def _find(
     rules: tuple[Rule, ...],
     within: frozenset[int] | None,
     patterns: tuple[re.Pattern[str], ...],
+    seen_before: set[int] | None = None,
 ) -> tuple[Selection, dict[str, object], set[int]]:
+    """Gather, select, apply protect= ; (the selection, receipts by path, the pids of this read).
+
+    seen_before: in a scoped sweep's later passes, the pids of its first read:
+    a process that did not exist then joins the scope (an orphan's late fork).
+    """
     warnings: list[str] = []
     facts, receipts = _facts.gather(marker=marker, rules=rules, warnings=warnings)
+    if within is not None and seen_before is not None:
+        within = within | frozenset(pid for pid in facts.procs if pid not in seen_before)
     sel = select(facts, tag=tag, within=within)
     sel.warnings[:0] = warnings
     _apply_protect(sel, patterns)
@@ -185,9 +193,13 @@ def reap_orphans(
     # What an orphan forked while it was being ended carries its evidence too:
     # select again (in a scoped sweep, new processes join the scope) until a pass
     # finds nothing new; what the last pass could not end is a survivor.
-    for _ in range(MAX_PASSES if sel.orphans else 0):
-        scope = None if args[3] is None else args[3] | frozenset(p for p in _now_pids() if p not in first_seen)
-        again, receipts, seen = _find(args[0], args[1], args[2], scope, args[4])
+    passes = 0
+    while sel.orphans:
+        if passes == MAX_PASSES:
+            warnings.append(f"orphans kept appearing after {MAX_PASSES} passes")
+            break
+        passes += 1
+        again, receipts, seen = _find(*args, seen_before=first_seen)
         new = [o for o in again.orphans if o.proc.identity not in handled]
         if not new:
             break
@@ -197,9 +209,6 @@ def reap_orphans(
         late += [o.proc for o in new]
         candidates += new
         reports += _end_selection(again, seen, grace, warnings)
-    else:
-        if sel.orphans:
-            warnings.append(f"orphans kept appearing after {MAX_PASSES} passes")
     ended_late = late + [p for r in reports for p in r.late]
     return ReapReport(
         candidates=tuple(candidates),
@@ -217,12 +226,6 @@ def reap_orphans(
 
 
 MAX_PASSES = 5
-
-
-def _now_pids() -> list[int]:
-    from .._table import binding as _binding
-
-    return list(_binding.snapshot())
 
 
 def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[str]) -> list[TeardownReport]:
