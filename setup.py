@@ -1,8 +1,14 @@
-# Only the cffi hook and the wheel tag live here: setuptools still needs
-# setup() for cffi_modules. Everything else is in pyproject.toml.
+# Only the build hooks and the wheel tag live here: setuptools still needs
+# setup() for cffi_modules and the command class that builds the keeper
+# program (build_keeper.py). Everything else is in pyproject.toml.
+import os
+import sys
 import sysconfig
 
 from setuptools import setup
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # build_keeper.py, beside this file
+from build_keeper import build_ext_with_keeper  # noqa: E402
 
 # Free-threaded CPython (3.13t, 3.14t) has no limited API, and setuptools
 # refuses py_limited_api there: such a build gets a wheel for its own
@@ -12,5 +18,6 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 setup(
     cffi_modules=["build_ffi.py:ffibuilder"],
+    cmdclass={"build_ext": build_ext_with_keeper},
     options={} if FREE_THREADED else {"bdist_wheel": {"py_limited_api": "cp310"}},
 )

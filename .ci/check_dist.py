@@ -42,6 +42,9 @@ def sdist_problems(sdist: str) -> list[str]:
     return problems
 
 
+KEEPER = "proctree/proctree-keeper"
+
+
 def wheel_problems(wheel: str) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
@@ -49,7 +52,7 @@ def wheel_problems(wheel: str) -> list[str]:
         if metadata_name is None:
             return ["wheel has no METADATA"]
         metadata = Parser().parsestr(zf.read(metadata_name).decode())
-    problems = []
+    problems = keeper_problems(wheel)
     if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
         problems.append("wheel lacks .dist-info/licenses/LICENSE")
     if metadata.get("License-Expression") != "MIT":
@@ -57,6 +60,17 @@ def wheel_problems(wheel: str) -> list[str]:
     if "LICENSE" not in (metadata.get_all("License-File") or []):
         problems.append("wheel's METADATA names no License-File: LICENSE")
     return problems
+
+
+def keeper_problems(wheel: str) -> list[str]:
+    """The wheel must hold the keeper program, executable, beside the extension module."""
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            info = zf.getinfo(KEEPER)
+        except KeyError:
+            return [f"wheel lacks the keeper program {KEEPER}"]
+    mode = info.external_attr >> 16
+    return [] if mode & 0o111 else [f"wheel's {KEEPER} is not executable (mode {oct(mode)})"]
 
 
 def main(argv: list[str]) -> int:

@@ -39,7 +39,16 @@ def _setup_kwargs(monkeypatch: pytest.MonkeyPatch) -> dict:
     recorded: dict = {}
     fake = types.ModuleType("setuptools")
     fake.setup = lambda **kwargs: recorded.update(kwargs)
+    fake.__path__ = []  # a package, for the submodules below
+    command = types.ModuleType("setuptools.command")
+    command.__path__ = []
+    build_ext_module = types.ModuleType("setuptools.command.build_ext")
+    build_ext_module.build_ext = type("build_ext", (), {})
     monkeypatch.setitem(sys.modules, "setuptools", fake)
+    monkeypatch.setitem(sys.modules, "setuptools.command", command)
+    monkeypatch.setitem(sys.modules, "setuptools.command.build_ext", build_ext_module)
+    monkeypatch.delitem(sys.modules, "build_keeper", raising=False)  # bound to the fake on this run only
+    monkeypatch.setattr(sys, "path", list(sys.path))
     runpy.run_path(str(ROOT / "setup.py"), run_name="__main__")
     return recorded
 
@@ -58,6 +67,7 @@ def test_setup_tags_abi3_only_where_the_limited_api_exists(monkeypatch, gil_disa
     kwargs = _setup_kwargs(monkeypatch)
     assert kwargs["options"] == wheel_options
     assert kwargs["cffi_modules"] == ["build_ffi.py:ffibuilder"]
+    assert kwargs["cmdclass"]["build_ext"].__name__ == "build_ext_with_keeper"  # builds the keeper too
 
 
 @needs_build_scripts
@@ -90,3 +100,30 @@ def test_readme_links_are_absolute_so_they_work_on_pypi():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     relative = re.findall(r"\]\((?!https?://|#)([^)]+)\)", readme)
     assert relative == []
+
+
+@needs_build_scripts
+@pytest.mark.parametrize(
+    "platform, core",
+    [("linux", "csrc/core/linux.c"), ("darwin", "csrc/core/macos.c")],
+)
+def test_the_keeper_is_built_from_the_cores_own_sources(monkeypatch, platform, core):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import build_keeper
+
+    sources = build_keeper.keeper_sources(platform)
+    assert sources == ["csrc/keeper/keeper.c", core, "csrc/core/walk.c", "csrc/core/args.c"]
+    assert all((ROOT / s).is_file() for s in sources)
+    assert {"-Wall", "-Wextra", "-Werror"} <= set(build_keeper.FLAGS)
+    assert build_keeper.want_static(platform) == (platform == "linux")
+    with pytest.raises(RuntimeError, match="Linux and macOS"):
+        build_keeper.keeper_sources("win32")
+
+
+def test_the_installed_package_holds_an_executable_keeper():
+    import os
+
+    from proctree._containment import spawn as _spawn
+
+    assert pathlib.Path(_spawn._KEEPER).parent == pathlib.Path(proctree.__file__).parent
+    assert os.path.isfile(_spawn._KEEPER) and os.access(_spawn._KEEPER, os.X_OK), _spawn._KEEPER
