@@ -2,7 +2,7 @@
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
-TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable;
+TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES; and the exceptions
 Error, NoSuchProcess, AccessDenied.
 
@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._containment.spawn import ContainmentUnavailable, Tree, spawn, spawn_async
+    from ._containment.spawn import ContainmentUnavailable, KeeperLost, Tree, spawn, spawn_async
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
     from ._reaper.rules import DEFAULT_RULES, Rule
@@ -36,6 +36,7 @@ _LAZY = {
     "terminate_tree": "._teardown.engine",
     "terminate_tree_async": "._teardown.engine",
     "ContainmentUnavailable": "._containment.spawn",
+    "KeeperLost": "._containment.spawn",
     "Tree": "._containment.spawn",
     "spawn": "._containment.spawn",
     "spawn_async": "._containment.spawn",
@@ -52,6 +53,7 @@ __all__ = [
     "AccessDenied",
     "ContainmentUnavailable",
     "Error",
+    "KeeperLost",
     "NoSuchProcess",
     "Orphan",
     "Proc",

@@ -31,10 +31,10 @@ LAYERS = [
     ("proctree.demo", 6),
 ]
 FACADE = {"proctree", "proctree.__main__"}
-KEEPER_SIDE = {
-    "proctree._containment.keeper",
+# The containment layer's mechanisms: only the layer itself uses them (the
+# reaper reads trees through marker, receipt and leftovers).
+MECHANISMS = {
     "proctree._containment.cgroup",
-    "proctree._containment.ownerwatch",
     "proctree._containment.protocol",
 }
 
@@ -124,13 +124,13 @@ def test_only_the_binding_imports_the_compiled_module():
     assert users == ["proctree._table.binding"]
 
 
-def test_nothing_outside_containment_imports_the_keeper_side():
+def test_nothing_outside_containment_imports_its_mechanisms():
     bad = [
         f"{m}:{line} imports {t}"
         for m in MODULES
         if not m.startswith("proctree._containment")
         for t, line, _ in imports(m)
-        if t in KEEPER_SIDE
+        if t in MECHANISMS
     ]
     assert not bad, "\n".join(bad)
 
@@ -147,26 +147,21 @@ def test_cli_and_demo_use_the_public_api(module):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("module", sorted(KEEPER_SIDE))
-def test_the_keeper_side_needs_only_the_stdlib_at_import(module):
-    bad = [
-        f"{module}:{line} imports {t} at import time"
-        for t, line, top in imports(module)
-        if top and t not in KEEPER_SIDE
-    ]
-    assert not bad, "\n".join(bad)
-
-
-# Not loaded by the keeper, but loadable as plain files like its modules, and read by the reaper.
-STDLIB_SEAM = {"proctree._containment.marker", "proctree._containment.receipt"}
+# Loadable as plain files (stdlib only at import): the reaper's seam (marker,
+# receipt) and the keeper protocol, which test tools load without the package.
+STDLIB_SEAM = {
+    "proctree._containment.marker",
+    "proctree._containment.receipt",
+    "proctree._containment.protocol",
+}
 
 
 @pytest.mark.parametrize("module", sorted(STDLIB_SEAM))
-def test_markers_and_receipts_need_only_the_stdlib_at_import(module):
+def test_markers_receipts_and_the_protocol_need_only_the_stdlib_at_import(module):
     bad = [
         f"{module}:{line} imports {t} at import time"
         for t, line, top in imports(module)
-        if top and t not in KEEPER_SIDE | STDLIB_SEAM
+        if top and t not in STDLIB_SEAM
     ]
     assert not bad, "\n".join(bad)
 

@@ -4,9 +4,9 @@ The first half is pure logic: the keeper's argv round trip and its rejection
 (table-driven, plus a fuzz that must never crash the decoders with anything
 but ProtocolError), and the status lines. The second half drives a real
 keeper program through the protocol only, in every mode that works here:
-PROCTREE_KEEPER (a command line) selects the program, by default the Python
-keeper as spawn() starts it, so a native keeper can be checked by the same
-tests. Every process a test starts is recorded by pid and start time and
+PROCTREE_KEEPER (a command line) selects the program, by default the
+package's keeper as spawn() starts it, so another build can be checked by the
+same tests. Every process a test starts is recorded by pid and start time and
 ended in a finally block; the suite's leak check catches the rest.
 """
 
@@ -497,7 +497,6 @@ os.wait()
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Python keeper reads environments on Linux only")
 def test_session_mode_follows_the_tree_marker(keeper, pipe):
     """A session-mode keeper ends a daemon that left its session but carries its PROCTREE_TREE, and only that."""
     from proctree._containment import marker

@@ -1,20 +1,20 @@
-"""The native keeper (csrc/keeper/keeper.c), built here and held to the keeper protocol.
+"""The native keeper (csrc/keeper/keeper.c), as the package ships it, beyond the protocol.
 
-Not wired into spawn() yet: this module compiles it with tools/build_keeper.sh
-into a temporary directory (skipped, with the reason, where there is no C
-compiler) and runs the conformance suite, tests/test_keeper_protocol.py,
-against it through PROCTREE_KEEPER. The direct tests below check what the
-suite does not: argv fuzzing (never a crash), the defects of the Python keeper
-that the native one must not have (a stopped command, ignored signals, an
-empty command), its resident memory and its start latency (loose bounds).
+tests/test_keeper_protocol.py holds every keeper to the protocol (with
+pidfds where the kernel has them); this module runs that suite once more
+without pidfds (PROCTREE_NO_PIDFD), and checks what the suite does not: argv
+fuzzing (never a crash), the defects a keeper must not have (a stopped
+command, ignored signals, an empty command), that it is the package's small
+C program and not an interpreter, its resident memory and its start latency
+(loose bounds; docs/benchmarks.md has the measured numbers).
 """
 
 import errno
 import os
 import random
-import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -22,48 +22,53 @@ import time
 import pytest
 
 from proctree._containment import protocol
+from proctree._containment import spawn as _spawn
 from proctree._containment.protocol import Err, Exit, Ok
 from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.join(ROOT, "tests")
-BUILD = os.path.join(ROOT, "tools", "build_keeper.sh")
 
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") or sys.platform == "darwin"), reason="the native keeper is POSIX-only"
 )
 
 
+def _elf_is_static(path):
+    """True if path is an ELF executable without a program interpreter (statically linked)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only; anything else: not known static
+            return False
+        (phoff,) = struct.unpack_from("<Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    PT_INTERP = 3
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != PT_INTERP for i in range(phnum))
+
+
 @pytest.fixture(scope="module")
-def native(tmp_path_factory):
-    """(path of the freshly built native keeper, True if it is statically linked)."""
-    cc = os.environ.get("CC", "gcc")
-    if shutil.which(cc) is None:
-        pytest.skip(f"no C compiler ({cc}) to build the native keeper")
-    if not os.path.exists(BUILD):
-        pytest.skip("tools/build_keeper.sh is not in this tree (an installed copy)")
-    out = str(tmp_path_factory.mktemp("native-keeper") / "proctree-keeper")
-    p = subprocess.run(["bash", BUILD, out], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, f"the native keeper does not build:\n{p.stdout}\n{p.stderr}"
-    return out, "(static)" in p.stdout
+def native():
+    """(path of the package's keeper, True if it is statically linked)."""
+    path = _spawn._KEEPER
+    assert os.access(path, os.X_OK), f"the package has no keeper program at {path}"
+    return path, sys.platform.startswith("linux") and _elf_is_static(path)
 
 
 @pytest.fixture
-def use_native(native, monkeypatch):
-    monkeypatch.setenv("PROCTREE_KEEPER", native[0])
+def use_native(native):
     return native[0]
 
 
 # ---------------------------------------------------------------------------
-# The conformance suite, against the native keeper
+# The conformance suite again, without pidfds
 
 
-@pytest.mark.parametrize("pidfd", ["pidfd", "no-pidfd"])
-def test_the_native_keeper_passes_the_conformance_suite(native, pidfd):
-    env = dict(os.environ, PROCTREE_KEEPER=native[0])
+def test_the_keeper_passes_the_conformance_suite_without_pidfds(native):
+    env = dict(os.environ, PROCTREE_NO_PIDFD="1")
     env.pop("PYTEST_ADDOPTS", None)
-    if pidfd == "no-pidfd":
-        env["PROCTREE_NO_PIDFD"] = "1"
+    env.pop("PROCTREE_KEEPER", None)
     p = subprocess.run(
         [
             sys.executable,
@@ -81,8 +86,23 @@ def test_the_native_keeper_passes_the_conformance_suite(native, pidfd):
         timeout=600,
     )
     tail = "\n".join((p.stdout + p.stderr).splitlines()[-40:])
-    assert p.returncode == 0, f"the NATIVE keeper ({native[0]}, {pidfd}) failed the keeper conformance suite:\n{tail}"
+    assert p.returncode == 0, f"the keeper ({native[0]}) failed the conformance suite without pidfds:\n{tail}"
     assert " passed" in p.stdout
+
+
+@pytest.mark.parametrize("problem", ["missing", "not executable"])
+def test_a_broken_keeper_installation_is_a_clear_error_and_starts_nothing(monkeypatch, tmp_path, problem):
+    import proctree
+
+    path = tmp_path / "proctree-keeper"
+    if problem == "not executable":
+        path.write_bytes(b"")
+        path.chmod(0o644)
+    monkeypatch.setattr(_spawn, "_KEEPER", str(path))
+    for mode in ("auto", "session"):
+        with pytest.raises(proctree.ContainmentUnavailable, match=f"keeper program {path} is {problem}") as info:
+            proctree.spawn(["sleep", "300"], contain=mode)
+        assert info.value.errno == (errno.ENOENT if problem == "missing" else errno.EACCES)
 
 
 # ---------------------------------------------------------------------------
@@ -364,6 +384,22 @@ def test_session_keep_orphans_keeps_the_keeper_while_an_orphan_runs(use_native, 
 # Cost: resident memory and start latency (loose bounds; benchmarks/ measures)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/exe")
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_spawn_starts_the_packaged_c_keeper_and_no_interpreter(native, mode):
+    """No Python interpreter per contained tree: spawn()'s keeper is the package's program."""
+    import proctree
+
+    with proctree.spawn(["sleep", "300"], contain=mode) as tree:
+        exe = os.path.realpath(f"/proc/{tree.keeper_pid}/exe")
+        with open(f"/proc/{tree.keeper_pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0")[0].decode()
+        assert exe == os.path.realpath(native[0]), exe
+        assert argv0 == native[0]
+        assert os.path.realpath(sys.executable) != exe
+        tree.terminate(0.5)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
 def test_the_native_keeper_is_small(native, use_native, runs):
     k = KeeperRun("subreaper", ["sleep", "300"])
@@ -403,7 +439,7 @@ def test_the_native_keeper_starts_about_as_fast_as_popen(use_native):
 
 
 def test_the_conformance_helpers_drive_the_native_keeper(use_native, runs, pipe):
-    """Sanity: KeeperRun really runs the built binary (a PROCTREE_KEEPER that were ignored would test Python)."""
+    """Sanity: KeeperRun runs the package's keeper program (what the conformance suite tests is what spawn() runs)."""
     k = KeeperRun("session", ["sleep", "300"])
     runs.append(k)
     ok = k.status()

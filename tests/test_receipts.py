@@ -13,6 +13,7 @@ the rest.
 import json
 import os
 import random
+import signal
 import stat
 import subprocess
 import sys
@@ -394,7 +395,10 @@ def test_a_receipt_outlives_an_owner_and_keeper_both_killed(mode, tmp_path, pipe
         keeper_pid, cmd_pid, path = buf.split()
         keeper, cmd = proctree.proc(int(keeper_pid)), proctree.proc(int(cmd_pid))
         started += [keeper, cmd]
-        os.kill(keeper.pid, 9)  # the keeper first: an owner's death would have it end the tree
+        # As if the host died at once: a running owner ends the tree when its keeper
+        # dies, a live keeper when its owner dies. So: stop the owner, kill both.
+        owner.send_signal(signal.SIGSTOP)
+        os.kill(keeper.pid, 9)
         owner.kill()
         owner.wait(10)
         assert wait_gone([keeper.pid], 10)

@@ -21,7 +21,6 @@ import time
 import pytest
 
 import proctree
-from proctree._containment import keeper as _keeper
 from proctree._containment import spawn as _spawn
 from proctree._containment.spawn import Tree, spawn, spawn_async
 from proctree._table import binding as _binding
@@ -456,7 +455,6 @@ def test_containment_breaking_values_are_refused_with_the_reason(kw, why):
 def off_linux(monkeypatch):
     """The owner side as on macOS: no Linux flag, process records read through the C core, not /proc."""
     monkeypatch.setattr(_spawn, "_LINUX", False)
-    monkeypatch.setattr(_keeper, "_HAVE_PROC", False)
 
 
 def test_direct_signal_checks_the_start_time_off_linux(trees, off_linux):

@@ -320,35 +320,6 @@ def test_cgroup_that_cannot_be_entered(monkeypatch, trees):
     assert cgroup_dirs() == before
 
 
-def test_keeper_confirming_scan_finds_what_the_children_lists_find():
-    """The keeper's full-scan walk (which confirms every "nothing left") agrees with the live walk."""
-    from proctree._containment import keeper as _keeper
-
-    r, w = os.pipe()
-    # python -> (sleep, python -> sleep): says "ok" on the pipe once all four run
-    inner = "import subprocess, sys; s = subprocess.Popen(['sleep', '30']); print('ok', flush=True); s.wait()"
-    outer = (
-        "import subprocess, sys; a = subprocess.Popen(['sleep', '30']); "
-        f"b = subprocess.Popen([sys.executable, '-c', {inner!r}], stdout={w}); b.wait()"
-    )
-    p = subprocess.Popen([sys.executable, "-c", outer], pass_fds=(w,))
-    os.close(w)
-    try:
-        with os.fdopen(r, "rb") as f:
-            assert f.readline().strip() == b"ok"
-        want = {d.pid for d in proctree.descendants(p.pid)}
-        assert len(want) == 3
-        assert set(_keeper.walk_by_scan(p.pid)) == want
-        assert set(_keeper.walk(p.pid)) == want
-    finally:
-        proctree.terminate_tree(p.pid, grace=0.5)
-        p.wait()
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__]))
-
-
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
 def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatch):
     # A pid read from cgroup.procs may exit and be reused by a process
@@ -369,16 +340,3 @@ def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatc
     finally:
         outsider.kill()
         outsider.wait()
-
-
-def test_the_owner_side_never_imports_the_keeper():
-    import ast
-
-    from proctree._containment import spawn as _spawn
-
-    here = os.path.dirname(_spawn.__file__)
-    for name in ("spawn.py", "owner.py", "protocol.py"):
-        with open(os.path.join(here, name), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-        names = [a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names]
-        assert "keeper" not in names, f"{name} imports the keeper"

@@ -1,6 +1,7 @@
 """Contained spawning: spawn() starts a tree that cannot leak, and Tree ends it.
 
-The command runs under a keeper process (keeper.py) that is the tree's
+The command runs under a keeper, a small C program (proctree-keeper, built
+from csrc/keeper/keeper.c into the package) that is the tree's
 session leader and, in subreaper mode, a child subreaper, so descendants that
 double-fork reparent to it instead of to init. In cgroup mode the command also
 runs in a cgroup of its own, which nothing leaves without privilege, and
@@ -47,13 +48,16 @@ from .._teardown import signals as _signals
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
 from . import cgroup as _cgroup
+from . import keeperwatch as _keeperwatch
 from . import marker as _marker
 from . import owner as _owner
 from . import protocol as _protocol
 from . import receipt as _receipt
 
 MODES = ("auto", "cgroup", "subreaper", "session")
-_KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
+# The keeper program, built from csrc/keeper/ beside the extension module
+# (build_keeper.py). Found relative to the package, never on PATH.
+_KEEPER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-keeper")
 _LINUX = sys.platform.startswith("linux")
 
 # Popen keywords spawn() handles itself. Each is accepted at its default (and
@@ -81,6 +85,31 @@ _new_tree_id = _marker.new_tree_id
 
 class ContainmentUnavailable(OSError):
     """The containment asked for cannot work here; str() says why."""
+
+
+class KeeperLost(subprocess.SubprocessError):
+    """The tree's keeper died before it reported the command's status (it was killed).
+
+    The command's own status cannot be known then. The owner has ended what
+    was left of the tree; report is that teardown's TeardownReport, keeper_pid
+    the keeper's pid and keeper_returncode how it ended (Popen's convention).
+    """
+
+    def __init__(self, keeper_pid: int, keeper_returncode: int | None, report: TeardownReport | None) -> None:
+        self.keeper_pid = keeper_pid
+        self.keeper_returncode = keeper_returncode
+        self.report = report
+        how = (
+            "ended"
+            if keeper_returncode is None
+            else f"was killed by signal {-keeper_returncode}"
+            if keeper_returncode < 0
+            else f"exited with {keeper_returncode}"
+        )
+        super().__init__(
+            f"the keeper (pid {keeper_pid}) {how} before it reported the command's status; "
+            "what was left of the tree has been ended"
+        )
 
 
 class _Stopped(Exception):
@@ -269,6 +298,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     env[_marker.ENV] = marker
     tree_id = _new_tree_id()
     env[_marker.TREE_ENV] = tree_id
+    _keeper_program()  # a broken installation says so before anything is made
     if stop is not None:
         stop.check()
 
@@ -290,22 +320,25 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         (owner_pid, owner_start),
         _receipt.directory(),  # None: no receipts here (the directory failed its checks)
     )
-    try:
-        return _start(launch, dict(popen_kwargs), stop)
-    except ContainmentUnavailable as exc:
-        if cgroup is not None:
-            _cgroup.remove(cgroup)
-        if contain != "auto" or mode != "cgroup":
+    reasons = [reason] if reason else []
+    while True:
+        try:
+            return _start(launch, dict(popen_kwargs), stop)
+        except ContainmentUnavailable as exc:
+            if launch.cgroup is not None:
+                _cgroup.remove(launch.cgroup)
+            if contain != "auto" or launch.mode == "session":
+                raise
+            # The keeper refused the mode before it started the command (a
+            # delegation that allows mkdir but not the move into the cgroup; a
+            # kernel or sandbox that refuses PR_SET_CHILD_SUBREAPER): fall back.
+            reasons.append(f"{launch.mode}: {os.strerror(exc.errno) if exc.errno else exc.strerror}")
+        except BaseException:
+            if launch.cgroup is not None:
+                _cgroup.remove(launch.cgroup)
             raise
-        # The cgroup could be made but not entered (a delegation that allows
-        # mkdir but not the move): the command never started, so fall back.
-        fallback = f"cgroup: {exc.strerror}"
-    except BaseException:
-        if cgroup is not None:
-            _cgroup.remove(cgroup)
-        raise
-    launch = dataclasses.replace(launch, mode="subreaper" if _LINUX else "session", reason=fallback, cgroup=None)
-    return _start(launch, popen_kwargs, stop)
+        weaker = "subreaper" if launch.mode == "cgroup" and _LINUX else "session"
+        launch = dataclasses.replace(launch, mode=weaker, reason="; ".join(reasons), cgroup=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,6 +422,21 @@ class _KeeperPopen(subprocess.Popen):
         super()._execute_child(*args, **kwargs)  # type: ignore[misc]  # private in typeshed, present in CPython
 
 
+def _keeper_program() -> str:
+    """The keeper's path, or ContainmentUnavailable naming it when it is missing or not executable."""
+    if not os.path.isfile(_KEEPER):
+        why = "is missing"
+    elif not os.access(_KEEPER, os.X_OK):
+        why = "is not executable"
+    else:
+        return _KEEPER
+    raise ContainmentUnavailable(
+        errno.ENOENT if why == "is missing" else errno.EACCES,
+        f"proctree's keeper program {_KEEPER} {why}: the installation is incomplete "
+        "(reinstall proctree; in a source checkout, `pip install -e .` builds it)",
+    )
+
+
 def _end_keeper(popen, cgroup, mode):
     """End a keeper and whatever it started, at once, whatever stage it reached.
 
@@ -449,7 +497,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
             go_r, go_w = os.pipe()
             ours += [go_r, go_w]
         pass_fds = _hand_to_keeper(pass_fds, (w,) if go_r is None else (w, go_r), kw)
-        cmd = [sys.executable, "-I", "-S", _KEEPER, *launch.keeper_args(w, go_r).to_argv()]
+        cmd = [_keeper_program(), *launch.keeper_args(w, go_r).to_argv()]
         if stop is not None:
             stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
@@ -468,6 +516,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         if isinstance(first, _protocol.Ok):
             tree._took_root(first, os.path.basename(launch.exe))
             tree._write_receipt(launch)
+            _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit)
             if stop is not None:
                 stop.check()
             return tree
@@ -585,9 +634,16 @@ class Tree:
         self._lock = threading.RLock()
         self._keeper_start: int | None = None
         self._receipt: str | None = None
+        self._lost: KeeperLost | None = None  # set once the keeper died without its status line
+        self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
+        self._recovered = threading.Event()  # set once what a lost keeper left is ended
 
     def __repr__(self) -> str:
-        return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={self.returncode}>"
+        rc = "lost" if self._lost is not None or (self._eof and self._status is None) else self._known_returncode()
+        return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={rc}>"
+
+    def _known_returncode(self) -> int | None:
+        return None if self._status is None else os.waitstatus_to_exitcode(self._status)
 
     @property
     def keeper_pid(self) -> int:
@@ -706,17 +762,17 @@ class Tree:
             with self._lock:
                 while self._status is None:
                     if self._status_fd is None:
-                        return False
+                        return self._lost is not None
                     try:
                         line = self._next_line(0)  # a deadline long past: just look
                     except TimeoutError:
                         break  # nothing complete yet: wait below, without the lock
                     if line is None:
-                        # The keeper went away without a word (killed): its own status is the best we have.
-                        self._status = _rc_to_status(self._popen.wait())
-                    else:
-                        self._status = _exit_status(line)
-                if self._status is not None:
+                        # The keeper went away without a word (killed): the command's status is
+                        # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
+                        return True
+                    self._status = _exit_status(line)
+                if self._status is not None or self._eof:
                     return True
                 fd = self._status_fd
             left = None if deadline is None else deadline - time.monotonic()
@@ -730,15 +786,29 @@ class Tree:
 
     @property
     def returncode(self) -> int | None:
-        """The command's exit code (negative signal number, as Popen), or None while it runs."""
-        self.poll()
-        if self._status is None:
-            return None
-        return os.waitstatus_to_exitcode(self._status)
+        """The command's exit code (negative signal number, as Popen), or None while it runs.
+
+        Raises KeeperLost if the keeper was killed before it reported it.
+        """
+        return self.poll()
 
     def poll(self) -> int | None:
+        """The command's returncode if it has ended, else None; KeeperLost if its keeper was killed first."""
         self._pump(time.monotonic())
-        return None if self._status is None else os.waitstatus_to_exitcode(self._status)
+        self._raise_if_lost(None)
+        return self._known_returncode()
+
+    def _raise_if_lost(self, deadline: float | None) -> None:
+        """Raise KeeperLost if the keeper died without the command's status (once its tree is ended, by deadline)."""
+        if self._status is not None:
+            return
+        if self._lost is None and self._eof:
+            self._on_keeper_exit()  # EOF came before the keeper watch's call: end the tree here
+        if self._lost is None:
+            return
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._recovered.wait(left)
+        raise self._lost
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the command to end and return its returncode.
@@ -749,6 +819,7 @@ class Tree:
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         if not self._pump(deadline):
             raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
+        self._raise_if_lost(deadline)
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -874,6 +945,10 @@ class Tree:
     def _terminate(self, grace, stop):
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
         with self._lock:
+            if self._eof and self._status is None and self._lost is None:
+                self._on_keeper_exit()  # the keeper is gone: what it left is ended there
+            if self._recovery is not None:
+                return self._recovery
             t0 = time.monotonic()
             if self.cgroup is not None:
                 rep = self._cgroup_teardown(grace, stop)
@@ -960,17 +1035,31 @@ class Tree:
         """
         if self.mode != "session" or self._keeper_start is None or not self._keeper_is_ours():
             return []
-        keeper, since, me = self.keeper_pid, self._keeper_start, os.getpid()
+        return self._marked(self.keeper_pid)
+
+    def _marked(self, keeper: int | None) -> list[Proc]:
+        """The live processes carrying this tree's PROCTREE_TREE, as roots of their own trees.
+
+        keeper: a live keeper whose members (its descendants and session) are
+        left out, or None (it is gone: every marked process counts). Only
+        processes that started after the keeper count (see _marked_outsiders).
+        """
+        since = self._keeper_start
+        if since is None:
+            since = self._root.start_time if self._root is not None else 0
+        me = os.getpid()
         snap = _binding.snapshot()
-        members = {keeper}
-        if keeper in snap:
-            members.update(snap.descendant_pids(keeper))
+        members = set()
+        if keeper is not None:
+            members.add(keeper)
+            if keeper in snap:
+                members.update(snap.descendant_pids(keeper))
         candidates = {
             p.pid: p
             for p in snap.values()
-            if (p.start_time, p.pid) > (since, keeper)
+            if (p.start_time, p.pid) > (since, self.keeper_pid)
             and p.pid not in members
-            and p.sid != keeper
+            and (keeper is None or p.sid != keeper)
             and p.pid not in (me, 0, 1)
             and not p.is_zombie
         }
@@ -1002,6 +1091,66 @@ class Tree:
         want = self.tree_id.encode("ascii")
         return any(v == want for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
 
+    def _on_keeper_exit(self) -> None:
+        """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
+
+        A keeper that reported the command's status and exited with it ended
+        its tree itself. One that did not (it was killed) left the tree
+        running, reparented away from it: end what is left here, at once,
+        with the tree's grace, and keep the KeeperLost that wait() and poll()
+        raise from now on.
+        """
+        with self._lock:
+            if self._recovered.is_set() or self._status_fd is None:
+                return  # handled already, or the tree was finished by its owner
+            try:
+                rc = _wait_keeper(self._popen, 5.0)  # it has exited: this reaps it
+            except subprocess.TimeoutExpired:
+                self._popen.kill()  # its status pipe closed but it runs on: a keeper that broke its protocol
+                rc = self._popen.wait()
+            self._pump(time.monotonic())  # every line it wrote before it went
+            if self._status is not None and _keeper_ended_itself(self._status, rc):
+                return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
+            if self._status is None:
+                # Killed before the command ended: its status is unknowable.
+                self._lost = KeeperLost(self.keeper_pid, rc, None)
+            try:
+                report = self._end_leftovers()
+                self._report = self._recovery = report
+                if self._lost is not None:
+                    self._lost.report = report
+                # The status pipe stays open: a wait_async() may be watching it (the Tree's next call closes it).
+                self._finish(clean=report.ok, close_status=False)
+            finally:
+                self._recovered.set()
+
+    def _end_leftovers(self) -> TeardownReport:
+        """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
+
+        Outside a cgroup the members were reparented (to init, or to a
+        subreaper above us); they are found by this tree's PROCTREE_TREE, as
+        the reaper finds them, and ended as trees of their own, each pinned to
+        its start time. A member that scrubbed its environment is beyond reach.
+        """
+        t0 = time.monotonic()
+        if self.cgroup is not None:
+            rep = _owner.end_cgroup(self.cgroup, self.grace)
+        else:
+            roots = self._marked(None)
+            first = _many.end_trees(roots, grace=self.grace, signal_group=False) if roots else []
+            late = self._marked(None)  # forked while the first ones ended
+            again = _many.end_trees(late, grace=0, signal_group=False) if late else []
+            rep = _merge_reports(
+                TeardownReport(root=self._root, mode=self.mode), first, again, [p.pid for p in roots + late]
+            )
+        return dataclasses.replace(
+            rep,
+            root=self._root,
+            mode=self.mode,
+            elapsed=time.monotonic() - t0,
+            extra={**rep.extra, "keeper": self.keeper_pid, "keeper_lost": True},
+        )
+
     def kill(self) -> TeardownReport:
         """terminate() with no grace: SIGKILL at once."""
         return self.terminate(grace=0)
@@ -1016,14 +1165,17 @@ class Tree:
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return await _in_worker(functools.partial(self._terminate, grace))
 
-    def _finish(self, clean=None):
+    def _finish(self, clean=None, close_status=True):
         """Reap the keeper (it ends once its tree is gone), remove the cgroup, and the receipt.
 
         clean: whether the tree is known to have ended with nothing left (a
         teardown's report.ok); None: it did, unless session mode kept orphans
         that may still run (their receipt stays, for the reaper).
+        close_status: close the status pipe too (not from the keeper watch's
+        thread: a wait_async() may be watching the pipe).
         """
         with self._lock:
+            _keeper_watch().forget(self.keeper_pid)  # before it is reaped: the watch trusts its own events
             if self._popen.returncode is None:
                 try:
                     _wait_keeper(self._popen, max(2.0, self.grace + 1.0))
@@ -1032,9 +1184,9 @@ class Tree:
                     self._popen.kill()
                     self._popen.wait()
             self._pump(time.monotonic() + 0.5)
-            if self._status is None:
+            if self._status is None and self._lost is None:
                 self._status = _rc_to_status(self._popen.returncode)
-            if self._status_fd is not None:
+            if self._status_fd is not None and close_status:
                 os.close(self._status_fd)
                 self._status_fd = None
             if self.cgroup is not None:
@@ -1051,6 +1203,7 @@ class Tree:
         reported an error); 0 to end it at once. An interrupt while waiting
         still ends it.
         """
+        _keeper_watch().forget(self.keeper_pid)
         try:
             if self._popen.returncode is None:
                 try:
@@ -1193,6 +1346,23 @@ def _exit_status(line):
     except _protocol.ProtocolError:
         return None
     return record.wait_status if isinstance(record, _protocol.Exit) else None
+
+
+def _keeper_watch() -> _keeperwatch.KeeperWatch:
+    return _keeperwatch.instance(_keeper_exited)
+
+
+def _keeper_ended_itself(status: int, rc: int) -> bool:
+    """Whether a keeper's returncode rc is the one it exits with for the command's raw wait status.
+
+    It exits with the command's exit code, or re-raises the signal that
+    killed the command (128 + N where that signal cannot end it).
+    """
+    if os.WIFEXITED(status):
+        return rc == os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return rc in (-os.WTERMSIG(status), 128 + os.WTERMSIG(status))
+    return False
 
 
 def _rc_to_status(rc):

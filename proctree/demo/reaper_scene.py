@@ -58,7 +58,7 @@ def _wait_gone(started, pids, timeout=5.0):
 
 
 def _orphaned_tree(started, out):
-    """Start an owner that spawns the tree, then SIGKILL its keeper and the owner; {role: pid} or None."""
+    """Start an owner that spawns the tree, then SIGKILL its keeper and the owner at once; {role: pid} or None."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
     popen, reports = started.start(_OWNER % (package_dir, SCRIPT_HELPERS + _TREE), len(_ROLES))
     pids = dict(reports)
@@ -67,7 +67,10 @@ def _orphaned_tree(started, out):
         return None
     out.write(f"owner {pids['owner']} spawned a tree: keeper {pids['keeper']}, ")
     out.write(", ".join(f"{role} {pids[role]}" for role in _TREE_ROLES) + "\n")
-    # The keeper first: a live keeper would notice its owner's death and end the tree.
+    # As if the host died all at once: a running owner would end the tree when its
+    # keeper dies, and a live keeper would when its owner does. So the owner is
+    # stopped first (our own child, unreaped), then the keeper and the owner killed.
+    popen.send_signal(signal.SIGSTOP)
     if started.still_running(pids["keeper"]):
         os.kill(pids["keeper"], signal.SIGKILL)
     if not _wait_gone(started, [pids["keeper"]]):
@@ -75,7 +78,7 @@ def _orphaned_tree(started, out):
         return None
     popen.kill()
     popen.wait()
-    out.write(f"SIGKILLed the keeper {pids['keeper']}, then the owner {pids['owner']} (reaped)\n")
+    out.write(f"stopped the owner {pids['owner']}, SIGKILLed its keeper {pids['keeper']}, then the owner\n")
     return pids
 
 

@@ -83,10 +83,18 @@ def trees():
 
 @pytest.fixture
 def pipe():
+    """(read fd, write fd) of a pipe; whichever end the test did not close is closed afterwards.
+
+    A test often closes the write end itself; closing that number again
+    could close whatever reused it (another thread's fd), so an end is closed
+    only while the number still names this pipe.
+    """
     r, w = os.pipe()
+    ino = os.fstat(r).st_ino
     yield r, w
     for fd in (r, w):
         try:
-            os.close(fd)
+            if os.fstat(fd).st_ino == ino:
+                os.close(fd)
         except OSError:
             pass

@@ -72,7 +72,10 @@ def orphaned_tree(mode, started, pipe):
     pids = read_lines(r, 5)
     for role in ("owner", "keeper", "cmd", "scrubbed", "daemon"):
         started.append((pids[role], proctree.proc(pids[role]).start_time))
-    os.kill(pids["keeper"], signal.SIGKILL)  # first: a live keeper would answer its owner's death
+    # As if the host died at once: a running owner ends the tree when its keeper
+    # dies, and a live keeper does when its owner dies. So: stop the owner, kill both.
+    owner.send_signal(signal.SIGSTOP)
+    os.kill(pids["keeper"], signal.SIGKILL)
     wait_gone([pids["keeper"]], 5)
     owner.kill()
     owner.wait()

@@ -149,13 +149,13 @@ def start_daemonizer(trees, pipe, mode, ignore=False, then="sleep", **kw):
 
 
 def keeper_command():
-    """The keeper program under test: PROCTREE_KEEPER (a command line), else the Python keeper as spawn() starts it."""
+    """The keeper program under test: PROCTREE_KEEPER (a command line), else the package's, as spawn() starts it."""
     import shlex
 
     from proctree._containment import spawn as _spawn
 
     cmd = os.environ.get("PROCTREE_KEEPER")
-    return shlex.split(cmd) if cmd else [sys.executable, "-I", "-S", _spawn._KEEPER]
+    return shlex.split(cmd) if cmd else [_spawn._KEEPER]
 
 
 class KeeperRun:

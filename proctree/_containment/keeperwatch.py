@@ -1,0 +1,230 @@
+"""The keeper watch: notices at once when a tree's keeper exits, so a killed keeper's tree is ended anyway.
+
+A keeper normally outlives its tree: it ends what the command left and then
+exits with the command's status. A keeper killed outright (``kill -9``, the
+OOM killer) ends nothing: its members are reparented away and run on. The
+owner must then end them itself, without waiting for its caller to call in,
+so one daemon thread per owner process watches every live keeper (a pidfd
+each on Linux, kqueue NOTE_EXIT on macOS, a 0.2 s look at the process table
+elsewhere) and calls back the moment one exits. The callback (Tree's) decides
+whether the exit was the keeper's own, from its status line and exit status.
+
+The thread runs only while there is a keeper to watch, and holds each tree
+until its keeper exits (so a Tree its caller dropped is still ended if its
+keeper is killed, and its keeper still reaped); in a forked child it is
+forgotten, as the keepers are the parent's children.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_LINUX = sys.platform.startswith("linux")
+_POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
+
+
+class _Watched:
+    """One keeper: its pid, what wakes us when it exits, and the callback's owner."""
+
+    __slots__ = ("pid", "pidfd", "owner", "callback")
+
+    def __init__(self, pid: int, pidfd: int | None, owner: Any, callback: Callable[[Any], None]) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.owner = owner
+        self.callback = callback
+
+
+class KeeperWatch:
+    """Calls callback(owner) once, from a daemon thread, when a watched keeper (our child) exits."""
+
+    def __init__(self, exited: Callable[[int], bool]) -> None:
+        self._exited = exited  # pid -> True once that child of ours has exited (not reaped)
+        self._lock = threading.Lock()
+        self._watched: dict[int, _Watched] = {}
+        self._thread: threading.Thread | None = None
+        self._wake_r: int | None = None
+        self._wake_w: int | None = None
+        self._kq: Any = None
+        self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
+
+    def watch(self, pid: int, owner: Any, callback: Callable[[Any], None]) -> None:
+        """Watch the keeper pid (an unreaped child of ours) for owner; callback(owner) when it exits."""
+        pidfd = _pidfd(pid)
+        with self._lock:
+            self._watched[pid] = _Watched(pid, pidfd, owner, callback)
+            if self._thread is None:
+                self._start()
+            elif self._kq is not None:
+                self._kq_add(pid)
+        self._wake()
+
+    def forget(self, pid: int) -> None:
+        """Stop watching pid (its tree ended through its owner): called before the keeper is reaped."""
+        with self._lock:
+            w = self._watched.pop(pid, None)
+            if w is not None and w.pidfd is not None:
+                self._closing.append(w.pidfd)  # the thread may be selecting on it right now
+        if w is not None:
+            self._wake()
+
+    def watching(self) -> list[int]:
+        with self._lock:
+            return sorted(self._watched)
+
+    # -- the thread -----------------------------------------------------------
+    def _start(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        if sys.platform == "darwin":
+            self._kq = select.kqueue()
+            for pid in self._watched:
+                self._kq_add(pid)
+        self._thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
+        self._thread.start()
+
+    def _kq_add(self, pid: int) -> None:
+        if sys.platform == "darwin":
+            flags = select.KQ_EV_ADD | select.KQ_EV_ONESHOT
+            ev = select.kevent(pid, filter=select.KQ_FILTER_PROC, flags=flags, fflags=select.KQ_NOTE_EXIT)
+            try:
+                self._kq.control([ev], 0, 0)
+            except OSError:
+                pass  # it exited already: the wake-up's look at the table finds it
+
+    def _wake(self) -> None:
+        fd = self._wake_w
+        if fd is not None:
+            try:
+                os.write(fd, b"x")
+            except OSError:
+                pass  # full (a wake-up is pending anyway) or closed
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                closing, self._closing = self._closing, []
+                if not self._watched:
+                    self._stop_locked(closing)
+                    return
+                watched = list(self._watched.values())
+            for fd in closing:
+                _close(fd)
+            proven, maybe = self._wait(watched)
+            for w in proven + [w for w in maybe if self._exited(w.pid)]:
+                self._fire(w)
+
+    def _wait(self, watched: list[_Watched]) -> tuple[list[_Watched], list[_Watched]]:
+        """Sleep until a keeper may have exited or the set changed.
+
+        Returns (the keepers an event proved exited, the keepers to look at in
+        the table). A pidfd or a kqueue event is proof even after the pid was
+        reaped and reused; a look at the table is not, so it is used only
+        where there is no event.
+        """
+        assert self._wake_r is not None
+        woken = False
+        if self._kq is not None:
+            ready = select.select([self._wake_r, self._kq.fileno()], [], [])[0]
+            exited = {ev.ident for ev in self._kq.control(None, 64, 0)} if self._kq.fileno() in ready else set()
+            woken = self._wake_r in ready
+            proven = [w for w in watched if w.pid in exited]
+            # A keeper added while the thread slept may have exited before its event was registered.
+            maybe = [w for w in watched if w.pid not in exited] if woken else []
+        else:
+            fds = [self._wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
+            fallback = any(w.pidfd is None for w in watched)
+            ready = select.select(fds, [], [], _POLL_FALLBACK if fallback else None)[0]
+            woken = self._wake_r in ready
+            proven = [w for w in watched if w.pidfd is not None and w.pidfd in ready]
+            maybe = [w for w in watched if w.pidfd is None]
+        if woken:
+            try:
+                os.read(self._wake_r, 4096)
+            except OSError:
+                pass
+        return proven, maybe
+
+    def _fire(self, w: _Watched) -> None:
+        with self._lock:
+            if self._watched.get(w.pid) is not w:
+                return  # forgotten meanwhile
+            del self._watched[w.pid]
+        _close(w.pidfd)
+        try:
+            w.callback(w.owner)
+        except Exception as exc:  # a watch thread must survive anything a callback does
+            sys.unraisablehook(_Unraisable(exc, w.callback))  # type: ignore[arg-type]
+
+    def _stop_locked(self, closing: list[int]) -> None:
+        for fd in (self._wake_r, self._wake_w, *closing):
+            _close(fd)
+        if self._kq is not None:
+            self._kq.close()
+        self._wake_r = self._wake_w = None
+        self._kq = None
+        self._thread = None
+
+    def _after_fork_in_child(self) -> None:
+        # The keepers are the parent's children, and the thread did not survive the fork.
+        self._lock = threading.Lock()
+        for fd in [w.pidfd for w in self._watched.values()] + self._closing:
+            _close(fd)
+        self._watched = {}
+        self._closing = []
+        for fd in (self._wake_r, self._wake_w):
+            _close(fd)
+        if self._kq is not None:
+            self._kq.close()
+        self._wake_r = self._wake_w = None
+        self._kq = None
+        self._thread = None
+
+
+class _Unraisable:
+    """What sys.unraisablehook reads (the shape of its argument)."""
+
+    def __init__(self, exc: BaseException, obj: object) -> None:
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = "proctree: a keeper watch callback failed"
+        self.object = obj
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd on our child pid (it cannot be reused before we reap it), or None where there are none."""
+    if _LINUX and hasattr(os, "pidfd_open") and not os.environ.get("PROCTREE_NO_PIDFD"):
+        try:
+            return os.pidfd_open(pid)
+        except OSError:
+            return None
+    return None
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+_instance: KeeperWatch | None = None
+_instance_lock = threading.Lock()
+
+
+def instance(exited: Callable[[int], bool]) -> KeeperWatch:
+    """The process's one KeeperWatch (made on first use)."""
+    global _instance
+    with _instance_lock:
+        if _instance is None:
+            _instance = KeeperWatch(exited)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_instance._after_fork_in_child)
+        return _instance
