@@ -340,3 +340,21 @@ def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatc
     finally:
         outsider.kill()
         outsider.wait()
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_keep_orphans_holds_the_orphan_in_every_mode(trees, mode):
+    """wait() returns at the command's exit; the orphan is a member, join() waits for it, terminate() finds it."""
+    t = spawn(["sh", "-c", "(sleep 30 &); exit 0"], contain=mode, keep_orphans=True, grace=0.5)
+    trees.append(t)
+    assert t.wait(timeout=10) == 0
+    deadline = time.monotonic() + 5
+    while not any(p.name == "sleep" for p in t.members()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sleeper = [p for p in t.members() if p.name == "sleep"]
+    assert sleeper, f"{mode}: the orphan is not a member"
+    with pytest.raises(subprocess.TimeoutExpired):
+        t.join(timeout=0.3)
+    rep = t.terminate()
+    assert sleeper[0].pid in {p.pid for p in rep.found} and rep.ok
+    assert not alive(sleeper[0].pid)
