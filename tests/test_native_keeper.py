@@ -12,6 +12,7 @@ C program and not an interpreter, its resident memory and its start latency
 import errno
 import os
 import random
+import select
 import signal
 import statistics
 import struct
@@ -24,7 +25,7 @@ import pytest
 from proctree._containment import protocol
 from proctree._containment import spawn as _spawn
 from proctree._containment.protocol import Err, Exit, Ok
-from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, new_cgroup, read_lines, wait_gone
+from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, end_daemon, new_cgroup, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.join(ROOT, "tests")
@@ -115,14 +116,23 @@ STATUS_FD = 50  # the status fd number every direct run passes (so that a comman
 def _run_keeper(path, argv, status="w", extra_fds=(), timeout=20):
     """(returncode, status lines, stderr) of one keeper run whose owner is this process.
 
-    status: "w" puts the status pipe's write end at STATUS_FD, "r" its read end
+    status: "w" puts the status pipe's write end at STATUS_FD, "full" the same
+    pipe filled to the brim first (a owner that never reads), "r" its read end
     (a status fd the keeper cannot write), None nothing there.
     """
     r, w = os.pipe()
     fds = tuple(extra_fds)
+    if status == "full":
+        os.set_blocking(w, False)
+        try:
+            while os.write(w, b"x" * 65536):
+                pass
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
     try:
         if status is not None:
-            os.dup2(w if status == "w" else r, STATUS_FD)
+            os.dup2(r if status == "r" else w, STATUS_FD)
             fds += (STATUS_FD,)
         p = subprocess.Popen(
             [path, *argv], pass_fds=fds, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -143,6 +153,8 @@ def _run_keeper(path, argv, status="w", extra_fds=(), timeout=20):
             data += chunk
     finally:
         os.close(r)
+    if status == "full":
+        data = data.lstrip(b"x")
     return p.returncode, [protocol.parse_status(x) for x in data.splitlines()], err.decode(errors="replace")
 
 
@@ -221,6 +233,63 @@ def test_argv_fuzz_never_crashes_the_native_keeper(native):
             assert lines and isinstance(lines[0], Ok), (argv, rc, lines, err)
             outcomes["ran"] += 1
     assert all(outcomes.values()), outcomes
+
+
+def test_a_full_status_pipe_never_blocks_the_keeper(native):
+    """An owner that never reads: the keeper still runs the command, ends its tree and exits with its status."""
+    t = time.monotonic()
+    rc, lines, _ = _run_keeper(native[0], _good(argv=("sh", "-c", "sleep 30 & exit 5")), status="full", timeout=30)
+    assert rc == 5, (rc, lines)
+    assert time.monotonic() - t < 15  # grace 0.5: the sleeper ended, nothing waited on the pipe
+
+
+FLOOD = """
+import os, sys, time
+w = int(sys.argv[1])
+for i in range(3000):
+    try:
+        pid = os.fork()
+    except OSError:
+        time.sleep(0.001)
+        continue
+    if pid == 0:
+        os.write(w, b"%d\\n" % os.getpid())
+        time.sleep(120)
+        os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status")
+def test_a_fork_flood_is_ended_and_the_keeper_stays_small(native, runs, pipe):
+    """A command that forks 3000 sleepers as fast as it can, then exits: the keeper ends them all, staying small."""
+    r, w = pipe
+    k = KeeperRun("subreaper", [sys.executable, "-c", FLOOD, str(w)], grace=0.5, pass_fds=(w,))
+    runs.append(k)
+    os.close(w)
+    assert isinstance(k.status(), Ok)
+    peak, data = 0, b""
+    t = time.monotonic()
+    while k.popen.poll() is None and time.monotonic() - t < 90:
+        try:
+            with open(f"/proc/{k.popen.pid}/status") as f:
+                peak = max(peak, next(int(x.split()[1]) for x in f if x.startswith("RssAnon")))
+        except (OSError, StopIteration):
+            pass
+        while select.select([r], [], [], 0.01)[0]:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+    pids = [int(x) for x in data.split()]
+    try:
+        assert k.popen.poll() is not None, "the keeper did not finish within 90 s"
+        assert k.status() == Exit(0)
+        assert len(pids) > 1000, len(pids)
+        assert wait_gone(pids, 10), "sleepers of the flood outlived the keeper's teardown"
+        assert peak < 2048, f"the keeper's own memory grew to {peak} kB"
+    finally:
+        for pid in pids:
+            end_daemon(pid)
 
 
 def test_a_status_fd_that_is_not_open_is_refused_on_stderr(native):
