@@ -189,11 +189,11 @@ OWNER = textwrap.dedent(r"""
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.write(w, b"%d\n" % os.getpid())
+            os.write(w, b"%d\\n" % os.getpid())
             time.sleep(300)
         os._exit(0)
     os.wait()
-    os.write(w, b"%d\n" % os.getpid())
+    os.write(w, b"%d\\n" % os.getpid())
     time.sleep(300)
     '''
     t = proctree.spawn([sys.executable, "-c", cmd, str(w)], contain=mode, grace=float(sys.argv[4]), pass_fds=(w,))
@@ -223,6 +223,8 @@ def bench_owner_death(modes, rounds):
             try:
                 buf = b""
                 while buf.count(b"\n") < 2:
+                    if not select.select([r], [], [], 30)[0]:
+                        raise RuntimeError(f"the owner's tree did not report within 30 s: {buf!r}")
                     chunk = os.read(r, 64)
                     if not chunk:
                         raise RuntimeError("the owner exited before its tree reported")

@@ -332,7 +332,14 @@ def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatc
     outsider = subprocess.Popen(["sleep", "60"])
     try:
         real_pids = _cgroup.pids
-        monkeypatch.setattr(_cgroup, "pids", lambda path, *a: real_pids(path, *a) + [outsider.pid])
+        calls = []
+
+        def stale_first_read(path, *a):
+            # The first listing is stale (names the outsider); the reads after it are true.
+            calls.append(path)
+            return real_pids(path, *a) + ([outsider.pid] if len(calls) == 1 else [])
+
+        monkeypatch.setattr(_cgroup, "pids", stale_first_read)
         rep = _owner.end_cgroup(t.cgroup, 0.5)
         assert outsider.pid not in {p.pid for p in rep.found}
         assert outsider.poll() is None, "a pid outside the cgroup was signalled"

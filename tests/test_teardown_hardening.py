@@ -265,3 +265,35 @@ def test_truncated_teardown_is_not_ok(kit, tmp_path, new_session):
     rep = proctree.terminate_tree(p.pid, grace=0.5, max_procs=5)
     assert rep.truncated
     assert rep.ok is False and rep.to_dict()["ok"] is False
+
+
+# ---------------------------------------------------------------------------
+# signals.hold: a target for whatever holds a listed pid now, read once
+
+
+@pytest.mark.parametrize("use_pidfd", [True, False])
+def test_hold_targets_the_live_process_and_refuses_the_rest(use_pidfd):
+    import os
+
+    from proctree._teardown import signals
+
+    guard = signals.Guard()
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        t = signals.hold(p.pid, guard, use_pidfd)
+        assert t is not None and t.proc.pid == p.pid
+        assert t.proc.start_time == proctree.proc(p.pid).start_time
+        assert (t.pidfd is not None) == (use_pidfd and hasattr(os, "pidfd_open"))
+        assert signals.send(t, signal.SIGKILL, guard) == signals.SENT
+        t.close()
+        deadline = time.monotonic() + 5
+        while not proctree.proc(p.pid).is_zombie and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert signals.hold(p.pid, guard, use_pidfd) is None  # a zombie is not held
+    finally:
+        p.kill()
+        p.wait()
+    assert signals.hold(p.pid, guard, use_pidfd) is None or proctree.proc(p.pid).start_time != t.proc.start_time
+    for forbidden in (0, 1, os.getpid(), os.getppid()):
+        with pytest.raises(ValueError):
+            signals.hold(forbidden, guard, use_pidfd)

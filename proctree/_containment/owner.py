@@ -58,50 +58,69 @@ class _CgroupTeardown:
         self.use_pidfd = _signals.pidfds_available()
         self.guard = _signals.Guard()
         self.waiter = _exitwait.make_waiter(self.use_pidfd)
-        self.mount = _cgroup.find_mount()
         self.members: dict[tuple[int, int], _Member] = {}
+        self.by_pid: dict[int, _Member] = {}  # the latest member seen under each pid
         self.by_target: dict[int, _Member] = {}
 
-    def admit(self, late: bool) -> None:
-        """Take in every member not yet known, and send it SIGTERM + SIGCONT."""
-        # Every member is read before any is signalled: a TERM can end the
-        # command, and the keeper then ends the rest at once, so a member
-        # read after the first send may already be gone from the report.
-        procs = []
+    def admit(self, late: bool, polite: bool = True) -> None:
+        """Take in every member not yet known, and (polite) send it SIGTERM + SIGCONT.
+
+        Every new member is read, then held (pidfd, or its start time), then
+        confirmed by a second read of cgroup.procs made while it is held: a pid
+        listed there names a member, or a process that ended since (a signal
+        then reaches nothing). All are read before any is signalled: a TERM can
+        end the command, and the keeper then ends the rest at once, so a member
+        read after the first send might be missing from the report.
+        """
+        held = []
         for pid in _cgroup.pids(self.path):
+            known = self.by_pid.get(pid)
+            if known is not None and not known.ended:
+                continue  # held and alive: its pid cannot name another process yet
             if pid in self.spare or not self.guard.allows(pid):
                 continue
             try:
-                procs.append(_binding.proc(pid))
+                target = _signals.hold(pid, self.guard, self.use_pidfd)
             except (NoSuchProcess, AccessDenied, OSError):
-                continue
-        for proc in procs:
-            key = (proc.pid, proc.start_time)
-            if proc.is_zombie or key in self.members:
-                continue
-            try:
-                target = _signals.open_target(proc, self.guard, self.use_pidfd)
-            except AccessDenied:
-                self.members[key] = _Member(proc, None, late)  # denied: never signalled
-                continue
-            except ValueError:
-                continue
+                continue  # unreadable: nothing to record it by (cgroup.kill still ends it)
             if target is None:
-                # It ended between the read and the open: a member all the same.
-                m = self.members[key] = _Member(proc, None, late)
-                m.denied, m.ended = False, True
+                self._admit_ended(pid, late)
                 continue
-            if not self._still_member(proc.pid):
+            if (target.proc.pid, target.proc.start_time) in self.members:
+                target.close()
+                continue
+            held.append((target.proc, target))
+        listed = set(_cgroup.pids(self.path)) if held else set()
+        for proc, target in held:
+            if proc.pid not in listed:
                 target.close()
                 if self._ended_since(proc):
-                    # Exiting (the keeper may be ending the tree too): its cgroup can no
-                    # longer be read, but it was a member when listed, and it is gone now.
-                    m = self.members[key] = _Member(proc, None, late)
+                    # Exiting (the keeper may be ending the tree too): it was a member when
+                    # listed, and it is gone now.
+                    m = self._add(_Member(proc, None, late))
                     m.denied, m.ended = False, True
-                continue  # else its pid was reused by a process outside the tree since the read
-            m = self.members[key] = _Member(proc, target, late)
+                continue  # else its pid was reused by a process outside the tree since the first read
+            m = self._add(_Member(proc, target, late))
             self.by_target[id(target)] = m
-            self._polite(m)
+            if polite:
+                self._polite(m)
+            elif not self.waiter.watch(target):
+                m.ended = True
+
+    def _admit_ended(self, pid: int, late: bool) -> None:
+        """A listed pid that exited before it could be held: a member all the same, if its zombie is still there."""
+        try:
+            proc = _binding.proc(pid)
+        except (NoSuchProcess, AccessDenied, OSError):
+            return
+        if proc.is_zombie and (proc.pid, proc.start_time) not in self.members:
+            m = self._add(_Member(proc, None, late))
+            m.denied, m.ended = False, True
+
+    def _add(self, m: _Member) -> _Member:
+        self.members[(m.proc.pid, m.proc.start_time)] = m
+        self.by_pid[m.proc.pid] = m
+        return m
 
     @staticmethod
     def _ended_since(proc: Proc) -> bool:
@@ -113,14 +132,6 @@ class _CgroupTeardown:
         except (AccessDenied, OSError):
             return False
         return now.start_time == proc.start_time and now.is_zombie
-
-    def _still_member(self, pid: int) -> bool:
-        """pid is in our cgroup (or one nested in it); read while it is held, so it cannot be another's."""
-        rel = _cgroup.own_cgroup(pid)
-        if rel is None or self.mount is None:
-            return False
-        where = os.path.normpath(self.mount + rel)
-        return where == self.path or where.startswith(self.path + "/")
 
     def _polite(self, m: _Member) -> None:
         assert m.target is not None
@@ -159,7 +170,7 @@ class _CgroupTeardown:
         deadline = time.monotonic() + KILL_PATIENCE
         while True:
             self.collect()
-            self.admit(late=True)
+            self.admit(late=True, polite=False)  # a late joiner now: killed with the rest
             live = [m for m in self.live() if m.target is not None or not m.denied]
             if not live:
                 return
@@ -212,14 +223,16 @@ def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: i
 
     SIGTERM + SIGCONT to each member by identity, late joiners too; wait
     (event-driven) up to grace for them to exit; then cgroup.kill, or freeze
-    and kill where the kernel lacks it, and SIGKILL each member left. spare:
+    and kill where the kernel lacks it, and SIGKILL each member left (with
+    no grace, straight to the kill; the members are read first, for the report). spare:
     pids never signalled one by one (the keeper). stop_fd: once readable, the
     rest of the grace is skipped.
     """
     t0 = time.monotonic()
     run = _CgroupTeardown(path, spare)
     try:
-        run.admit(late=False)
+        # No grace: a TERM an instant before the KILL would only cost time.
+        run.admit(late=False, polite=grace > 0)
         deadline = t0 + grace
         pause = RESCAN_FIRST
         while True:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
 from collections.abc import Callable, Iterable
 from typing import Literal
@@ -143,6 +144,45 @@ def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None:
             os.close(fd)
         raise
     if now is None or now.start_time != proc.start_time:
+        if fd is not None:
+            os.close(fd)
+        return None
+    return Target(now, fd)
+
+
+def hold(pid: int, guard: Guard, use_pidfd: bool) -> Target | None:
+    """A Target for whatever process holds pid now (one read of the table), or None if it is gone or exiting.
+
+    For a pid just listed by something that names processes (cgroup.procs):
+    the pidfd is opened first, then the record read; if the process the
+    pidfd names is still running after the read, the record is its own (its
+    pid cannot have been reused while it runs). Raises AccessDenied if the
+    record cannot be read, ValueError if the guard forbids the pid.
+    """
+    if not guard.allows(pid):
+        raise ValueError(f"refusing to signal protected pid {pid}")
+    fd = None
+    if use_pidfd and hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOSYS, errno.EINVAL, errno.EPERM):
+                raise
+            fd = None
+    now: Proc | None
+    try:
+        now = _binding.proc(pid)
+        if fd is not None and select.select([fd], [], [], 0)[0]:
+            now = None  # it exited (perhaps before the read, which may then be another's)
+    except NoSuchProcess:
+        now = None
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    if now is None or now.is_zombie:
         if fd is not None:
             os.close(fd)
         return None
