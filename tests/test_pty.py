@@ -540,3 +540,45 @@ def test_no_pty_keeps_the_shared_terminal(tmux):
     tmux.type(run_line("sh", "-c", "[ -t 0 ] && echo SAME-TTY", options=["--no-pty"]))
     tmux.wait_for(r"^SAME-TTY$")
     tmux.wait_for(r"^out\$$")
+
+
+def test_stdout_to_a_pipe_gets_no_pty(tmux):
+    """A terminal on stdin but a pipe on stdout: CMD keeps the pipe (no terminal, no CRLF in what it writes)."""
+    tmux.type(run_line("sh", "-c", "[ -t 1 ] || echo NOT-A-TTY") + " | od -c | head -1")
+    tmux.wait_for(r"N +O +T +- +A +- +T +T +Y +\\n")  # od shows the bare newline: no \r
+    tmux.wait_for(r"^out\$$")
+
+
+def test_sigtstp_to_the_runner_stops_the_job_like_ctrl_z(tmux):
+    tmux.type(run_line("sh", "-c", "echo PID=$$ KEEPER=$PPID; exec cat"))
+    m = tmux.wait_for(r"^PID=(\d+) KEEPER=(\d+)$")
+    pid, keeper = int(m.group(1)), int(m.group(2))
+    runner = proctree.proc(keeper).ppid
+    assert ours(runner)
+    os.kill(runner, signal.SIGTSTP)
+    tmux.wait_for(r"Stopped.*\n^out\$$")
+    assert wait_state(pid, "T") and wait_state(runner, "T")
+    assert tmux.outer_modes() == ["icanon", "echo"]
+    tmux.type("fg")
+    assert wait_state(pid, "SR")
+    tmux.type("three")
+    tmux.wait_for(r"^three\n^three$")
+    tmux.keys("C-d")
+    tmux.wait_for(r"^out\$$")
+    assert wait_gone([pid, runner], 10)
+
+
+def test_less_pages_through_the_relay_and_ctrl_z_suspends_it(tmux, tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"line-{i}\n" for i in range(1, 201)))
+    tmux.type(run_line("less", str(path)))
+    tmux.wait_for(r"^line-1$")
+    tmux.keys("G")  # to the end: a key read raw by less on its own terminal
+    tmux.wait_for(r"^line-200$")
+    tmux.keys("C-z")  # less restores its terminal and stops itself; so do we
+    tmux.wait_for(r"Stopped.*\n^out\$$")
+    tmux.type("fg")
+    tmux.wait_for(r"^line-200$")
+    tmux.keys("q")
+    tmux.wait_for(r"^out\$$")
+    assert tmux.outer_modes() == ["icanon", "echo"]

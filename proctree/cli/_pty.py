@@ -7,7 +7,8 @@ terminal), the pty's output goes to our stdout, and window-size changes are
 copied to the pty (the kernel then tells the command). When the command
 stops (Ctrl+Z), the user's terminal is restored and this process stops
 itself, as a shell's job would; on `fg` it takes the terminal back and
-continues the command. The user's terminal is restored on every way out.
+continues the command. A SIGTSTP sent to this process (`kill -TSTP`) stops
+the command the same way. The user's terminal is restored on every way out.
 
 It must never signal anything but this process itself (SIGTSTP, by its own
 pid) and the tree (through Tree.send_signal).
@@ -54,10 +55,14 @@ class Relay:
         self._stdin_open = True
         self._master_open = True
         self._stops_seen = tree.stops
+        self._tstp_r = self._tstp_w = -1  # wakes the loop when we are sent SIGTSTP
 
     def run(self) -> None:
         """Relay until the command has exited and its last output is written; the terminal restored however it ends."""
+        self._tstp_r, self._tstp_w = os.pipe()
+        os.set_blocking(self._tstp_w, False)
         old_winch = signal.signal(signal.SIGWINCH, self._on_winch)
+        old_tstp = signal.signal(signal.SIGTSTP, self._on_tstp)
         try:
             self._saved = termios.tcgetattr(self.stdin)
             self._enter_raw()
@@ -67,6 +72,9 @@ class Relay:
         finally:
             self._restore()
             signal.signal(signal.SIGWINCH, old_winch)
+            signal.signal(signal.SIGTSTP, old_tstp)
+            os.close(self._tstp_r)
+            os.close(self._tstp_w)
 
     # -- terminal modes ------------------------------------------------------
     def _enter_raw(self) -> None:
@@ -83,6 +91,25 @@ class Relay:
 
     def _on_winch(self, signum: int, frame: object) -> None:
         copy_window_size(self.stdin, self.master)
+
+    def _on_tstp(self, signum: int, frame: object) -> None:
+        try:
+            os.write(self._tstp_w, b"z")
+        except OSError:
+            pass  # one is pending already
+
+    def _stop_command(self) -> None:
+        """We were sent SIGTSTP (not typed: our terminal is raw): stop the command as its Ctrl+Z would."""
+        try:
+            os.read(self._tstp_r, 64)
+            attrs = termios.tcgetattr(self.master)  # the pty's modes, as the command set them
+        except (OSError, termios.error):
+            return
+        susp = attrs[6][termios.VSUSP]
+        if attrs[3] & termios.ISIG and susp not in (b"\0", 0):
+            self._keys += susp if isinstance(susp, bytes) else bytes([susp])  # the kernel stops its foreground group
+        else:
+            self.tree.send_signal(signal.SIGTSTP)  # a raw-mode program: its own suspend path
 
     def _suspend(self) -> None:
         """The command stopped: give the user back a cooked terminal and stop as a job does; on fg, go on."""
@@ -105,7 +132,7 @@ class Relay:
                 self._stops_seen = self.tree.stops
                 self._suspend()
                 continue
-            readers = [] if status is None else [status]
+            readers = [self._tstp_r] if status is None else [status, self._tstp_r]
             if self._master_open:
                 readers.append(self.master)
             if self._stdin_open and len(self._keys) < _INPUT_MAX:
@@ -113,6 +140,8 @@ class Relay:
             writers = [self.master] if self._keys and self._master_open else []
             # The status fd wakes us for stops and the exit; the timeout only covers a keeper killed mid-line.
             r, w, _ = select.select(readers, writers, [], 1.0)
+            if self._tstp_r in r:
+                self._stop_command()
             if self.master in r:
                 self._from_master()
             if self.stdin in r:

@@ -7,7 +7,7 @@ still ends), and the exit status is CMD's (128+N for a signal).
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death).
 
-When stdin is a terminal (and not --no-pty), CMD gets a pseudo-terminal of its
+When stdin and stdout are terminals (and not --no-pty), CMD gets a pseudo-terminal of its
 own and _pty.Relay carries keys and output between it and the user's terminal
 (vim, less, `bash -i`, Ctrl+Z and `fg` work as under a shell).
 """
@@ -76,7 +76,8 @@ def run(args):
     if not cmd:
         raise CliError("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
     grace = args.grace
-    use_pty = not args.no_pty and os.isatty(0)
+    # stdout too: `proctree run -- CMD | grep x` must not hand CMD a terminal (and its CRLFs) for a pipe.
+    use_pty = not args.no_pty and os.isatty(0) and os.isatty(1)
 
     # Signals that arrive before the tree exists are held, then forwarded.
     pending: list[int] = []
