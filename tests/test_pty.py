@@ -2,7 +2,7 @@
 
 Real processes on real pseudo-terminals. The relay tests start a tmux server
 on a private socket (killed in the fixture's finalizer: the suite's leak
-check would catch its panes) running a plain outer `bash --norc`, type
+check would catch its panes) running an outer bash that reads nothing but its prompt, type
 `proctree run ...` into it, and read the screen with capture-pane, so the
 outer terminal's state can be checked after the runner is gone. They skip
 with the reason where tmux is missing.
@@ -36,48 +36,21 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pt
 
 
 # ---------------------------------------------------------------------------
-# The keeper program under test (the native one, built here)
-
-
-@pytest.fixture(scope="module")
-def native_keeper(tmp_path_factory):
-    if shutil.which(os.environ.get("CC", "gcc")) is None:
-        pytest.skip("no C compiler to build the native keeper")
-    out = str(tmp_path_factory.mktemp("pty-keeper") / "proctree-keeper")
-    p = subprocess.run(["bash", BUILD, out], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return out
-
-
-# spawn() runs the keeper at spawn._KEEPER; until that is the native program, tests
-# reroute the keeper's command line to the build above (here and in the runners they start).
-SHIM = (
-    "import sys, os\n"
-    "from proctree._containment import spawn as sp\n"
-    "class P(sp._KeeperPopen):\n"
-    "    def __init__(self, holder, cmd, *a, **k):\n"
-    "        i = next(i for i, x in enumerate(cmd) if x.startswith('v') and x[1:].isdigit())\n"
-    "        super().__init__(holder, [os.environ['PROCTREE_TEST_KEEPER'], *cmd[i:]], *a, **k)\n"
-    "sp._KeeperPopen = P\n"
-)
+# The keeper program: the package's own, as spawn() runs it
 
 
 @pytest.fixture
-def native(native_keeper, monkeypatch):
-    monkeypatch.setenv("PROCTREE_TEST_KEEPER", native_keeper)
-    ns: dict = {}
-    exec(SHIM, ns)
-    monkeypatch.setattr(_spawn, "_KeeperPopen", ns["sp"]._KeeperPopen)
-    return native_keeper
+def native():
+    """The package's keeper program (spawn() runs it; KeeperRun runs it when PROCTREE_KEEPER names it)."""
+    path = _spawn._KEEPER
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"the keeper program {path} is not built (pip install -e . builds it)")
+    return path
 
 
 def proctree_cli():
-    """The command line that starts the proctree CLI (with the keeper shim), short enough to read on a screen."""
-    script = os.path.join(os.path.dirname(os.environ["PROCTREE_TEST_KEEPER"]), "proctree_cli.py")
-    if not os.path.exists(script):
-        with open(script, "w") as f:
-            f.write(SHIM + "from proctree.cli import main\nsys.exit(main())\n")
-    return [sys.executable, script]
+    """The command line that starts the proctree CLI."""
+    return [sys.executable, "-m", "proctree"]
 
 
 def env():
@@ -276,12 +249,7 @@ def test_sigstop_is_reported_too_and_sigterm_still_ends_the_command(native, tree
 # The keeper's pty mode, through the protocol only
 
 
-def _keeper_env(native):
-    return {**os.environ, "PROCTREE_KEEPER": native}
-
-
-def test_keeper_refuses_a_stdin_that_is_no_terminal(native, monkeypatch):
-    monkeypatch.setenv("PROCTREE_KEEPER", native)
+def test_keeper_refuses_a_stdin_that_is_no_terminal(native):
     r, w = os.pipe()
     k = KeeperRun("subreaper", ["true"], pty=r)
     try:
@@ -293,8 +261,7 @@ def test_keeper_refuses_a_stdin_that_is_no_terminal(native, monkeypatch):
         k.close()
 
 
-def test_keeper_reports_exec_failure_in_pty_mode(native, monkeypatch):
-    monkeypatch.setenv("PROCTREE_KEEPER", native)
+def test_keeper_reports_exec_failure_in_pty_mode(native):
     m, s = os.openpty()
     k = KeeperRun("subreaper", ["/nonexistent/x"], pty=s)
     try:
@@ -327,9 +294,8 @@ sys.exit(5)
 """
 
 
-def test_a_flood_of_stops_never_blocks_the_keeper_nor_drops_the_exit(native, monkeypatch):
+def test_a_flood_of_stops_never_blocks_the_keeper_nor_drops_the_exit(native):
     """Nobody reads the status pipe while the command stops thousands of times: the exit line still arrives."""
-    monkeypatch.setenv("PROCTREE_KEEPER", native)
     m, s = os.openpty()
     k = KeeperRun("subreaper", [sys.executable, "-c", FLOOD, "3000"], pty=s)
     try:
