@@ -557,3 +557,18 @@ def test_less_pages_through_the_relay_and_ctrl_z_suspends_it(tmux, tmp_path):
     tmux.keys("q")
     tmux.wait_for(r"^out\$$")
     assert tmux.outer_modes() == ["icanon", "echo"]
+
+
+def test_a_killed_keeper_restores_the_terminal_and_says_why(tmux):
+    tmux.type(run_line("sh", "-c", "echo PID=$$ KEEPER=$PPID; exec cat"))
+    m = tmux.wait_for(r"^PID=(\d+) KEEPER=(\d+)$")
+    pid, keeper = int(m.group(1)), int(m.group(2))
+    assert ours(keeper)
+    os.kill(keeper, signal.SIGKILL)
+    tmux.wait_for(r"^proctree: run: the keeper .* was killed by signal 9")
+    tmux.wait_for(r"out\$$")
+    tmux.type("echo status=$?")
+    tmux.wait_for(r"^status=125$")
+    assert "Traceback" not in tmux.screen()
+    assert wait_gone([pid], 10)
+    assert tmux.outer_modes() == ["icanon", "echo"]

@@ -5,7 +5,8 @@ pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
 to CMD's process group (TERM, INT and HUP followed by SIGCONT, so a stopped CMD
 still ends), and the exit status is CMD's (128+N for a signal).
 Nothing it started is left running when this returns; if this process is
-killed outright, the keeper ends the tree (owner death).
+killed outright, the keeper ends the tree (owner death). If the keeper is
+killed, CMD's status cannot be known: exit 125 with the reason.
 
 When stdin and stdout are terminals (and not --no-pty), CMD gets a pseudo-terminal of its
 own and _pty.Relay carries keys and output between it and the user's terminal
@@ -108,11 +109,14 @@ def run(args):
         current.append(tree)
         for s in pending:
             tree.send_signal(s)
-        if use_pty:
-            from ._pty import Relay
+        try:
+            if use_pty:
+                from ._pty import Relay
 
-            Relay(tree).run()  # until CMD exits; our terminal restored whatever happens
-        rc = tree.wait()
+                Relay(tree).run()  # until CMD exits; our terminal restored whatever happens
+            rc = tree.wait()
+        except proctree.KeeperLost as exc:  # CMD's status is unknowable; what was left has been ended
+            raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
         if args.keep_orphans:
             tree.join()  # until the last orphan has ended by itself
         report = tree.terminate(grace)
