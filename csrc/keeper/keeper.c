@@ -15,6 +15,9 @@
  *   on macOS) or PR_SET_PDEATHSIG only wakes us to look.
  * - Every buffer is static and sized by MAX_PROCS: only the pages a scan
  *   touches are resident, and a fork bomb cannot make the keeper grow.
+ * - pty mode forks instead of posix_spawn: the child must make its new group
+ *   the terminal's foreground (tcsetpgrp) before it execs, which no spawn
+ *   attribute does portably.
  */
 #if defined(__linux__)
 #define _GNU_SOURCE
