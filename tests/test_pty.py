@@ -572,3 +572,22 @@ def test_a_killed_keeper_restores_the_terminal_and_says_why(tmux):
     assert "Traceback" not in tmux.screen()
     assert wait_gone([pid], 10)
     assert tmux.outer_modes() == ["icanon", "echo"]
+
+
+def test_stop_lines_are_never_taken_for_the_exit(native, trees):
+    """communicate(), wait() and wait_async() read past 'stopped' lines to the exit."""
+    for how in ("communicate", "wait", "wait_async"):
+        t = proctree.spawn(["sh", "-c", "kill -STOP $$; kill -STOP $$; exit 3"], pty=True)
+        trees.append(t)
+        assert poll_until(t, lambda t=t: t.stops == 1)
+        t.send_signal(signal.SIGCONT)
+        assert poll_until(t, lambda t=t: t.stops == 2)
+        t.send_signal(signal.SIGCONT)
+        if how == "communicate":
+            assert t.communicate(timeout=15) == (None, None)
+            assert t.returncode == 3
+        elif how == "wait":
+            assert t.wait(15) == 3
+        else:
+            assert asyncio.run(t.wait_async(15)) == 3
+        assert t.stops == 2 and t.stop_signal == signal.SIGSTOP
