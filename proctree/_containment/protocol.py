@@ -3,10 +3,11 @@
 The owner (spawn.py) starts a keeper program with a command line built by
 ``KeeperArgs.to_argv()``; the keeper reads it back with
 ``KeeperArgs.from_argv()``. The keeper then writes status lines on the status
-fd, formatted by ``ok_line``/``err_line``/``exit_line`` and read back by
-``parse_status`` into ``Ok``, ``Err`` or ``Exit``. Both sides go through this
-module only, so any keeper (the Python one here, or a native one) that speaks
-it can be driven by the same owner and the same conformance tests
+fd, formatted by ``ok_line``/``err_line``/``stopped_line``/``exit_line`` and
+read back by ``parse_status`` into ``Ok``, ``Err``, ``Stopped`` or ``Exit``.
+The owner goes through this module only, and the keeper program
+(csrc/keeper/keeper.c) implements the same rules, so that any keeper that
+speaks it can be driven by the same owner and the same conformance tests
 (tests/test_keeper_protocol.py).
 
 Command line (after the program)::
@@ -31,7 +32,7 @@ line never is). A SIGCONT to the keeper gives the terminal back to a stopped
 command's group and continues it. Any number of ``stopped`` lines may come
 between ``ok`` and ``exit``; a reader that does not care skips them.
 
-Stdlib only and no relative imports: the keeper loads this file directly,
+Stdlib only and no relative imports: test tools load this file directly,
 without importing the proctree package. It never touches a process.
 """
 
