@@ -22,7 +22,7 @@ import pytest
 
 import proctree
 from proctree._containment import protocol
-from proctree._containment.protocol import Err, Exit, KeeperArgs, Ok, ProtocolError, parse_status
+from proctree._containment.protocol import Err, Exit, KeeperArgs, Ok, ProtocolError, Stopped, parse_status
 from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -41,6 +41,7 @@ def args(**kw):
         restore_signals=True,
         exe=None,
         receipts=None,
+        pty=False,
         argv=("sleep", "1"),
     )
     base.update(kw)
@@ -65,6 +66,8 @@ def args(**kw):
         args(grace=12345.678),
         args(receipts="/run/user/1000/proctree"),
         args(mode="session", receipts="/tmp/proctree-0", exe="/bin/sh"),
+        args(pty=True),
+        args(mode="cgroup", cgroup="/c/proctree-1-2/t", go_fd=4, pty=True, argv=("vim",)),
     ],
 )
 def test_argv_round_trip(a):
@@ -89,12 +92,16 @@ def _with(i, value):
         (["1"] + GOOD[1:], "version"),
         (["v0"] + GOOD[1:], "version"),
         (["v1"] + GOOD[1:], "not the supported"),  # v1 had no receipts field
-        (["v3"] + GOOD[1:], "not the supported"),
-        (GOOD[:11], "need"),  # no command after "--"
-        (GOOD[:12], "need"),
-        (_with(11, "++"), "need"),
+        (["v2"] + GOOD[1:], "not the supported"),  # v2 had no pty field
+        (["v4"] + GOOD[1:], "not the supported"),
+        (GOOD[:12], "need"),  # no command after "--"
+        (GOOD[:13], "need"),
+        (_with(12, "++"), "need"),
         (_with(10, "relative/dir"), "receipts"),
-        (GOOD[:10] + GOOD[11:], "need"),  # a v1 line: the receipts field missing
+        (GOOD[:11] + GOOD[12:], "need"),  # a v2 line: the pty field missing
+        (_with(11, "2"), "pty"),
+        (_with(11, "-"), "pty"),
+        (_with(11, "yes"), "pty"),
         (_with(1, "x"), "status_fd"),
         (_with(1, "-1"), "status_fd"),
         (_with(1, "+3"), "status_fd"),
@@ -111,7 +118,7 @@ def _with(i, value):
         (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
         (_with(8, "yes"), "restore_signals"),
         (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
-        (GOOD[:12] + ["a\0b"], "argv"),
+        (GOOD[:13] + ["a\0b"], "argv"),
     ],
 )
 def test_argv_rejected(argv, why):
@@ -143,6 +150,8 @@ def test_argv_rejected(argv, why):
         dict(receipts="rel/dir"),
         dict(receipts="/a\0b"),
         dict(receipts=3),
+        dict(pty=1),
+        dict(pty=None),
     ],
 )
 def test_args_rejected_before_anything_runs(kw):
@@ -162,6 +171,7 @@ def test_argv_fuzz_never_crashes_the_decoder():
         "--",
         "v1",
         "v2",
+        "v3",
         "0",
         "1",
         "-1",
@@ -205,6 +215,10 @@ def test_argv_fuzz_never_crashes_the_decoder():
         ("err 0 owner", Err(0, "owner")),
         ("err 1 cgroup", Err(1, "cgroup")),
         ("err 22 subreaper", Err(22, "subreaper")),
+        ("err 25 pty", Err(errno.ENOTTY, "pty")),
+        ("stopped 20", Stopped(signal.SIGTSTP)),
+        ("stopped 19", Stopped(signal.SIGSTOP)),
+        (b"stopped 21", Stopped(signal.SIGTTIN)),
         ("exit 0", Exit(0)),
         ("exit 768", Exit(3 << 8)),
         ("exit 9", Exit(signal.SIGKILL)),
@@ -217,6 +231,7 @@ def test_status_lines(line, record):
     formatted = {
         Ok: lambda r: protocol.ok_line(r.pid, r.start_time),
         Err: lambda r: protocol.err_line(r.errno, r.stage),
+        Stopped: lambda r: protocol.stopped_line(r.signal),
         Exit: lambda r: protocol.exit_line(r.wait_status),
     }[type(record)](record)
     assert formatted == text
@@ -247,6 +262,12 @@ def test_status_lines(line, record):
         "exit 65536",
         "exit 1 2",
         "exit ٣",
+        "stopped",
+        "stopped 0",
+        "stopped 128",
+        "stopped -20",
+        "stopped 20 1",
+        "stopped x",
         "hello",
         b"\xff\xfe",
         "ok 1 2\n",

@@ -15,6 +15,9 @@
  *   on macOS) or PR_SET_PDEATHSIG only wakes us to look.
  * - Every buffer is static and sized by MAX_PROCS: only the pages a scan
  *   touches are resident, and a fork bomb cannot make the keeper grow.
+ * - pty mode forks instead of posix_spawn: the child must make its new group
+ *   the terminal's foreground (tcsetpgrp) before it execs, which no spawn
+ *   attribute does portably.
  */
 #if defined(__linux__)
 #define _GNU_SOURCE
@@ -39,7 +42,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +67,7 @@
 
 extern char **environ;
 
-#define FIXED        11    /* fields before "--" (protocol._FIXED) */
+#define FIXED        12    /* fields before "--" (protocol._FIXED) */
 #define MAX_PROCS    16384 /* members one scan holds (keeper.py's MAX_PROCS) */
 #define SET_SLOTS    32768 /* identity set slots: a power of two, twice MAX_PROCS */
 #define MAX_CG_DIRS  4096  /* nested cgroups visited at most */
@@ -84,7 +89,7 @@ static struct {
     enum mode mode;
     pid_t owner;
     double grace;
-    bool keep_orphans, restore_signals;
+    bool keep_orphans, restore_signals, pty;
     const char *cgroup, *exe, *receipts;
     char **argv;
     char tree_id[TREE_ID_LEN + 1]; /* session mode: our PROCTREE_TREE, else "" */
@@ -93,17 +98,24 @@ static struct {
     pid_t cmd;                     /* 0 until started */
     bool cmd_done;
     int cmd_status;
+    bool cmd_stopped; /* pty mode: the command's last reported state was stopped */
+    int tty_fd;       /* pty mode: the slave, our controlling terminal (for tcsetpgrp), else -1 */
+    int stop_lines;   /* "stopped" lines written (macOS: their budget) */
     bool use_pidfd;
     int owner_fd; /* Linux: owner pidfd; macOS: the kqueue; -1: poll getppid() */
     int sig_fd;   /* Linux: the signalfd */
     sigset_t orig_mask, blocked;
     int pending[PENDING_MAX]; /* forwarded signals not yet sent, in order */
     int npending;
-} K = {.status_fd = -1, .go_fd = -1, .owner_fd = -1, .sig_fd = -1};
+} K = {.status_fd = -1, .go_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
 static const int FORWARD[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 #define NFORWARD   ((int)(sizeof(FORWARD) / sizeof(FORWARD[0])))
 #define PDEATH_SIG SIGALRM
+/* Room kept in the status pipe for the exit line: a "stopped" line that would eat into it is dropped. */
+#define EXIT_RESERVE 256
+/* Where the free room cannot be read (macOS), at most this many "stopped" lines: ~3 KB, inside the smallest pipe. */
+#define STOP_LINES_MAX 256
 
 /* ------------------------------------------------------------------------- */
 /* Small helpers */
@@ -141,6 +153,24 @@ static void say(const char *fmt, ...)
     do {
         w = write(K.status_fd, line, (size_t)n);
     } while (w < 0 && errno == EINTR);
+}
+
+/* Returns nothing: writes "stopped <sig>" unless that could crowd out the exit line (a stop line may be lost; the
+ * exit line is kept room for in the status pipe). */
+static void say_stopped(int sig)
+{
+    if (K.status_fd < 0)
+        return;
+    bool room = K.stop_lines < STOP_LINES_MAX;
+#ifdef __linux__
+    int size = fcntl(K.status_fd, F_GETPIPE_SZ), used = 0;
+    if (size > 0 && ioctl(K.status_fd, FIONREAD, &used) == 0)
+        room = size - used >= EXIT_RESERVE; /* the reader's pace decides, not a count */
+#endif
+    if (!room)
+        return;
+    K.stop_lines++;
+    say("stopped %d", sig);
 }
 
 /* Returns 0 with *out parsed from an ASCII decimal of 1..20 digits no larger than max, else -EINVAL. */
@@ -213,10 +243,10 @@ static int parse_args(int argc, char **argv)
     long long v;
     if (n < 1 || a[0][0] != 'v')
         return refuse("keeper arguments must start with a protocol version%s", "");
-    if (strcmp(a[0], "v2") != 0)
-        return refuse("keeper protocol version '%s' is not the supported 2", a[0] + 1);
+    if (strcmp(a[0], "v3") != 0)
+        return refuse("keeper protocol version '%s' is not the supported 3", a[0] + 1);
     if (n <= FIXED + 1 || strcmp(a[FIXED], "--") != 0)
-        return refuse("keeper arguments need 10 fields, '--' and a command%s", "");
+        return refuse("keeper arguments need 11 fields, '--' and a command%s", "");
     if (parse_uint(a[1], INT_MAX, &v) < 0)
         return refuse("status_fd must be a decimal number, not '%s'", a[1]);
     K.status_fd = (int)v;
@@ -247,6 +277,8 @@ static int parse_args(int argc, char **argv)
     K.receipts = opt(a[10]);
     if (K.receipts && K.receipts[0] != '/')
         return refuse("receipts must be an absolute directory or -, not '%s'", a[10]);
+    if (parse_flag(a[11], &K.pty) < 0)
+        return refuse("pty must be 0 or 1, not '%s'", a[11]);
     if ((K.cgroup != NULL) != (K.mode == M_CGROUP) || (K.go_fd >= 0 && !K.cgroup))
         return refuse("cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup%s", "");
     K.argv = a + FIXED + 1;
@@ -718,6 +750,16 @@ static bool tree_empty(void)
 /* ------------------------------------------------------------------------- */
 /* Events: signals, the owner, the command */
 
+/* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode). */
+static void queue_signal(int sig)
+{
+    bool pass = K.pty && sig == SIGCONT;
+    for (int f = 0; f < NFORWARD; f++)
+        pass = pass || sig == FORWARD[f];
+    if (pass && K.npending < PENDING_MAX)
+        K.pending[K.npending++] = sig;
+}
+
 /* Returns nothing: waits up to ms milliseconds for a signal or the owner's exit; queues forwarded signals. */
 static void wait_events(int ms)
 {
@@ -728,25 +770,15 @@ static void wait_events(int ms)
         return;
     struct signalfd_siginfo si[16];
     ssize_t r = read(K.sig_fd, si, sizeof si);
-    for (ssize_t i = 0; r > 0 && i < r / (ssize_t)sizeof si[0]; i++) {
-        int sig = (int)si[i].ssi_signo;
-        for (int f = 0; f < NFORWARD; f++) {
-            if (sig == FORWARD[f] && K.npending < PENDING_MAX)
-                K.pending[K.npending++] = sig;
-        }
-    }
+    for (ssize_t i = 0; r > 0 && i < r / (ssize_t)sizeof si[0]; i++)
+        queue_signal((int)si[i].ssi_signo);
 #else
     struct kevent ev[16];
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     int rc = kevent(K.owner_fd, NULL, 0, ev, 16, &ts);
     for (int i = 0; i < rc; i++) {
-        if (ev[i].filter != EVFILT_SIGNAL)
-            continue;
-        int sig = (int)ev[i].ident;
-        for (int f = 0; f < NFORWARD; f++) {
-            if (sig == FORWARD[f] && K.npending < PENDING_MAX)
-                K.pending[K.npending++] = sig;
-        }
+        if (ev[i].filter == EVFILT_SIGNAL)
+            queue_signal((int)ev[i].ident);
     }
     sigset_t pend;
     if (sigpending(&pend) == 0) { /* consume what is pending, so nothing fires when we unblock one to re-raise it */
@@ -766,13 +798,23 @@ static void wait_events(int ms)
 /* Returns true while some child of ours is left to reap; records the command's status (and says exit) when reaped. */
 static bool reap(void)
 {
+    /* pty mode: the command's stops too, so that the owner can hand the user's terminal back, as a shell does. */
+    int flags = WNOHANG | (K.pty ? WUNTRACED | WCONTINUED : 0);
     for (;;) {
         int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
+        pid_t pid = waitpid(-1, &status, flags);
         if (pid < 0)
             return errno != ECHILD;
         if (pid == 0)
             return true;
+        if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+            if (pid == K.cmd && !K.cmd_done) {
+                K.cmd_stopped = WIFSTOPPED(status);
+                if (K.cmd_stopped)
+                    say_stopped(WSTOPSIG(status));
+            }
+            continue;
+        }
         if (pid == K.cmd && !K.cmd_done) {
             K.cmd_done = true;
             K.cmd_status = status;
@@ -782,13 +824,16 @@ static bool reap(void)
 }
 
 /* Returns nothing: sends queued signals to the command's group (its pid is its group's while unreaped), and SIGCONT
- * after TERM/INT/HUP so that a stopped command cannot wedge its runner. */
+ * after TERM/INT/HUP so that a stopped command cannot wedge its runner. In pty mode a SIGCONT to us continues the
+ * command, and first gives the terminal back to its group if it had stopped (as a shell's fg). */
 static void forward(void)
 {
     for (int i = 0; i < K.npending; i++) {
         int sig = K.pending[i];
         if (K.cmd <= 0 || K.cmd_done)
             continue;
+        if (sig == SIGCONT && K.cmd_stopped && K.tty_fd >= 0)
+            tcsetpgrp(K.tty_fd, K.cmd); /* SIGTTOU is blocked: a background caller may */
         if (killpg(K.cmd, sig) != 0)
             kill(K.cmd, sig);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
@@ -987,12 +1032,80 @@ static void detach_stdio(void)
     }
 }
 
-/* Returns 0 once the command runs (K.cmd set), or -errno from the spawn (nothing was started). */
-static int start_command(void)
+/* Returns nothing (never returns): the pty mode child between fork and exec; reports {stage, errno} on fd w if it
+ * cannot exec. */
+static void exec_in_pty(const char *exe, int w)
+{
+    int report[2] = {0, 0}; /* stage (0: exec, 1: pty), errno */
+    setpgid(0, 0);
+    /* The terminal's foreground group before the command runs: its first read never meets SIGTTIN. SIGTTOU is
+     * blocked (inherited from the keeper), so a background group may make itself the foreground. */
+    if (tcsetpgrp(0, getpid()) != 0) {
+        report[0] = 1;
+        report[1] = errno;
+    } else {
+        if (K.restore_signals) {
+            signal(SIGPIPE, SIG_DFL);
+            signal(SIGXFSZ, SIG_DFL);
+        }
+        sigprocmask(SIG_SETMASK, &K.orig_mask, NULL);
+        execvp(exe, K.argv);
+        report[1] = errno;
+    }
+    ssize_t r;
+    do {
+        r = write(w, report, sizeof report);
+    } while (r < 0 && errno == EINTR);
+    _exit(127);
+}
+
+/* Returns 0 once the command runs in pty mode (K.cmd set), or -errno (nothing is left running; *stage says which
+ * step failed): fork, then exec_in_pty; a close-on-exec pipe carries the child's errno if exec fails. */
+static int start_command_pty(const char *exe, const char **stage)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -errno;
+    fcntl(p[0], F_SETFD, FD_CLOEXEC);
+    fcntl(p[1], F_SETFD, FD_CLOEXEC);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return -e;
+    }
+    if (pid == 0)
+        exec_in_pty(exe, p[1]);
+    close(p[1]);
+    setpgid(pid, pid); /* either side may run first: both set it (EACCES once it has exec'd: fine) */
+    int report[2] = {0, 0};
+    ssize_t r;
+    do {
+        r = read(p[0], report, sizeof report);
+    } while (r < 0 && errno == EINTR);
+    close(p[0]);
+    if (r == (ssize_t)sizeof report) {
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        *stage = report[0] == 1 ? "pty" : "exec";
+        return -(report[1] ? report[1] : ECHILD);
+    }
+    K.cmd = pid;
+    return 0;
+}
+
+/* Returns 0 once the command runs (K.cmd set), or -errno from the spawn (nothing was started; *stage names the step
+ * for the err line). */
+static int start_command(const char **stage)
 {
     const char *exe = K.exe ? K.exe : K.argv[0];
+    *stage = "exec";
     if (exe[0] == '\0')
         return -EACCES; /* as Popen: PATH's directories joined with "" are directories */
+    if (K.pty)
+        return start_command_pty(exe, stage);
     posix_spawnattr_t attr;
     int rc = posix_spawnattr_init(&attr);
     if (rc != 0)
@@ -1031,6 +1144,10 @@ static int setup_events(void)
     sigaddset(&K.blocked, SIGCHLD);
     sigaddset(&K.blocked, PDEATH_SIG);
     sigaddset(&K.blocked, SIGPIPE);
+    if (K.pty) { /* SIGCONT: the owner's "fg"; SIGTTOU: tcsetpgrp from our background group must not stop us */
+        sigaddset(&K.blocked, SIGCONT);
+        sigaddset(&K.blocked, SIGTTOU);
+    }
     if (sigprocmask(SIG_BLOCK, &K.blocked, &K.orig_mask) != 0)
         return -errno;
     /* An ignored SIGCHLD would reap our children for us, and lose the command's status. */
@@ -1056,11 +1173,13 @@ static int setup_events(void)
     if (K.owner_fd < 0)
         return -errno;
     fcntl(K.owner_fd, F_SETFD, FD_CLOEXEC);
-    struct kevent ev[NFORWARD + 2];
+    struct kevent ev[NFORWARD + 3];
     int n = 0;
     for (int i = 0; i < NFORWARD; i++)
         EV_SET(&ev[n++], FORWARD[i], EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
     EV_SET(&ev[n++], SIGCHLD, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
+    if (K.pty)
+        EV_SET(&ev[n++], SIGCONT, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
     if (kevent(K.owner_fd, ev, n, NULL, 0, NULL) != 0)
         return -errno;
     EV_SET(&ev[0], K.owner, EVFILT_PROC, EV_ADD | EV_ONESHOT, NOTE_EXIT, 0, NULL);
@@ -1144,13 +1263,14 @@ static int run(void)
             return 126;
         }
     }
-    rc = start_command();
+    const char *stage = "exec";
+    rc = start_command(&stage);
 #ifdef __linux__
     if (K.cgroup)
         cg_leave(); /* before "ok": once spawn() returns, the cgroup holds the tree alone */
 #endif
     if (rc < 0)
-        say("err %d exec", -rc);
+        say("err %d %s", -rc, stage);
     else
         say("ok %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
     detach_stdio(); /* the command owns our stdio now: the owner sees EOF when its side closes */
@@ -1220,6 +1340,23 @@ int main(int argc, char **argv)
     /* Leave the caller's session and terminal; spawn() already did (Popen start_new_session). */
     if (setsid() < 0)
         setpgid(0, 0);
+    /* pty mode: our stdin, the slave the owner opened, becomes our controlling terminal (we lead a fresh session),
+     * and a close-on-exec copy outlives detach_stdio() for tcsetpgrp. */
+    if (K.pty) {
+        if (!isatty(0)) {
+            say("err %d pty", ENOTTY);
+            return 126;
+        }
+        if (ioctl(0, TIOCSCTTY, 0) != 0) {
+            say("err %d pty", errno);
+            return 126;
+        }
+        K.tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+        if (K.tty_fd < 0) {
+            say("err %d pty", errno);
+            return 126;
+        }
+    }
     /* Session mode, where nothing else holds the tree: our session's members too (when we lead one). */
     K.session = K.mode == M_SESSION && getsid(0) == K.self ? K.self : 0;
     read_tree_id();

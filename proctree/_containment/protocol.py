@@ -3,24 +3,36 @@
 The owner (spawn.py) starts a keeper program with a command line built by
 ``KeeperArgs.to_argv()``; the keeper reads it back with
 ``KeeperArgs.from_argv()``. The keeper then writes status lines on the status
-fd, formatted by ``ok_line``/``err_line``/``exit_line`` and read back by
-``parse_status`` into ``Ok``, ``Err`` or ``Exit``. Both sides go through this
-module only, so any keeper (the Python one here, or a native one) that speaks
-it can be driven by the same owner and the same conformance tests
+fd, formatted by ``ok_line``/``err_line``/``stopped_line``/``exit_line`` and
+read back by ``parse_status`` into ``Ok``, ``Err``, ``Stopped`` or ``Exit``.
+The owner goes through this module only, and the keeper program
+(csrc/keeper/keeper.c) implements the same rules, so that any keeper that
+speaks it can be driven by the same owner and the same conformance tests
 (tests/test_keeper_protocol.py).
 
 Command line (after the program)::
 
     v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
-    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe|-> <receipts|-> -- <argv...>
+    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe|-> <receipts|-> <pty 0|1>
+    -- <argv...>
 
 Status lines (ASCII, one per line)::
 
     ok <pid> <start_time>      the command runs
-    err <errno> <stage>        it could not start (stage: exec, cgroup, subreaper, owner)
+    err <errno> <stage>        it could not start (stage: exec, cgroup, subreaper, owner, pty)
+    stopped <signal>           pty mode: the command stopped (Ctrl+Z at its terminal, SIGSTOP, ...)
     exit <wait status>         it ended (a raw waitpid status)
 
-Stdlib only and no relative imports: the keeper loads this file directly,
+In pty mode (v3) the keeper's stdin is the slave side of a pseudo-terminal
+the owner opened: the keeper makes it its controlling terminal, starts the
+command in a process group of its own as the terminal's foreground group, and
+reports each stop of the command with a ``stopped`` line (the keeper never
+blocks on a full status pipe: a ``stopped`` line may be dropped, the ``exit``
+line never is). A SIGCONT to the keeper gives the terminal back to a stopped
+command's group and continues it. Any number of ``stopped`` lines may come
+between ``ok`` and ``exit``; a reader that does not care skips them.
+
+Stdlib only and no relative imports: test tools load this file directly,
 without importing the proctree package. It never touches a process.
 """
 
@@ -39,11 +51,11 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MODES = ("cgroup", "subreaper", "session")
-STAGES = ("exec", "cgroup", "subreaper", "owner")
+STAGES = ("exec", "cgroup", "subreaper", "owner", "pty")
 NONE = "-"  # an absent go fd or cgroup
-_FIXED = 11  # fields before "--"
+_FIXED = 12  # fields before "--"
 
 # The signals the keeper forwards to the command's process group; any other
 # signal the owner sends goes to the command directly.
@@ -66,6 +78,7 @@ class _Record:
     """A small frozen record with named fields (a dataclass without the import cost)."""
 
     __slots__: tuple[str, ...] = ()
+    _defaults: dict[str, object] = {}  # fields that may be left out (added in a later protocol version)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if len(args) > len(self.__slots__):
@@ -75,6 +88,8 @@ class _Record:
             if k not in self.__slots__ or k in values:
                 raise TypeError(f"{type(self).__name__}: unexpected or repeated field {k!r}")
             values[k] = v
+        for k, v in self._defaults.items():
+            values.setdefault(k, v)
         missing = [k for k in self.__slots__ if k not in values]
         if missing:
             raise TypeError(f"{type(self).__name__}: missing {', '.join(missing)}")
@@ -116,6 +131,8 @@ class KeeperArgs(_Record):
     receipts:        the receipt directory (absolute) where the owner wrote the tree's receipt,
                      <keeper pid>-<keeper start>.json, which the keeper removes when it ends
                      the tree itself; None: no receipt
+    pty:             the keeper's stdin is a pseudo-terminal's slave: make it the controlling
+                     terminal, the command its foreground group, and report the command's stops
     argv:            the command's argv
     """
 
@@ -130,8 +147,10 @@ class KeeperArgs(_Record):
         "restore_signals",
         "exe",
         "receipts",
+        "pty",
         "argv",
     )
+    _defaults = {"pty": False}
     status_fd: int
     go_fd: int | None
     mode: str
@@ -142,6 +161,7 @@ class KeeperArgs(_Record):
     restore_signals: bool
     exe: str | None
     receipts: str | None
+    pty: bool
     argv: tuple[str, ...]
 
     def _check(self) -> None:
@@ -152,6 +172,7 @@ class KeeperArgs(_Record):
         _check(_is_number(self.grace) and self.grace >= 0, f"grace must be seconds >= 0, not {self.grace!r}")
         _check(isinstance(self.keep_orphans, bool), "keep_orphans must be a bool")
         _check(isinstance(self.restore_signals, bool), "restore_signals must be a bool")
+        _check(isinstance(self.pty, bool), "pty must be a bool")
         _check(self.cgroup is None or _is_word(self.cgroup), f"cgroup must be a path or None, not {self.cgroup!r}")
         _check(
             (self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
@@ -186,6 +207,7 @@ class KeeperArgs(_Record):
             _flag(self.restore_signals),
             _opt(self.exe),
             _opt(self.receipts),
+            _flag(self.pty),
             "--",
             *self.argv,
         ]
@@ -204,7 +226,7 @@ class KeeperArgs(_Record):
             len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
             f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}",
         )
-        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts = argv[1:_FIXED]
+        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts, pty = argv[1:_FIXED]
         try:
             return cls(
                 status_fd=_int(status_fd, "status_fd"),
@@ -217,6 +239,7 @@ class KeeperArgs(_Record):
                 restore_signals=_bool(restore, "restore_signals"),
                 exe=None if exe == NONE else exe,
                 receipts=None if receipts == NONE else receipts,
+                pty=_bool(pty, "pty"),
                 argv=tuple(argv[_FIXED + 1 :]),
             )
         except ProtocolError:
@@ -246,6 +269,13 @@ class Err(_Record):
     stage: str
 
 
+class Stopped(_Record):
+    """pty mode: the command stopped, by this signal (it may be continued later)."""
+
+    __slots__ = ("signal",)
+    signal: int
+
+
 class Exit(_Record):
     """The command ended with this raw wait status."""
 
@@ -254,7 +284,7 @@ class Exit(_Record):
 
 
 if TYPE_CHECKING:
-    Status = Ok | Err | Exit
+    Status = Ok | Err | Stopped | Exit
 
 
 def ok_line(pid: int, start_time: int) -> str:
@@ -265,6 +295,10 @@ def err_line(errno: int, stage: str) -> str:
     return _format(Err(errno, stage))
 
 
+def stopped_line(signal: int) -> str:
+    return _format(Stopped(signal))
+
+
 def exit_line(wait_status: int) -> str:
     return _format(Exit(wait_status))
 
@@ -273,6 +307,7 @@ def _format(record: Status) -> str:
     line = {
         Ok: lambda r: f"ok {r.pid} {r.start_time}",
         Err: lambda r: f"err {r.errno} {r.stage}",
+        Stopped: lambda r: f"stopped {r.signal}",
         Exit: lambda r: f"exit {r.wait_status}",
     }[type(record)](record)
     if parse_status(line) != record:
@@ -281,7 +316,7 @@ def _format(record: Status) -> str:
 
 
 def parse_status(line: str | bytes) -> Status:
-    """One status line (without its newline) as Ok, Err or Exit; ProtocolError if malformed."""
+    """One status line (without its newline) as Ok, Err, Stopped or Exit; ProtocolError if malformed."""
     if isinstance(line, bytes):
         try:
             line = line.decode("ascii")
@@ -298,6 +333,10 @@ def parse_status(line: str | bytes) -> Status:
     if kind == "err" and len(fields) == 2:
         _check(fields[1] in STAGES, f"err: unknown stage {fields[1]!r}")
         return Err(_int(fields[0], "errno"), fields[1])
+    if kind == "stopped" and len(fields) == 1:
+        sig = _int(fields[0], "signal")
+        _check(0 < sig < 128, f"stopped: signal out of range in {line!r}")
+        return Stopped(sig)
     if kind == "exit" and len(fields) == 1:
         status = _int(fields[0], "wait status")
         _check(status <= 0xFFFF, f"exit: wait status out of range in {line!r}")

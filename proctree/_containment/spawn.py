@@ -53,6 +53,7 @@ from . import marker as _marker
 from . import owner as _owner
 from . import protocol as _protocol
 from . import receipt as _receipt
+from . import terminal as _terminal
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 # The keeper program, built from csrc/keeper/ beside the extension module
@@ -263,6 +264,7 @@ def spawn(
     grace: float = 2.0,
     keep_orphans: bool = False,
     tag: str | None = None,
+    pty: bool = False,
     **popen_kwargs: Any,
 ) -> Tree:
     """Start args as a contained tree and return its Tree once the command runs.
@@ -274,8 +276,13 @@ def spawn(
     works here), "cgroup", "subreaper" or "session". A missing executable
     raises the FileNotFoundError Popen raises. Interrupted (KeyboardInterrupt,
     any exception), it leaves nothing running.
+
+    pty=True gives the command a new pseudo-terminal as its controlling
+    terminal and its stdin/stdout/stderr (ValueError if any of those is given
+    too), sized like the caller's terminal if it has one; Tree.pty is then
+    the master side's fd.
     """
-    return _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, None)
+    return _spawn(args, contain, grace, keep_orphans, tag, dict(popen_kwargs, pty=pty), None)
 
 
 def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
@@ -287,6 +294,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     tag = _marker.check_tag(tag)
     popen_kwargs = dict(popen_kwargs)
     _take_popen_policy(popen_kwargs)
+    pty = _take_pty(popen_kwargs)
     shell = popen_kwargs.pop("shell", False)
     executable = popen_kwargs.pop("executable", None)
     restore_signals = popen_kwargs.pop("restore_signals", True)
@@ -319,6 +327,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         tag,
         (owner_pid, owner_start),
         _receipt.directory(),  # None: no receipts here (the directory failed its checks)
+        pty,
     )
     reasons = [reason] if reason else []
     while True:
@@ -360,6 +369,7 @@ class _Launch:
     tag: str | None
     owner: tuple[int, int]  # (pid, start time) of the caller of spawn()
     receipts: str | None  # the receipt directory, or None
+    pty: bool = False  # the command runs on a new pseudo-terminal
 
     def keeper_args(self, status_fd: int, go_fd: int | None) -> _protocol.KeeperArgs:
         return _protocol.KeeperArgs(
@@ -373,8 +383,22 @@ class _Launch:
             restore_signals=self.restore_signals,
             exe=None if self.exe == self.argv[0] else self.exe,
             receipts=self.receipts,
+            pty=self.pty,
             argv=self.argv,
         )
+
+
+def _take_pty(kw: dict[str, Any]) -> bool:
+    """Remove pty from kw; TypeError unless a bool, ValueError if it comes with stdin/stdout/stderr."""
+    pty = kw.pop("pty", False)
+    if not isinstance(pty, bool):
+        raise TypeError(f"pty must be a bool, not {type(pty).__name__}")
+    given = [k for k in ("stdin", "stdout", "stderr") if kw.get(k) is not None]
+    if pty and given:
+        raise ValueError(
+            f"spawn() does not accept {', '.join(given)} with pty=True: the terminal is the command's stdio"
+        )
+    return pty
 
 
 def _choose(contain, owner_pid, owner_start, tag):
@@ -497,6 +521,11 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
             go_r, go_w = os.pipe()
             ours += [go_r, go_w]
         pass_fds = _hand_to_keeper(pass_fds, (w,) if go_r is None else (w, go_r), kw)
+        master = slave = None
+        if launch.pty:  # the slave is the keeper's stdio, which it makes its controlling terminal
+            master, slave = _terminal.open_pty()
+            ours += [master, slave]
+            kw.update(stdin=slave, stdout=slave, stderr=slave)
         cmd = [_keeper_program(), *launch.keeper_args(w, go_r).to_argv()]
         if stop is not None:
             stop.check()
@@ -509,6 +538,11 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         ours.remove(r)  # the Tree's now
         ours.remove(w)
         os.close(w)
+        if master is not None and slave is not None:
+            tree.pty = master
+            ours.remove(master)
+            ours.remove(slave)
+            os.close(slave)  # the master then reads EIO once every holder of the slave has gone
         if launch.cgroup is not None:
             assert go_r is not None and go_w is not None
             moved = _enter_cgroup(popen, launch.cgroup, go_r, go_w, ours)
@@ -611,6 +645,14 @@ class Tree:
     path of its receipt file (or None); stdin/stdout/stderr the pipes asked
     for, as with Popen. As a context manager, leaving the block tears the
     whole tree down.
+
+    pty is the master fd of the command's pseudo-terminal (spawn(pty=True)),
+    else None: write to it to type, read from it to see the screen. The Tree
+    closes it (and sets pty to None) when it finishes (wait() without
+    keep_orphans, join, terminate, leaving the with block), so read what you
+    need before that. stops counts the times the keeper reported the command
+    stopped (pty trees: Ctrl+Z at its terminal, SIGSTOP); send_signal(SIGCONT)
+    continues it, with its terminal given back to it.
     """
 
     def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
@@ -637,6 +679,9 @@ class Tree:
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
         self._recovered = threading.Event()  # set once what a lost keeper left is ended
+        self.pty: int | None = None  # the master fd, pty trees only
+        self.stops = 0
+        self.stop_signal: int | None = None  # the signal of the last stop reported
 
     def __repr__(self) -> str:
         rc = "lost" if self._lost is not None or (self._eof and self._status is None) else self._known_returncode()
@@ -771,7 +816,7 @@ class Tree:
                         # The keeper went away without a word (killed): the command's status is
                         # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
                         return True
-                    self._status = _exit_status(line)
+                    self._status = self._heard(line)
                 if self._status is not None or self._eof:
                     return True
                 fd = self._status_fd
@@ -783,6 +828,26 @@ class Tree:
                 select.select([] if fd is None else [fd], [], [], 0.5 if left is None else min(left, 0.5))
             except (OSError, ValueError):
                 pass
+
+    def _heard(self, line):
+        """A status line after Ok: the wait status it carries if it is the exit, else None (a stop is counted;
+        a malformed line is ignored, as the keeper's exit without an exit line still tells)."""
+        try:
+            record = _protocol.parse_status(line)
+        except _protocol.ProtocolError:
+            return None
+        if isinstance(record, _protocol.Stopped):
+            self.stops += 1
+            self.stop_signal = record.signal
+        return record.wait_status if isinstance(record, _protocol.Exit) else None
+
+    @property
+    def status_fd(self) -> int | None:
+        """The fd the keeper's status lines arrive on (readable when the command stops or ends), for select loops.
+
+        Never read it: poll() does, and updates returncode and stops. None once the Tree has finished.
+        """
+        return self._status_fd
 
     @property
     def returncode(self) -> int | None:
@@ -891,7 +956,8 @@ class Tree:
         the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
         be swallowed by it (SIGALRM, its wake-up).
         """
-        if sig in _protocol.FORWARD:
+        if sig in _protocol.FORWARD or (sig == signal.SIGCONT and self.pty is not None):
+            # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
             self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
         else:
             self._send_direct(sig)
@@ -1189,6 +1255,7 @@ class Tree:
             if self._status_fd is not None and close_status:
                 os.close(self._status_fd)
                 self._status_fd = None
+            self._close_pty()
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
                     _owner.end_cgroup(self.cgroup, 0)
@@ -1223,6 +1290,12 @@ class Tree:
         if self._status_fd is not None:
             _close_fds((self._status_fd,))
             self._status_fd = None
+        self._close_pty()
+
+    def _close_pty(self):
+        fd, self.pty = self.pty, None
+        if fd is not None:
+            _close_fds((fd,))
 
     def _discard(self):
         """End a tree its caller will never see (its spawn_async was cancelled): kill it and close its pipes."""
@@ -1241,6 +1314,8 @@ class Tree:
             except OSError:
                 pass
             self._status_fd = None
+        if getattr(self, "pty", None) is not None:
+            self._close_pty()
 
     def __enter__(self) -> Tree:
         return self
@@ -1336,16 +1411,6 @@ def _namespace_fields() -> dict[str, int | None]:
     """The owner's pid and time namespaces for its receipts (None where unreadable)."""
     ns = _namespaces.of("self")
     return {"pidns": None if ns is None else ns[0], "timens": None if ns is None else ns[1]}
-
-
-def _exit_status(line):
-    """The wait status an Exit line carries; None for any other line (a malformed one is ignored:
-    the keeper's own exit status still tells how the command ended)."""
-    try:
-        record = _protocol.parse_status(line)
-    except _protocol.ProtocolError:
-        return None
-    return record.wait_status if isinstance(record, _protocol.Exit) else None
 
 
 def _keeper_watch() -> _keeperwatch.KeeperWatch:

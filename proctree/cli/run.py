@@ -1,16 +1,23 @@
-"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [--json] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
-to CMD's process group, and the exit status is CMD's (128+N for a signal).
+to CMD's process group (TERM, INT and HUP followed by SIGCONT, so a stopped CMD
+still ends), and the exit status is CMD's (128+N for a signal).
 Nothing it started is left running when this returns; if this process is
-killed outright, the keeper ends the tree (owner death).
+killed outright, the keeper ends the tree (owner death). If the keeper is
+killed, CMD's status cannot be known: exit 125 with the reason.
+
+When stdin and stdout are terminals (and not --no-pty), CMD gets a pseudo-terminal of its
+own and _pty.Relay carries keys and output between it and the user's terminal
+(vim, less, `bash -i`, Ctrl+Z and `fg` work as under a shell).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -47,6 +54,11 @@ def register(sub):
     p.add_argument(
         "--json", action="store_true", help="print the teardown report (or the error) as one JSON object on stderr"
     )
+    p.add_argument(
+        "--no-pty",
+        action="store_true",
+        help="never give CMD a pseudo-terminal: it shares ours (default: one of its own when stdin is a terminal)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     # stdout belongs to CMD: the JSON report, errors included, goes to stderr.
     p.set_defaults(run=run, json_on_stderr=True)
@@ -65,6 +77,8 @@ def run(args):
     if not cmd:
         raise CliError("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
     grace = args.grace
+    # stdout too: `proctree run -- CMD | grep x` must not hand CMD a terminal (and its CRLFs) for a pipe.
+    use_pty = not args.no_pty and os.isatty(0) and os.isatty(1)
 
     # Signals that arrive before the tree exists are held, then forwarded.
     pending: list[int] = []
@@ -83,7 +97,7 @@ def run(args):
         try:
             # keep_orphans in the keeper either way: what CMD leaves is ended here,
             # so that the report names it (the keeper still ends all if we die).
-            tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False)
+            tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False, pty=use_pty)
         except FileNotFoundError:
             raise CliError(f"run: {cmd[0]}: command not found", code=127, kind="FileNotFoundError") from None
         except PermissionError:
@@ -95,7 +109,14 @@ def run(args):
         current.append(tree)
         for s in pending:
             tree.send_signal(s)
-        rc = tree.wait()
+        try:
+            if use_pty:
+                from ._pty import Relay
+
+                Relay(tree).run()  # until CMD exits; our terminal restored whatever happens
+            rc = tree.wait()
+        except proctree.KeeperLost as exc:  # CMD's status is unknowable; what was left has been ended
+            raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
         if args.keep_orphans:
             tree.join()  # until the last orphan has ended by itself
         report = tree.terminate(grace)

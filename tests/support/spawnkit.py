@@ -166,7 +166,18 @@ class KeeperRun:
     """
 
     def __init__(
-        self, mode, argv, *, grace=1.0, keep_orphans=False, exe=None, pass_fds=(), cgroup=None, receipts=None, env=None
+        self,
+        mode,
+        argv,
+        *,
+        grace=1.0,
+        keep_orphans=False,
+        exe=None,
+        pass_fds=(),
+        cgroup=None,
+        receipts=None,
+        env=None,
+        pty=None,
     ):
         import subprocess
 
@@ -190,10 +201,15 @@ class KeeperRun:
             restore_signals=True,
             exe=exe,
             receipts=receipts,
+            pty=pty is not None,
             argv=tuple(argv),
         )
         fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
-        self.popen = subprocess.Popen(keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True, env=env)
+        # pty: a slave fd, handed to the keeper as its stdio (pty mode).
+        stdio = {} if pty is None else dict(stdin=pty, stdout=pty, stderr=pty)
+        self.popen = subprocess.Popen(
+            keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True, env=env, **stdio
+        )
         os.close(w)
         if cgroup is not None:
             os.close(go_r)

@@ -1,0 +1,54 @@
+"""Pseudo-terminals for spawn(pty=True): the pair the owner opens, sized like the owner's own terminal.
+
+The owner keeps the master; the slave goes to the keeper as its stdio, and
+the keeper makes it the command's controlling terminal (protocol.py, pty
+mode). This module only opens and sizes terminals: it must never start,
+signal or wait for a process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import termios
+
+_WINSIZE = struct.Struct("HHHH")  # struct winsize: rows, cols, xpixel, ypixel
+
+
+def window_size(fd: int) -> tuple[int, int, int, int] | None:
+    """The window size of the terminal on fd as (rows, cols, xpixel, ypixel); None if fd is no terminal."""
+    try:
+        raw = fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * _WINSIZE.size)
+    except OSError:
+        return None
+    rows, cols, xpix, ypix = _WINSIZE.unpack(raw)
+    return rows, cols, xpix, ypix
+
+
+def set_window_size(fd: int, size: tuple[int, int, int, int]) -> None:
+    """Set the window size of the terminal on fd (a pty master: the kernel then sends SIGWINCH to its foreground)."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, _WINSIZE.pack(*size))
+
+
+def owner_window_size() -> tuple[int, int, int, int] | None:
+    """The window size of the first of our stdin, stdout, stderr that is a terminal with a size; None if none is."""
+    for fd in (0, 1, 2):
+        size = window_size(fd)
+        if size is not None and size[0] and size[1]:
+            return size
+    return None
+
+
+def open_pty() -> tuple[int, int]:
+    """(master, slave) of a new pseudo-terminal, both close-on-exec, sized like the owner's terminal if it has one."""
+    master, slave = os.openpty()
+    try:
+        size = owner_window_size()
+        if size is not None:
+            set_window_size(slave, size)
+    except BaseException:
+        os.close(master)
+        os.close(slave)
+        raise
+    return master, slave
