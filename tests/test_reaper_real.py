@@ -257,3 +257,37 @@ def test_cli_reap_bad_input_exits_2_with_one_json_object(args):
     assert r.returncode == 2
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and doc["error"]["message"]
+
+
+def test_a_scoped_sweep_leaves_another_owners_orphans_that_appear_meanwhile(started, monkeypatch):
+    """A scoped sweep's later passes take new processes only as late forks of what it took (the same dead owner)."""
+    from proctree._reaper import reap as _reap
+
+    pipe_a, pipe_b = os.pipe(), os.pipe()
+    try:
+        a = orphaned_tree("session", started, pipe_a)
+        ours = {a["cmd"], a["scrubbed"], a["daemon"]}
+        other = {}
+        real_end = _reap._end_selection
+
+        def end_then_another_owner_dies(*args, **kwargs):
+            out = real_end(*args, **kwargs)
+            if not other:  # between the first pass and the next: another owner's tree is orphaned
+                other.update(orphaned_tree("session", started, pipe_b))
+            return out
+
+        monkeypatch.setattr(_reap, "_end_selection", end_then_another_owner_dies)
+        report = proctree.reap_orphans(within=ours, grace=0.5)
+        monkeypatch.undo()
+        theirs = {other["cmd"], other["scrubbed"], other["daemon"]}
+        assert report.ok and wait_gone(ours, 5)
+        assert all(alive(p) for p in theirs), "a scoped sweep ended another owner's orphans"
+        assert not theirs & {o.proc.pid for o in report.candidates}
+        assert proctree.reap_orphans(within=theirs, grace=0.5).ok
+        assert wait_gone(theirs, 5)
+    finally:
+        for fd in (*pipe_a, *pipe_b):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -201,6 +201,12 @@ def reap_orphans(
         passes += 1
         again, receipts, seen = _find(*args, seen_before=first_seen)
         new = [o for o in again.orphans if o.proc.identity not in handled]
+        if scoped:
+            # A process new since the first read joins the scope only as a late fork of
+            # what was taken: its evidence names the same dead owner. Another owner's
+            # orphans, started meanwhile elsewhere, stay out of a scoped sweep.
+            owners = {o.owner for o in candidates}
+            new = [o for o in new if o.owner in owners]
         if not new:
             break
         again.orphans = new
