@@ -317,3 +317,19 @@ def test_terminate_from_another_thread_while_one_waits(trees):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_wait_async_and_terminate_async_at_once(mode):
+    """A teardown in a worker thread while the loop watches the status pipe: the wait ends, no fd is misused."""
+
+    async def main():
+        trees = [await spawn_async(["sleep", "60"], contain=mode) for _ in range(3)]
+        waits = [asyncio.ensure_future(t.wait_async(timeout=20)) for t in trees]
+        await asyncio.sleep(0.05)
+        reps = await asyncio.gather(*(t.terminate_async(grace=1) for t in trees))
+        rcs = await asyncio.wait_for(asyncio.gather(*waits), 20)
+        assert all(r.ok for r in reps)
+        assert rcs == [-signal.SIGTERM] * 3
+
+    asyncio.run(main())

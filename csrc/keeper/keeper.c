@@ -1,8 +1,9 @@
 /* The native keeper: the small process that holds a contained tree together.
  *
  * It speaks the keeper protocol of proctree/_containment/protocol.py (its
- * command line and its status lines) and does what keeper.py does, mode by
- * mode; tests/test_keeper_protocol.py checks both (PROCTREE_KEEPER selects it).
+ * command line and its status lines); tests/test_keeper_protocol.py holds it
+ * to that protocol. build_keeper.py builds it into the package, beside the
+ * extension module, from the core's own sources.
  *
  * Why this shape:
  * - Signals are blocked, never handled: a signal the owner ignored stays
@@ -68,7 +69,7 @@
 extern char **environ;
 
 #define FIXED        12    /* fields before "--" (protocol._FIXED) */
-#define MAX_PROCS    16384 /* members one scan holds (keeper.py's MAX_PROCS) */
+#define MAX_PROCS    16384 /* members one scan holds */
 #define SET_SLOTS    32768 /* identity set slots: a power of two, twice MAX_PROCS */
 #define MAX_CG_DIRS  4096  /* nested cgroups visited at most */
 #define MAX_CG_DEPTH 32
@@ -688,8 +689,14 @@ static void scan(bool full)
     g_sgen++;
     g_ncur = 0;
 #ifdef __linux__
-    if (K.cgroup)
+    if (K.cgroup) {
         cg_each(add_cgroup_procs, false);
+        /* The cgroup holds the whole tree (nothing leaves it without privilege), and the kernel's populated flag
+         * is the proof of "nothing left": no walk, no marker sweep. A populated cgroup whose lists read empty
+         * (a race, or an unreadable nested cgroup) falls through to the scans below. */
+        if (g_ncur > 0 || !cg_populated())
+            return;
+    }
 #endif
     bool walked = false;
     if (!full && K.mode != M_SESSION) {
@@ -1232,7 +1239,7 @@ static uint64_t start_of(pid_t pid)
     return 0;
 }
 
-/* Returns the keeper's exit status once the command and its tree are done (keeper.py's run()). */
+/* Returns the keeper's exit status once the command and its tree are done. */
 static int run(void)
 {
     int rc = setup_events();

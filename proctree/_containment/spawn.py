@@ -679,6 +679,8 @@ class Tree:
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
         self._recovered = threading.Event()  # set once what a lost keeper left is ended
+        self._readers = 0  # wait_async() calls watching the status pipe
+        self._closing: list[int] = []  # status pipe fds to close once no wait_async() watches them
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
         self.stop_signal: int | None = None  # the signal of the last stop reported
@@ -913,9 +915,12 @@ class Tree:
     async def wait_async(self, timeout: float | None = None) -> int:
         """wait() without blocking the event loop."""
         loop = asyncio.get_running_loop()
-        if self._status is None and self._status_fd is not None:
+        with self._lock:
+            fd = self._status_fd if self._status is None else None
+            if fd is not None:
+                self._readers += 1  # the fd stays open (not reused) while the loop watches it
+        if fd is not None:
             fut = loop.create_future()
-            fd = self._status_fd
 
             def readable():
                 if self._pump(time.monotonic()) and not fut.done():
@@ -929,6 +934,11 @@ class Tree:
                 raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
             finally:
                 loop.remove_reader(fd)
+                with self._lock:
+                    self._readers -= 1
+                    if not self._readers:
+                        _close_fds(self._closing)
+                        self._closing = []
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
@@ -1185,8 +1195,8 @@ class Tree:
                 self._report = self._recovery = report
                 if self._lost is not None:
                     self._lost.report = report
-                # The status pipe stays open: a wait_async() may be watching it (the Tree's next call closes it).
-                self._finish(clean=report.ok, close_status=False)
+                # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
+                self._finish(clean=report.ok, release_fds=False)
             finally:
                 self._recovered.set()
 
@@ -1231,14 +1241,14 @@ class Tree:
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return await _in_worker(functools.partial(self._terminate, grace))
 
-    def _finish(self, clean=None, close_status=True):
+    def _finish(self, clean=None, release_fds=True):
         """Reap the keeper (it ends once its tree is gone), remove the cgroup, and the receipt.
 
         clean: whether the tree is known to have ended with nothing left (a
         teardown's report.ok); None: it did, unless session mode kept orphans
         that may still run (their receipt stays, for the reaper).
-        close_status: close the status pipe too (not from the keeper watch's
-        thread: a wait_async() may be watching the pipe).
+        release_fds: close the status pipe and the pty too (not from the
+        keeper watch's thread: a wait_async() or a pty relay may be reading).
         """
         with self._lock:
             _keeper_watch().forget(self.keeper_pid)  # before it is reaped: the watch trusts its own events
@@ -1252,10 +1262,9 @@ class Tree:
             self._pump(time.monotonic() + 0.5)
             if self._status is None and self._lost is None:
                 self._status = _rc_to_status(self._popen.returncode)
-            if self._status_fd is not None and close_status:
-                os.close(self._status_fd)
-                self._status_fd = None
-            self._close_pty()
+            if release_fds:
+                self._close_status_fd()
+                self._close_pty()
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
                     _owner.end_cgroup(self.cgroup, 0)
@@ -1285,11 +1294,19 @@ class Tree:
                 self._remove_receipt()
                 self._release_fds()
 
+    def _close_status_fd(self):
+        """Close the status pipe; while a wait_async() watches it, only once that ends (its number stays ours)."""
+        with self._lock:
+            fd, self._status_fd = self._status_fd, None
+            if fd is not None:
+                if self._readers:
+                    self._closing.append(fd)
+                else:
+                    _close_fds((fd,))
+
     def _release_fds(self):
         _close_stdio(self)
-        if self._status_fd is not None:
-            _close_fds((self._status_fd,))
-            self._status_fd = None
+        self._close_status_fd()
         self._close_pty()
 
     def _close_pty(self):
