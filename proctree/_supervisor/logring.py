@@ -171,7 +171,8 @@ def render_line(line: str) -> tuple[str, str]:
     text = _SGR.sub("", raw)
     if text == raw:
         return text, text
-    if not raw.endswith(_RESET) and not raw.endswith("\x1b[m"):
+    colours = _SGR.findall(raw)  # each spelt ESC [ params m by now
+    if colours and colours[-1][2:-1] not in ("", "0"):
         raw += _RESET  # a colour left on would paint whatever the terminal prints next
     return text, raw
 

@@ -225,11 +225,23 @@ def port_from_command(command: str | Sequence[str], env: Mapping[str, str] | Non
             port = _port_number(m.group(1), env)
             if port is not None:
                 return port
-        if word in ("runserver", "http.server") and i + 1 < len(words):
-            port = _port_number(words[i + 1].rpartition(":")[2], env)  # 8000 or 0.0.0.0:8000
+        if word in ("runserver", "http.server"):
+            port = _positional_port(words[i + 1 :], env)
             if port is not None:
                 return port
     return _port_number(env.get("PORT", ""), env)
+
+
+_VALUE_OPTIONS = {"--bind", "-b", "--directory", "-d", "--protocol", "--settings", "--pythonpath"}
+
+
+def _positional_port(args: list[str], env: Mapping[str, str]) -> int | None:
+    """The port argument of `runserver [ADDR:]PORT` or `http.server [options] PORT`, or None."""
+    for i, arg in enumerate(args):
+        if arg.startswith("-") or (i > 0 and args[i - 1] in _VALUE_OPTIONS):
+            continue
+        return _port_number(arg.rpartition(":")[2], env)  # 8000 or 0.0.0.0:8000
+    return None
 
 
 def _port_from_flags(words: list[str], env: Mapping[str, str]) -> int | None:
@@ -422,6 +434,8 @@ def _parse_host_port(arg: Any, default_host: str) -> tuple[str, int]:
     text = arg.strip()
     if text.lower().startswith("tcp://"):
         text = text[6:]
+    elif text.startswith("//"):  # "tcp://HOST:PORT" split at its first colon
+        text = text[2:]
     host, sep, port_text = text.rpartition(":")
     if not sep:
         host, port_text = default_host, text
@@ -640,8 +654,13 @@ class Detector:
 
     def preflight(self, timeout: float = 0.2) -> bool:
         """Check, before the spawn, whether self.port already answers; if so it is ignored from now on."""
-        if self.port is not None and self.spec.kind not in ("none", "log", "exec"):
-            host = self.spec.host if self.spec.kind == "tcp" else "localhost"
+        if self.port is not None:
+            if self.spec.kind == "tcp":
+                host = self.spec.host
+            elif self.spec.kind == "http" and self.spec.url:
+                host = _url_target(self.spec.url)[0]
+            else:
+                host = "localhost"
             if port_answers(host, self.port, timeout):
                 self.port_preoccupied = True
         return self.port_preoccupied
@@ -654,8 +673,8 @@ class Detector:
         if self.ready_by is not None or self.spec.kind == "none":
             return None
         url = find_url(text)
-        if url is not None and self.url is None:
-            self.url = url  # learned whatever the kind, for the snapshot
+        if url is not None and self.url is None and self._trusted(_url_target(url)[1]):
+            self.url = url  # learned whatever the kind, for the snapshot (never a stranger's on a taken port)
         if self.spec.kind == "log":
             if self.spec.regex is not None and self.spec.regex.search(strip_ansi(text)):
                 return self._ready("log")
