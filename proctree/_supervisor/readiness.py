@@ -65,7 +65,6 @@ _URL = re.compile(
     r"(?P<path>/[\w\-./~%?#=&+:@!$,;*']*)?",
     re.IGNORECASE,
 )
-_URL_HINT = re.compile(r"https?://", re.IGNORECASE)
 
 
 def _connectable(host: str) -> str:
@@ -87,7 +86,7 @@ def find_url(line: str) -> str | None:
     1-65535. The result is scheme://host:port/path with the port spelt out.
     Control sequences in line are ignored.
     """
-    if not _URL_HINT.search(line):
+    if "://" not in line:
         return None
     line = strip_ansi(line)
     for m in _URL.finditer(line):
@@ -114,30 +113,35 @@ def _url_target(url: str) -> tuple[str, int]:
 
 # --- "listening on port N" ------------------------------------------------------------------------
 
+# Where a listening line puts its port: "port 8000" / "port: 8000", or ":8000" after a host, a
+# scheme://host, or nothing at all ("Listening on :8080").
+_PORT_SPOT = re.compile(r"\bport\b[\s:=#]*(?P<p1>\d{1,5})(?![\d.:])|:(?P<p2>\d{1,5})(?![\d:.\w])", re.IGNORECASE)
+# The characters of what may stand before such a colon: a host, [v6], *, or scheme://host.
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-[]:*/")
+_HOST_REACH = 64
 # What servers say once they listen (express, postgres, gin, echo, next, puma, http.server, ...),
-# then, within a short stretch of the same line, the port: "port 8000", "port: 8000", "tcp://h:N",
-# "host:N" or a bare ":N".
-_PHRASE = re.compile(
+# within _PHRASE_REACH characters before the port.
+_VERB = re.compile(
     r"\b(?:listening|listens|listen|serving|running|started|starting|bound|available|"
-    r"accepting\s+connections|ready|server\s+(?:is\s+)?(?:up|on))\b"
-    r"(?P<gap>[^\n]{0,80}?)"
-    r"(?:"
-    r"\bport\b[\s:=#]*(?P<p1>\d{1,5})(?![\d.:])"
-    r"|\b(?:tcp|http|https)://(?P<h2>[\w.\-]+|\[[0-9a-fA-F:.]*\]):(?P<p2>\d{1,5})(?!\d)"
-    r"|(?<![\w\]:.*]):(?P<p3>\d{1,5})(?![\d:.]|\w)"
-    r"|(?P<h4>localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]*\]|\*|::):(?P<p4>\d{1,5})(?![\d:.]|\w)"
-    r")",
+    r"accepting\s+connections|ready|server\s+(?:is\s+)?(?:up|on))\b",
     re.IGNORECASE,
 )
-_PHRASE_HINT = re.compile(r"listen|serv|runn|start|bound|availab|accept|ready|\bup\b", re.IGNORECASE)
+_PHRASE_REACH = 80
+_VERB_HINTS = ("listen", "serving", "running", "start", "bound", "available", "accepting", "ready", " up", " on")
 _IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])")
+
+
+_LOCAL_NAMES = frozenset(("", "*", "::", "::1", "localhost", "0.0.0.0"))
+_DOTTED = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
 def _is_local_host(host: str) -> bool:
     """Whether a printed host is loopback, a wildcard or localhost (the server answers on loopback)."""
     host = host.strip("[]").lower()
-    if host in ("", "*", "::", "localhost"):
+    if host in _LOCAL_NAMES:
         return True
+    if not (_DOTTED.fullmatch(host) or "::" in host or host.count(":") == 7):
+        return False  # a name, or not an address at all (a time of day): quickly, as this runs per line
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
@@ -154,18 +158,28 @@ def find_listening_port(line: str) -> int | None:
     A line naming a host that is neither loopback nor a wildcard gives None
     (the server does not answer on loopback), as does a port outside 1-65535.
     """
-    if not _PHRASE_HINT.search(line):
+    low = line.lower()
+    if not any(word in low for word in _VERB_HINTS):
         return None
     line = strip_ansi(line)
-    for m in _PHRASE.finditer(line):
-        host = m.group("h2") or m.group("h4") or ""
-        if host and not _is_local_host(host):
+    for m in _PORT_SPOT.finditer(line):
+        port = int(m.group("p1") or m.group("p2"))
+        if not 1 <= port <= 65535:
             continue
-        if any(not _is_local_host(ip) for ip in _IPV4.findall(m.group("gap"))):
+        if m.group("p2"):
+            start = end = m.start()
+            while start > 0 and end - start < _HOST_REACH and line[start - 1] in _HOST_CHARS:
+                start -= 1
+            before = line[start:end]
+            if before and not _is_local_host(before.rpartition("://")[2]):
+                continue  # "listening on 10.0.0.5:3000", or a time of day
+        verbs = list(_VERB.finditer(line, max(0, m.start() - _PHRASE_REACH), m.start()))
+        if not verbs:
+            continue
+        # The stretch between the last verb and the port is where a host would be named.
+        if any(not _is_local_host(ip) for ip in _IPV4.findall(line, verbs[-1].end(), m.start())):
             continue  # "listening on 10.0.0.5 port 3000"
-        port = int(m.group("p1") or m.group("p2") or m.group("p3") or m.group("p4"))
-        if 1 <= port <= 65535:
-            return port
+        return port
     return None
 
 
@@ -607,6 +621,11 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
 # --- the detector ---------------------------------------------------------------------------------
 
 
+# How much of a line on_line() looks at: readiness lines are short, and a chatty service's
+# 16 KiB lines must not cost the supervisor more than their first few KiB.
+_LINE_REACH = 4096
+
+
 class Detector:
     """Readiness of one service run: feed it output lines, and call probe() between them.
 
@@ -620,7 +639,8 @@ class Detector:
     first time a line proves it; probe() runs one round and returns "url" or
     "phrase" (an earlier line's URL or port, now answering), "tcp", "http",
     "exec" or "port" (auto mode's probe of self.port). Both return None once
-    ready_by is set.
+    ready_by is set. on_line() looks at the first 4096 characters of a line
+    and may connect to loopback once (a quick, synchronous check).
     """
 
     def __init__(
@@ -672,6 +692,7 @@ class Detector:
         """How this output line proves readiness ("url", "phrase", "log"), or None."""
         if self.ready_by is not None or self.spec.kind == "none":
             return None
+        text = text[:_LINE_REACH]
         url = find_url(text)
         if url is not None and self.url is None and self._trusted(_url_target(url)[1]):
             self.url = url  # learned whatever the kind, for the snapshot (never a stranger's on a taken port)
