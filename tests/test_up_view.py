@@ -132,6 +132,7 @@ def test_exit_status(fields, status, words):
         ),
         ("ready", {"port": 5000, "ready_by": "tcp"}, "web.1 ready on port 5000 (port answers)"),
         ("ready", {}, "web.1 ready"),
+        ("ready", {"port": 5100, "ready_by": "port"}, "web.1 ready on port 5100 (its port answers)"),
         ("running", {"port": 5000}, "web.1 running (nothing proved it ready yet)"),
         (
             "running",

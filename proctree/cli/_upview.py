@@ -34,6 +34,7 @@ READY_BY = {
     "phrase": "a listening line in its output",
     "log": "its ready pattern",
     "tcp": "port answers",
+    "port": "its port answers",
     "http": "http probe",
     "exec": "ready command",
 }
