@@ -352,6 +352,12 @@ def test_char_budget_drops_old_rows_first():
     assert page.dropped == 39 == ring.dropped_total
 
 
+def test_char_budget_default_follows_a_large_max_line():
+    ring = LogRing(max_line=4 << 20)
+    assert ring.max_chars == 16 << 20  # a 4 Mi-character line still fits, text and raw
+    assert LogRing().max_chars == 4 << 20
+
+
 def test_char_budget_never_drops_the_newest_row():
     ring = LogRing(max_rows=10, max_line=16, max_chars=288)
     ring.feed(b"a" * 16 + b"\n")

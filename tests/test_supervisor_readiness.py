@@ -68,6 +68,7 @@ URL_CASES = [
     ("http://localhost:0/", None),
     ("http://localhost:99999/", None),
     ("http://256.0.0.1:80/", None),
+    ("http://localhost:\u0668\u0660\u0660\u0660/", None),  # Arabic-Indic digits are not a port
     ("listening on port 3000", None),
     ("", None),
 ]
@@ -154,6 +155,8 @@ COMMAND_CASES = [
     ("node server.js", {"PORT": "abc"}, None),
     ("echo 'unbalanced", None, None),
     ("sleep 10:30", None, None),
+    ("serve --port \u00b2", None, None),  # a superscript two is a digit to str.isdigit(), not a port
+    ("serve --port \u0668\u0660\u0660\u0660", None, None),
     ("", None, None),
     ([], None, None),
 ]
@@ -217,6 +220,13 @@ BAD_CASES = [
     ({"tcp": 0}, ValueError, "1-65535"),
     ("tcp:", ValueError, "no port"),
     ("tcp:web", ValueError, "no port"),
+    ("tcp:[::1]", ValueError, "no port"),
+    ("tcp:+80", ValueError, "no port"),
+    ("tcp:\u0668\u0660\u0660\u0660", ValueError, "no port"),
+    ("http://[::1:80/", ValueError, "IPv6"),
+    ("http://x:abc/", ValueError, "Port"),
+    ({"tcp": 8000, "timeout": 10**400}, ValueError, "timeout"),
+    ({"tcp": 8000, "interval": -1}, ValueError, "interval"),
     ("http://localhost:70000/", ValueError, "out of range|port"),
     ("http://localhost:0/", ValueError, "1-65535"),
     ("http://:80/", ValueError, "no host"),
@@ -257,6 +267,33 @@ BAD_CASES = [
 def test_parse_ready_refuses(value, error, match):
     with pytest.raises(error, match=match):
         parse_ready(value)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: tcp_probe("127.0.0.1", 70000, 1), ValueError, "1-65535"),
+        (lambda: tcp_probe("127.0.0.1", 0, 1), ValueError, "1-65535"),
+        (lambda: tcp_probe("127.0.0.1", True, 1), TypeError, "port"),
+        (lambda: tcp_probe(None, 80, 1), TypeError, "host"),
+        (lambda: tcp_probe("127.0.0.1", 80, -1), ValueError, "timeout"),
+        (lambda: tcp_probe("127.0.0.1", 80, float("nan")), ValueError, "timeout"),
+        (lambda: http_probe("ftp://localhost/", None, 1), ValueError, "http://"),
+        (lambda: http_probe(b"http://localhost/", None, 1), TypeError, "url"),
+        (lambda: http_probe("http://localhost/", None, "1"), TypeError, "timeout"),
+        (lambda: exec_probe("true", -1), ValueError, "timeout"),
+    ],
+)
+def test_probes_refuse_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        run(call())
+
+
+def test_port_answers_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="1-65535"):
+        port_answers("127.0.0.1", 65536)
+    with pytest.raises(TypeError):
+        port_answers(80, 80)
 
 
 def test_ready_spec_refuses_an_unknown_kind():

@@ -210,6 +210,8 @@ def cut_mark(dropped_chars: int) -> str:
     return f" …[cut: {dropped_chars} more characters]"
 
 
+DEFAULT_MAX_CHARS = 4 * 1024 * 1024
+
 # --- the ring -------------------------------------------------------------------------------
 
 
@@ -228,13 +230,17 @@ class LogRing:
     made; an incomplete last line is held (never more than max_line characters
     of it) until its newline or close(). The ring keeps the newest max_rows
     rows, and drops older ones sooner if all rows together would exceed
-    max_chars characters (so 2000 rows of 16 KiB cannot add up to 64 MB).
+    max_chars characters (default: 4 Mi, or 4 * max_line if more), so 2000
+    rows of 16 KiB cannot add up to 64 MB.
     Thread-safe: the reader may run in another thread than the feeder.
     """
 
-    def __init__(self, max_rows: int = 2000, max_line: int = 16384, max_chars: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, max_rows: int = 2000, max_line: int = 16384, max_chars: int | None = None) -> None:
         self.max_rows = _check_bound(max_rows, "max_rows", 1)
         self.max_line = _check_bound(max_line, "max_line", 16)
+        if max_chars is None:
+            max_chars = max(DEFAULT_MAX_CHARS, 4 * self.max_line)
+        # A row's text and raw are each at most max_line (+ the cut mark): the newest row always fits.
         self.max_chars = _check_bound(max_chars, "max_chars", self.max_line * 2 + 256)
         self._rows: collections.deque[Row] = collections.deque()
         self._chars = 0  # characters held by self._rows (text, plus raw where it differs)

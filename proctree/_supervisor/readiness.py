@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import math
 import os
 import re
 import shlex
@@ -33,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._validate import check_seconds
 from .logring import strip_ansi
 
 __all__ = [
@@ -63,7 +63,7 @@ _URL = re.compile(
     # localhost@evil.example or :8000abc.
     r"(?![\w.@:-])"
     r"(?P<path>/[\w\-./~%?#=&+:@!$,;*']*)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 
 
@@ -115,7 +115,9 @@ def _url_target(url: str) -> tuple[str, int]:
 
 # Where a listening line puts its port: "port 8000" / "port: 8000", or ":8000" after a host, a
 # scheme://host, or nothing at all ("Listening on :8080").
-_PORT_SPOT = re.compile(r"\bport\b[\s:=#]*(?P<p1>\d{1,5})(?![\d.:])|:(?P<p2>\d{1,5})(?![\d:.\w])", re.IGNORECASE)
+_PORT_SPOT = re.compile(
+    r"\bport\b[\s:=#]*(?P<p1>\d{1,5})(?![\d.:])|:(?P<p2>\d{1,5})(?![\d:.\w])", re.IGNORECASE | re.ASCII
+)
 # The characters of what may stand before such a colon: a host, [v6], *, or scheme://host.
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-[]:*/")
 _HOST_REACH = 64
@@ -128,11 +130,11 @@ _VERB = re.compile(
 )
 _PHRASE_REACH = 80
 _VERB_HINTS = ("listen", "serving", "running", "start", "bound", "available", "accepting", "ready", " up", " on")
-_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])")
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])", re.ASCII)
 
 
 _LOCAL_NAMES = frozenset(("", "*", "::", "::1", "localhost", "0.0.0.0"))
-_DOTTED = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+_DOTTED = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}", re.ASCII)
 
 
 def _is_local_host(host: str) -> bool:
@@ -188,8 +190,10 @@ def find_listening_port(line: str) -> int | None:
 _PORT_FLAGS = ("--port", "-p", "--http-port", "--listen-port", "--server-port")
 _BIND_FLAGS = ("--bind", "-b", "--listen", "--host", "--addr", "--address")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_HOST_PORT = re.compile(r"^(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]*\]|\*|)?:(\d{1,5})$", re.IGNORECASE)
-_DOCKER_PUBLISH = re.compile(r"^(?:[\d.]+:)?(\d{1,5}):\d{1,5}(?:/\w+)?$")
+_HOST_PORT = re.compile(
+    r"^(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]*\]|\*|)?:(\d{1,5})$", re.IGNORECASE | re.ASCII
+)
+_DOCKER_PUBLISH = re.compile(r"^(?:[\d.]+:)?(\d{1,5}):\d{1,5}(?:/\w+)?$", re.ASCII)
 _VAR = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 
 
@@ -199,7 +203,7 @@ def _port_number(text: str, env: Mapping[str, str]) -> int | None:
     if var:
         text = env.get(var.group(1) or var.group(2), "")
     text = text.strip()
-    if not text.isdigit() or len(text) > 5:
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
         return None
     port = int(text)
     return port if 1 <= port <= 65535 else None
@@ -264,7 +268,7 @@ def _port_from_flags(words: list[str], env: Mapping[str, str]) -> int | None:
         name, eq, value = word.partition("=")
         if name in _PORT_FLAGS or name in _BIND_FLAGS:
             value = value if eq else following
-        elif word.startswith("-p") and len(word) > 2 and word[2:].isdigit():
+        elif word.startswith("-p") and len(word) > 2 and word[2:].isascii() and word[2:].isdigit():
             value = word[2:]
         else:
             continue
@@ -454,7 +458,8 @@ def _parse_host_port(arg: Any, default_host: str) -> tuple[str, int]:
     if not sep:
         host, port_text = default_host, text
     host = host.strip("[]") or default_host
-    if not port_text.strip().lstrip("-").isdigit():
+    port_text = port_text.strip()
+    if not re.fullmatch(r"-?[0-9]+", port_text):
         raise ValueError(f"ready tcp: {arg!r} has no port number (write tcp:8000 or tcp:HOST:8000)")
     return host, _check_port(int(port_text), "ready tcp port")
 
@@ -482,19 +487,28 @@ def _check_url(url: str) -> str:
 
 
 def _check_seconds(value: Any, what: str, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)
-    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0 or (positive and seconds == 0):
-        raise ValueError(f"{what} must be a finite number of seconds {'> 0' if positive else '>= 0'}, got {value!r}")
+    seconds = check_seconds(value, what)
+    if positive and seconds == 0:
+        raise ValueError(f"{what} must be more than 0 seconds, got {value!r}")
     return seconds
 
 
 # --- probes ---------------------------------------------------------------------------------------
 
 
+def _check_target(host: object, port: object, timeout: object) -> float:
+    """TypeError / ValueError for a probe's bad host, port or timeout; the timeout as a float."""
+    if not isinstance(host, str):
+        raise TypeError(f"host must be a string, not {type(host).__name__}")
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an int, not {type(port).__name__}")
+    _check_port(port, "port")
+    return _check_seconds(timeout, "timeout")
+
+
 async def tcp_probe(host: str, port: int, timeout: float) -> bool:
     """Whether host:port accepts a TCP connection within timeout (the connection is closed at once)."""
+    timeout = _check_target(host, port, timeout)
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), port), timeout)
     except (OSError, asyncio.TimeoutError, ValueError):
@@ -515,6 +529,10 @@ async def http_probe(url: str, expect_status: int | None, timeout: float) -> boo
     not checked (a development server's is usually self-signed). Only the
     status line is read.
     """
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a string, not {type(url).__name__}")
+    _check_url(url)
+    timeout = _check_seconds(timeout, "timeout")
     try:
         return await asyncio.wait_for(_http_status_ok(url, expect_status), timeout)
     except (OSError, asyncio.TimeoutError, ValueError, asyncio.IncompleteReadError, ssl.SSLError):
@@ -565,6 +583,7 @@ async def exec_probe(
     """
     from .._containment.spawn import spawn_async  # layer 4; loaded when a probe first runs
 
+    timeout = _check_seconds(timeout, "timeout")
     shell = isinstance(command, str)
     try:
         tree = await spawn_async(
@@ -606,6 +625,7 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
     127.0.0.1), so a server on either counts. Synchronous and quick: a
     loopback connect answers at once, and timeout bounds the rest.
     """
+    timeout = _check_target(host, port, timeout)
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
