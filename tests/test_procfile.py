@@ -54,7 +54,8 @@ PROCFILE_ERRORS = [
     ("web:    ", 1, "no command"),
     ("web: a\n\nweb: b", 3, "defined twice (first on line 1)"),
     ("web: a\0b", 1, "NUL"),
-    ("x" * 65 + ": a", 1, "longer than 64"),
+    ("x" * 61 + ": a", 1, "longer than 60"),
+    ("-web: a", 1, "starts with a letter"),
     ("", None, "no entries"),
     ("# only\n\n   \n", None, "no entries"),
 ]

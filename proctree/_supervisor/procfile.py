@@ -22,7 +22,8 @@ _ENTRY = re.compile(r"([A-Za-z0-9_-]+):[ \t]*(.*)")
 # Past this a Procfile is not a Procfile; refusing early keeps a mistake
 # (-f pointing at a log file) from being read whole.
 MAX_BYTES = 1 << 20
-MAX_NAME = 64
+# A service name is at most 64 characters (spec.check_name), and an instance adds up to ".100".
+MAX_NAME = 60
 
 
 class ProcfileError(ValueError):
@@ -73,6 +74,8 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
         if match is None:
             raise ProcfileError(_why_not_an_entry(line), source=source, line=number)
         name, command = match.group(1), match.group(2).strip()
+        if name.startswith("-"):
+            raise ProcfileError(f"{name!r}: a name starts with a letter, a digit or '_'", source=source, line=number)
         if len(name) > MAX_NAME:
             raise ProcfileError(
                 f"the name {name[:20]!r}... is longer than {MAX_NAME} characters", source=source, line=number
