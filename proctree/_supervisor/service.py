@@ -237,7 +237,7 @@ class Service:
                 self._poke.clear()
                 end = await self._run_once()
                 if end is None:
-                    return  # could not start: failed already
+                    return  # not started (failed, or stopped before the spawn): final already
                 if self.intent == STOP or self.reaped:
                     self._finish(STOPPED)
                     return
@@ -376,6 +376,9 @@ class Service:
         self.ready_at = self.ended_at = None
         self.exit_code = self.exit_signal = None
         self.kill_incomplete = False
+        if self.intent == STOP:  # asked to stop during the pre-flight: nothing to spawn
+            self._finish(STOPPED)
+            return None
         shell = isinstance(spec.command, str)
         try:
             tree = await spawn_async(
@@ -443,6 +446,8 @@ class Service:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
         interval = detector.spec.interval
+        if detector.spec.kind == "none":
+            return
         while self.status in (STARTING, RUNNING) and detector.ready_by is None:
             if self.status == STARTING or detector.spec.kind != "exec":
                 try:
