@@ -546,7 +546,8 @@ def test_detector_phrase_confirmed_once_the_port_answers(servers):
     detector = Detector(ReadySpec(interval=0.1), "node app.js", {})
     assert detector.port is None
     assert run(until_ready(detector, server.tree)) == "phrase"
-    assert detector.port == port and detector.url == f"http://127.0.0.1:{port}/"
+    assert detector.port == port
+    assert detector.url is None  # a phrase says a port, not a protocol: no URL is made up
 
 
 def test_detector_url_in_output_is_confirmed_before_it_counts():
@@ -558,6 +559,71 @@ def test_detector_url_in_output_is_confirmed_before_it_counts():
         listener.bind(("127.0.0.1", port))
         listener.listen(5)
         assert run(detector.probe()) == "url"
+
+
+def test_detector_url_proven_is_the_one_that_answered():
+    """Two URLs printed before anything listens: the one that answers first is the service's."""
+    first, second = free_port(), free_port()
+    detector = Detector(ReadySpec(), "x")
+    assert detector.on_line(f"docs at http://localhost:{first}/docs") is None
+    assert detector.on_line(f"Local: http://127.0.0.1:{second}/") is None
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", second))
+        listener.listen(5)
+        assert run(detector.probe()) == "url"
+    assert (detector.url, detector.port) == (f"http://127.0.0.1:{second}/", second)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[vite] proxying /api to http://localhost:{port}/",
+        "[HPM] Proxy created: /  -> http://127.0.0.1:{port}",
+        "connecting to database at http://localhost:{port}/",
+        "upstream http://127.0.0.1:{port} is up",
+        "forwarding to http://localhost:{port}/",
+        "proxy target: http://0.0.0.0:{port}",
+    ],
+)
+def test_detector_ignores_lines_about_other_servers(http_server, line):
+    """A proxy target or a database that answers is not the service being ready."""
+    detector = Detector(ReadySpec(), "vite", {})
+    assert detector.on_line(line.format(port=http_server.port)) is None
+    assert run(detector.probe()) is None and detector.url is None
+
+
+def test_detector_believes_a_self_described_backend(http_server):
+    for line in (
+        "Backend server listening on port {port}",
+        "Connected to MongoDB, server listening on port {port}",
+        "Local: http://localhost:{port}/ (proxying /api to the backend)",
+        "Local: http://0.0.0.0:{port}/ (proxying /api to the backend)",
+    ):
+        detector = Detector(ReadySpec(), "x")
+        assert detector.on_line(line.format(port=http_server.port)) in ("phrase", "url")
+
+
+def test_detector_keeps_few_candidates():
+    detector = Detector(ReadySpec(), "x")
+    for _ in range(30):
+        detector.on_line(f"GET http://localhost:{free_port()}/x")
+    assert len(detector._candidates) == 8
+
+
+def test_detector_learns_the_url_whatever_the_kind(http_server):
+    line = f"Serving HTTP on 127.0.0.1 port {http_server.port} (http://127.0.0.1:{http_server.port}/) ..."
+    for ready in ("log:^never$", f"tcp:{free_port()}", "exec:false"):
+        detector = Detector(parse_ready(ready), "x")
+        assert detector.on_line(line) is None
+        assert detector.url == f"http://127.0.0.1:{http_server.port}/" and detector.ready_by is None
+
+
+def test_preflight_skips_a_remote_host(http_server):
+    """tcp:HOST:PORT on another machine cannot be the service's own port: answering there is no pre-occupation."""
+    detector = Detector(parse_ready(f"tcp:127.0.0.1:{http_server.port}"), "x")
+    assert detector.preflight()
+    remote = Detector(parse_ready({"tcp": http_server.port, "host": "db.example.invalid"}), "x")
+    assert not remote.preflight()
 
 
 def test_detector_ignores_non_loopback_urls():
@@ -602,6 +668,10 @@ def test_detector_none_is_never_ready(http_server):
     assert run(detector.probe()) is None
 
 
-def test_detector_refuses_a_bad_port():
+def test_detector_refuses_bad_arguments():
     with pytest.raises(ValueError, match="1-65535"):
         Detector(ReadySpec(), "x", port=0)
+    with pytest.raises(TypeError, match="port"):
+        Detector(ReadySpec(), "x", port="8000")
+    with pytest.raises(TypeError, match="ReadySpec"):
+        Detector("tcp:8000", "x")

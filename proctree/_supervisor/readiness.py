@@ -86,6 +86,12 @@ def find_url(line: str) -> str | None:
     1-65535. The result is scheme://host:port/path with the port spelt out.
     Control sequences in line are ignored.
     """
+    found = _find_url(line)
+    return None if found is None else found[0]
+
+
+def _find_url(line: str) -> tuple[str, str, int] | None:
+    """find_url(), with the line stripped of control sequences and where the URL starts in it."""
     if "://" not in line:
         return None
     line = strip_ansi(line)
@@ -99,7 +105,7 @@ def find_url(line: str) -> str | None:
         if not 1 <= port <= 65535:
             continue
         path = (m.group("path") or "/").rstrip(".,;:!?'")
-        return f"{scheme}://{_connectable(m.group('host'))}:{port}{path or '/'}"
+        return f"{scheme}://{_connectable(m.group('host'))}:{port}{path or '/'}", line, start
     return None
 
 
@@ -646,21 +652,37 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
 _LINE_REACH = 4096
 
 
+# Words that make a URL or port in a line somebody else's: a dev server's proxy target, a
+# server it connects to. Such a line proves nothing about the service itself.
+_OTHERS = re.compile(
+    r"\b(?:prox(?:y|ying|ied)|upstream|forward(?:s|ed|ing)?|connect(?:s|ed|ing)?\s+to|reach(?:ing)?)\b",
+    re.IGNORECASE,
+)
+_MAX_CANDIDATES = 8
+
+
+def _names_another(line: str, url_start: int) -> bool:
+    """Whether line (stripped) presents the URL at url_start as somebody else's ("proxying /api to http://...")."""
+    return _OTHERS.search(line, 0, url_start) is not None
+
+
 class Detector:
     """Readiness of one service run: feed it output lines, and call probe() between them.
 
     Built from the service's ReadySpec, command, environment and given port;
     self.port is the port it watches (the tcp spec's, else the given one,
-    else the command's), self.url the URL it learned or was given. Call
-    preflight() BEFORE the spawn (or pass preoccupied): a port that already
-    answers is never probed, and no URL or phrase on it counts.
+    else the command's, else the one its output proved), self.url the URL
+    its output proved (or the http spec's). Call preflight() BEFORE the spawn
+    (or pass preoccupied): a port that already answers is somebody else's,
+    never probed, and no URL or phrase on it counts.
 
     on_line() returns how readiness was proven ("url", "phrase" or "log") the
     first time a line proves it; probe() runs one round and returns "url" or
     "phrase" (an earlier line's URL or port, now answering), "tcp", "http",
     "exec" or "port" (auto mode's probe of self.port). Both return None once
     ready_by is set. on_line() looks at the first 4096 characters of a line
-    and may connect to loopback once (a quick, synchronous check).
+    and may connect to loopback once (a quick, synchronous check); a line
+    naming a proxy target, an upstream or a server it connects to proves nothing.
     """
 
     def __init__(
@@ -672,10 +694,14 @@ class Detector:
         preoccupied: bool = False,
         cwd: str | os.PathLike[str] | None = None,
     ) -> None:
+        if not isinstance(spec, ReadySpec):
+            raise TypeError(f"spec must be a ReadySpec (see parse_ready), not {type(spec).__name__}")
         self.spec = spec
         self.env = env
         self.cwd = cwd
         if port is not None:
+            if isinstance(port, bool) or not isinstance(port, int):
+                raise TypeError(f"port must be an int, not {type(port).__name__}")
             port = _check_port(port, "port")
         if spec.kind == "tcp":
             self.port: int | None = spec.port
@@ -688,69 +714,96 @@ class Detector:
         else:
             self.port = None
         self.url: str | None = spec.url if spec.kind == "http" else None
-        self.port_preoccupied = bool(preoccupied)
         self.ready_by: str | None = None
-        self._candidates: dict[tuple[str, int], str] = {}  # (host, port) printed but not answering yet -> how
+        self._taken: int | None = None  # the port somebody else answered on before the spawn
+        if preoccupied and self.port is not None:
+            self._taken = self.port
+        # (host, port) a line named that did not answer yet -> (how, the URL or None); newest last
+        self._candidates: dict[tuple[str, int], tuple[str, str | None]] = {}
+
+    @property
+    def port_preoccupied(self) -> bool:
+        """Whether the service's port answered before it was started (somebody else's server)."""
+        return self._taken is not None
 
     def preflight(self, timeout: float = 0.2) -> bool:
-        """Check, before the spawn, whether self.port already answers; if so it is ignored from now on."""
-        if self.port is not None:
-            if self.spec.kind == "tcp":
-                host = self.spec.host
-            elif self.spec.kind == "http" and self.spec.url:
-                host = _url_target(self.spec.url)[0]
-            else:
-                host = "localhost"
-            if port_answers(host, self.port, timeout):
-                self.port_preoccupied = True
-        return self.port_preoccupied
+        """Check, before the spawn, whether self.port already answers; if so it is ignored from now on.
+
+        Only a local port is checked: a remote host's (tcp:db.example:5432)
+        cannot be the service's own, so it answering proves nothing either way.
+        """
+        if self.port is None or self._taken is not None:
+            return self._taken is not None
+        if self.spec.kind == "tcp":
+            host = self.spec.host
+        elif self.spec.kind == "http" and self.spec.url:
+            host = _url_target(self.spec.url)[0]
+        else:
+            host = "localhost"
+        if _is_local_host(host) and port_answers(host, self.port, timeout):
+            self._taken = self.port
+        return self._taken is not None
 
     def _trusted(self, port: int) -> bool:
-        return not (self.port_preoccupied and port == self.port)
+        return port != self._taken
 
     def on_line(self, text: str) -> str | None:
         """How this output line proves readiness ("url", "phrase", "log"), or None."""
         if self.ready_by is not None or self.spec.kind == "none":
             return None
         text = text[:_LINE_REACH]
-        url = find_url(text)
-        if url is not None and self.url is None and self._trusted(_url_target(url)[1]):
-            self.url = url  # learned whatever the kind, for the snapshot (never a stranger's on a taken port)
-        if self.spec.kind == "log":
-            if self.spec.regex is not None and self.spec.regex.search(strip_ansi(text)):
+        found = _find_url(text)
+        url = None if found is None or _names_another(found[1], found[2]) else found[0]
+        if self.spec.kind != "auto":
+            if url is not None and self.url is None and self._trusted(_url_target(url)[1]):
+                self.url = url  # where the service says it is, for its snapshot; readiness is the spec's
+            if self.spec.kind == "log" and self.spec.regex is not None and self.spec.regex.search(strip_ansi(text)):
                 return self._ready("log")
             return None
         if url is not None:
             host, port = _url_target(url)
-            if self.spec.kind == "auto" and self._trusted(port):
-                if port_answers(host, port, 0.1):
-                    if self.port is None or not self.port_preoccupied:
-                        self.port = port
-                    return self._ready("url")
-                self._candidates[(host, port)] = "url"
-            return None
+            return self._claim(host, port, "url", url)
+        if found is not None:
+            return None  # a URL that is somebody else's: the line's port is not the service's either
         said = find_listening_port(text)
-        if said is not None and self.spec.kind == "auto" and self._trusted(said):
-            if port_answers("localhost", said, 0.1):
-                if self.url is None:
-                    self.url = f"http://127.0.0.1:{said}/"
-                self.port = said
-                return self._ready("phrase")
-            self._candidates[("localhost", said)] = "phrase"
+        if said is not None:
+            return self._claim("localhost", said, "phrase", None)
         return None
+
+    def _claim(self, host: str, port: int, how: str, url: str | None) -> str | None:
+        """A line says the service listens on host:port: ready if it answers, else remembered for probe()."""
+        if not self._trusted(port):
+            return None
+        if (host, port) in self._candidates:
+            return None  # already known: probe() retries it
+        if port_answers(host, port, 0.1):
+            return self._proven(port, how, url)
+        self._candidates[(host, port)] = (how, url)
+        if len(self._candidates) > _MAX_CANDIDATES:  # a service printing many URLs: keep the newest
+            del self._candidates[next(iter(self._candidates))]
+        return None
+
+    def _proven(self, port: int, how: str, url: str | None) -> str | None:
+        self.port = port
+        if url is not None:
+            self.url = url
+        self._candidates.clear()
+        return self._ready(how)
 
     async def probe(self) -> str | None:
         """One probe round; how it proved readiness, or None."""
         if self.ready_by is not None:
             return None
         timeout = self.spec.timeout
-        for (host, port), how in list(self._candidates.items()):
-            if await tcp_probe(host, port, timeout) if host != "localhost" else await _any_answers(port, timeout):
-                self._candidates.clear()
-                self.port = port
-                if self.url is None:
-                    self.url = f"http://127.0.0.1:{port}/"
-                return self._ready(how)
+        for (host, port), (how, url) in list(self._candidates.items()):
+            if host == "localhost":
+                answered = await _any_answers(port, timeout)
+            else:
+                answered = await tcp_probe(host, port, timeout)
+            if answered and self.ready_by is None:
+                return self._proven(port, how, url)
+        if self.ready_by is not None:  # a line proved it while this round was connecting
+            return None
         kind = self.spec.kind
         if kind == "tcp":
             assert self.port is not None
@@ -765,12 +818,14 @@ class Detector:
             assert self.spec.command is not None
             if await exec_probe(self.spec.command, timeout, self.cwd, self.env):
                 return self._ready("exec")
-        elif kind == "auto" and self.port is not None and not self.port_preoccupied:
+        elif kind == "auto" and self.port is not None and self._trusted(self.port):
             if await _any_answers(self.port, timeout):
                 return self._ready("port")
         return None
 
-    def _ready(self, how: str) -> str:
+    def _ready(self, how: str) -> str | None:
+        if self.ready_by is not None:
+            return None  # proven already (by a line while a probe ran): reported once
         self.ready_by = how
         return how
 
