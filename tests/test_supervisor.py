@@ -355,7 +355,7 @@ HOST = textwrap.dedent(r"""
     import proctree
 
     async def main():
-        async with proctree.Supervisor(stop_grace=30) as sup:
+        async with proctree.Supervisor(stop_grace=2) as sup:
             await sup.start([sys.executable, "-c", sys.argv[1], *sys.argv[2:5]], name="family")
             await sup.start([sys.executable, "-c", sys.argv[5]], name="stubborn")
             seen = set()
@@ -387,7 +387,7 @@ def test_a_sigkilled_host_leaves_nothing_running():
         host.send_signal(signal.SIGKILL)
         host.wait(10)
         # The keepers see their owner die and end their trees (TERM, then KILL after each tree's grace).
-        assert wait_gone(pids, 45), [p for p in pids if alive(p)]
+        assert wait_gone(pids, 20), [p for p in pids if alive(p)]
         assert not any(answers(p) for p in ports)
     finally:
         if host.poll() is None:

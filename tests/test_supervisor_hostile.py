@@ -222,3 +222,26 @@ def test_a_completed_dependency_known_from_before_is_met_at_once():
             assert build.id != app.id
 
     run(main())
+
+
+def test_reap_sync_and_kill_foreground_from_another_thread():
+    async def main():
+        async with Supervisor(stop_grace=30) as sup:
+            kinds = []
+            sup.subscribe(lambda e: kinds.append(e.kind))
+            snap = await sup.start([PY, "-c", IGNORE_TERM], ready="log:^up$")
+            await sup.wait(snap.id, timeout=20)
+            fg = asyncio.ensure_future(sup.run_foreground("sleep 60"))
+            while sup.foreground_count() == 0:
+                await asyncio.sleep(0.01)
+            assert await asyncio.to_thread(sup.kill_foreground) == 1
+            assert (await fg).killed
+            t0 = time.monotonic()
+            await asyncio.to_thread(sup.reap_sync)
+            assert sup.get(snap.id).status == "stopped"  # at once, by intent
+            [final] = await sup.stop(snap.id)  # waits until its lifecycle is over
+            assert final.status == "stopped" and time.monotonic() - t0 < 10
+            assert not alive(snap.pid)
+            assert kinds.count("stopped") == 1
+
+    run(main())

@@ -22,7 +22,7 @@ from .._validate import check_seconds
 from .killnow import kill_now
 from .logring import LogRing, Row
 from .spec import build_env, check_command, check_cwd, check_env
-from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit
+from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit, wake
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class _Job:
         self.tree = tree
         self.killed = False
         self.kill_event = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
 
 
 class Foreground:
@@ -160,10 +161,7 @@ class Foreground:
         for job in jobs:
             job.killed = True
             kill_now(job.tree)
-            try:
-                job.kill_event.set()
-            except RuntimeError:  # the loop that made the event is closed
-                pass
+            wake(job.kill_event, job.loop)
         return len(jobs)
 
 

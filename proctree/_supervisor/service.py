@@ -43,7 +43,7 @@ from .snapshot import (
     ServiceSnapshot,
 )
 from .spec import ServiceSpec, build_env
-from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit
+from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit, wake
 
 log = logging.getLogger("proctree.supervisor")
 
@@ -139,6 +139,7 @@ class Service:
         self.completed = False  # a run exited 0 by itself (depends_on "completed")
         self.task: asyncio.Task[None] | None = None
         self._poke = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
         self._out_cursor = 0
         self._out_handle: asyncio.TimerHandle | None = None
@@ -188,7 +189,8 @@ class Service:
             self.reason = None
             self.streak = 0
             self.reaped = False
-        self.task = asyncio.get_running_loop().create_task(self._lifecycle(), name=f"proctree service {self.id}")
+        self._loop = asyncio.get_running_loop()
+        self.task = self._loop.create_task(self._lifecycle(), name=f"proctree service {self.id}")
 
     def request(self, intent: str) -> None:
         """Ask the lifecycle to stop or restart; a stop overrides a restart, never the other way round."""
@@ -218,10 +220,7 @@ class Service:
         self.status = STOPPED
         if self.ended_at is None or (self.started_at is not None and self.ended_at < self.started_at):
             self.ended_at = time.time()
-        try:
-            self._poke.set()
-        except RuntimeError:  # the loop that made the event is closed
-            pass
+        wake(self._poke, self._loop)
 
     # -- the lifecycle ------------------------------------------------------------------------
 

@@ -84,6 +84,24 @@ async def quietly(work: Awaitable[object]) -> None:
         pass
 
 
+def wake(event: asyncio.Event, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Set an asyncio event from the loop's own thread, another thread, or after the loop closed (a no-op then).
+
+    For reap_sync() and kill_foreground(), which atexit, a signal handler or another thread may call.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    try:
+        if loop is None or running is loop:
+            event.set()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+    except RuntimeError:  # the loop closed meanwhile: nobody is left waiting
+        pass
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
