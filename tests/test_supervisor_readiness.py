@@ -416,6 +416,17 @@ def test_exec_probe_timeout_leaves_nothing():
     # the no-leftover fixture checks that the sleep is gone
 
 
+def test_exec_probe_timeout_kills_a_term_ignorer():
+    t0 = time.monotonic()
+    assert not run(exec_probe("trap '' TERM INT HUP; sleep 60 & sh -c \"trap '' TERM; sleep 61\"; wait", 0.5))
+    assert time.monotonic() - t0 < 15
+
+
+def test_exec_probe_that_cannot_start_is_not_ready(tmp_path):
+    assert not run(exec_probe("true", 5, cwd=tmp_path / "missing"))
+    assert not run(exec_probe([str(tmp_path)], 5))  # a directory is not a program
+
+
 def test_exec_probe_ends_what_the_command_left_behind():
     """A check that exits 0 but leaves a background child and a setsid daemon: ready, and nothing outlives it."""
     assert run(exec_probe("sleep 60 & setsid sleep 61 & exit 0", 10))
