@@ -109,7 +109,8 @@ class Up:
                         return line
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not self.readers[0].is_alive()):
-                    raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.lines) + self.stderr())
+                    shown = "\n".join(line[:300] for line in self.lines[-200:])
+                    raise AssertionError(f"no line matching {pattern!r} in:\n{shown}{self.stderr()}")
                 self.changed.wait(min(left, 0.2))
 
     def stderr(self):
@@ -449,3 +450,68 @@ def test_command_that_cannot_start(tmp_path, ups):
     u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1")
     assert u.finish() == 127  # the shell's status for a missing program
     assert re.search(r"broken\.1 +\| .*/no/such/program", u.text())
+
+
+# -- hostile services and timing ------------------------------------------------------
+
+
+def test_crash_loop_restarts_then_ends_the_run(tmp_path, ups):
+    procfile(
+        tmp_path,
+        "crash: echo try; exit 3\nweb: sleep 300\n",
+        proctree_toml='[services.crash]\nrestart = "on-failure"\nmax_restarts = 2\n',
+    )
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", "--no-timestamp")
+    assert u.finish(timeout=60) == 3
+    text = u.text()
+    assert text.count("crash.1 | try") == 3
+    assert "crash.1 exited with code 3; restarting" in text
+    assert "crash.1 started again (pid " in text and ", restart 2)" in text
+    assert "crash.1 keeps crashing: giving up after 2 restarts" in text
+    assert "crash.1 failed: stopping everything" in text
+    assert re.search(r"stopped web\.1$", text, re.M)
+
+
+def test_ctrl_c_while_a_dependency_is_not_ready(tmp_path, ups):
+    """start_all is still waiting (web waits for db, which never answers): Ctrl+C still stops all."""
+    procfile(
+        tmp_path,
+        "db: echo db up; sleep 300\nweb: echo never\n",
+        proctree_toml='[services.db]\nready = "log:never printed"\n[services.web]\ndepends_on = { db = "ready" }\n',
+    )
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1")
+    u.wait_for(r"db\.1 +\| db up")
+    u.signal(signal.SIGINT)
+    assert u.finish() == 130
+    assert re.search(r"stopped db\.1, web\.1$", u.text(), re.M)
+    assert "never" not in u.text().replace("never printed", "")
+
+
+def test_a_10mb_line_and_invalid_utf8(tmp_path, ups):
+    script = tmp_path / "big.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stdout.write('x' * 10_000_000 + '\\n')\n"
+        "sys.stdout.buffer.write(b'bad \\xff\\xfe utf8\\n')\n"
+        "sys.stdout.flush()\n"
+        "import time; time.sleep(300)\n"
+    )
+    procfile(tmp_path, f"big: {PY} {shlex.quote(str(script))}\n")
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", "--no-timestamp")
+    u.wait_for(r"big\.1  \| bad \ufffd\ufffd utf8")
+    long_line = next(line for line in u.lines if line.startswith("big.1  | xxx"))
+    assert len(long_line) < 100_000  # cut with a mark, not 10 MB
+    assert u.proc.poll() is None
+    u.signal(signal.SIGINT)
+    assert u.finish() == 130
+
+
+def test_a_flood_does_not_delay_ctrl_c(tmp_path, ups):
+    procfile(tmp_path, "flood: yes flood\n")
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1")
+    u.wait_for(r"flood\.1 +\| flood")
+    time.sleep(1)
+    t0 = time.monotonic()
+    u.signal(signal.SIGINT)
+    assert u.finish() == 130
+    assert time.monotonic() - t0 < 15  # generous: a loaded machine, but not a hang

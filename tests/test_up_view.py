@@ -124,7 +124,7 @@ def test_exit_status(fields, status, words):
     "kind, fields, expected",
     [
         ("started", {}, "web.1 started (pid 42)"),
-        ("started", {"restarts": 2}, "web.1 started (restart 2) (pid 42)"),
+        ("started", {"restarts": 2}, "web.1 started again (pid 42, restart 2)"),
         (
             "ready",
             {"url": "http://127.0.0.1:5000/", "ready_by": "url"},
@@ -154,7 +154,11 @@ def test_news(kind, fields, expected):
 def test_output_event_tells_lost_rows():
     view = View(["web.1"], colour=False, timestamps=False)
     lines = view.event(Event("output", snap(), rows=(row("a"), row("b")), dropped=7))
-    assert lines == ["system | web.1: 7 lines were lost (the service printed faster)", "web.1  | a", "web.1  | b"]
+    assert lines == [
+        "system | web.1: 7 lines skipped (printed faster than they could be shown)",
+        "web.1  | a",
+        "web.1  | b",
+    ]
 
 
 @pytest.mark.parametrize(

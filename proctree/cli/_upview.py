@@ -105,7 +105,9 @@ class View:
         if event.kind == "output":
             lines = []
             if event.dropped:
-                lines.append(self.system(f"{s.name}: {event.dropped} lines were lost (the service printed faster)"))
+                lines.append(
+                    self.system(f"{s.name}: {event.dropped} lines skipped (printed faster than they could be shown)")
+                )
             return lines + [self.output(s.name, row) for row in event.rows]
         text = news(event)
         return [self.system(text, event.at)] if text else []
@@ -116,8 +118,9 @@ def news(event: Any) -> str | None:
     s = event.snapshot
     kind = event.kind
     if kind == "started":
-        again = f" (restart {s.restarts})" if s.restarts else ""
-        return f"{s.name} started{again} (pid {s.pid})"
+        if s.restarts:
+            return f"{s.name} started again (pid {s.pid}, restart {s.restarts})"
+        return f"{s.name} started (pid {s.pid})"
     if kind == "ready":
         where = f" at {s.url}" if s.url else (f" on port {s.port}" if s.port else "")
         by = READY_BY.get(s.ready_by or "", s.ready_by or "")

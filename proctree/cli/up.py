@@ -207,10 +207,12 @@ class Up:
                     kind="stopping",
                     after_echo=self.signals > 0,
                 )
-                stopped = await sup.stop("all")
+                await sup.stop("all")
                 unsubscribe()
                 await self.drain(queue, printer)
-                self.out.closing(stopped, self.code)
+                # Every service's final word, including those stopped before stop("all")
+                # (a start cancelled while they waited for a dependency).
+                self.out.closing(sup.list(), self.code)
         finally:
             for sig in ENDING_SIGNALS:
                 loop.remove_signal_handler(sig)
