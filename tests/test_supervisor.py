@@ -18,6 +18,7 @@ import pytest
 
 import proctree
 from proctree import Supervisor
+from support.spawnkit import ALL_MODES
 
 PY = sys.executable
 
@@ -206,11 +207,12 @@ FAMILY = textwrap.dedent(r"""
 """)
 
 
-def test_a_service_with_grandchildren_and_a_setsid_daemon_is_stopped_whole():
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_service_with_grandchildren_and_a_setsid_daemon_is_stopped_whole(mode):
     ports = [free_port() for _ in range(3)]
 
     async def main():
-        async with Supervisor(stop_grace=2.0, ready_timeout=20) as sup:
+        async with Supervisor(stop_grace=2.0, ready_timeout=20, contain=mode) as sup:
             snap = await sup.start([PY, "-c", FAMILY, *map(str, ports)], name="family", ready={"tcp": ports[2]})
             pids = await rows_matching(sup, snap.id, "pid ", 4)
             snap = await sup.wait("family", timeout=20)
@@ -231,9 +233,10 @@ def test_a_service_with_grandchildren_and_a_setsid_daemon_is_stopped_whole():
 IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('pid main', __import__('os').getpid(), flush=True); time.sleep(120)"
 
 
-def test_a_service_ignoring_sigterm_is_killed_after_stop_grace():
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_service_ignoring_sigterm_is_killed_after_stop_grace(mode):
     async def main():
-        async with Supervisor(stop_grace=0.6) as sup:
+        async with Supervisor(stop_grace=0.6, contain=mode) as sup:
             snap = await sup.start([PY, "-c", IGNORE_TERM], ready="log:pid main")
             pids = await rows_matching(sup, snap.id, "pid ", 1)
             assert (await sup.wait(snap.id, timeout=20)).status == "ready"
@@ -355,7 +358,7 @@ HOST = textwrap.dedent(r"""
     import proctree
 
     async def main():
-        async with proctree.Supervisor(stop_grace=2) as sup:
+        async with proctree.Supervisor(stop_grace=2, contain=sys.argv[6]) as sup:
             await sup.start([sys.executable, "-c", sys.argv[1], *sys.argv[2:5]], name="family")
             await sup.start([sys.executable, "-c", sys.argv[5]], name="stubborn")
             seen = set()
@@ -373,9 +376,11 @@ HOST = textwrap.dedent(r"""
 """)
 
 
-def test_a_sigkilled_host_leaves_nothing_running():
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_sigkilled_host_leaves_nothing_running(mode):
     ports = [free_port() for _ in range(3)]
-    host = subprocess.Popen([PY, "-c", HOST, FAMILY, *map(str, ports), IGNORE_TERM], stdout=subprocess.PIPE, text=True)
+    argv = [PY, "-c", HOST, FAMILY, *map(str, ports), IGNORE_TERM, mode]
+    host = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         pids = []
         for line in host.stdout:

@@ -6,8 +6,11 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 import proctree
 from proctree import Backoff, ServiceSpec, Supervisor
+from support.spawnkit import ALL_MODES
 
 PY = sys.executable
 
@@ -81,9 +84,10 @@ STUBBORN_FAMILY = textwrap.dedent(r"""
 """)
 
 
-def test_a_restart_ends_the_old_tree_before_the_new_one_starts():
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_restart_ends_the_old_tree_before_the_new_one_starts(mode):
     async def main():
-        async with Supervisor(stop_grace=0.5) as sup:
+        async with Supervisor(stop_grace=0.5, contain=mode) as sup:
             seen_at_start = []
 
             def on_event(event):
