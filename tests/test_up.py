@@ -277,6 +277,15 @@ def test_every_entry_may_die(tmp_path, ups):
     assert "every entry has ended" in u.text()
 
 
+@pytest.mark.parametrize("round_", range(3))
+def test_an_entry_that_must_not_die_is_not_passed_over(tmp_path, ups, round_):
+    """a (can_die) and b end at once: b's status ends the run, never "every entry has ended"."""
+    procfile(tmp_path, "a: exit 0\nb: exit 5\n", proctree_toml="[services.a]\ncan_die = true\n")
+    u = start(ups, tmp_path, "-p", str(free_base()))
+    assert u.finish() == 5
+    assert "every entry has ended" not in u.text()
+
+
 def test_completed_dependency_then_service(tmp_path, ups):
     """A migration that exits 0 is its job done, not the end of the run; web starts after it."""
     base = free_base()
@@ -515,3 +524,25 @@ def test_a_flood_does_not_delay_ctrl_c(tmp_path, ups):
     u.signal(signal.SIGINT)
     assert u.finish() == 130
     assert time.monotonic() - t0 < 15  # generous: a loaded machine, but not a hang
+
+
+def test_sigkill_of_up_leaves_nothing(tmp_path, ups):
+    """up cannot clean up after SIGKILL; each tree's keeper does (owner death)."""
+    base = free_base()
+    procfile(
+        tmp_path,
+        f"web: {SERVER}\n"
+        f"daemon: setsid {PY} -m http.server $PORT --bind 127.0.0.1 </dev/null >/dev/null 2>&1 & sleep 300\n",
+    )
+    u = start(ups, tmp_path, "-p", str(base), "--grace", "1")
+    u.wait_for(r"web\.1 ready")
+    deadline = time.monotonic() + 20
+    while not answers(base + 100) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert answers(base + 100)
+    u.signal(signal.SIGKILL)
+    u.finish()
+    deadline = time.monotonic() + 20
+    while (answers(base) or answers(base + 100)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not answers(base) and not answers(base + 100)

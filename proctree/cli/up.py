@@ -176,6 +176,7 @@ class Up:
         self.signals = 0
         self.sup: Any = None
         self.exit_with_status: dict[str, int] = {}
+        self.finished: set[str] = set()  # instances whose exited/failed event was handled
 
     # -- the run --------------------------------------------------------------------
 
@@ -280,8 +281,11 @@ class Up:
                 code = next((c for c in self.exit_with_status.values() if c != 0), 0)
                 self.end(code, f"{snap.name} {_upview.how_it_ended(snap)}")
             return
+        self.finished.add(snap.name)
         if self.may_end(service, event):
-            if self.sup is not None and self.sup.live_count() == 0:
+            # Counted from the events in the order they are handled (not live_count(), which is
+            # already ahead): an entry whose end must stop the run is never passed over.
+            if len(self.finished) == len(self.plan.services):
                 self.end(0, "every entry has ended")
             return
         what = f"{snap.name} {_upview.how_it_ended(snap) if event.kind == 'exited' else 'failed'}"
