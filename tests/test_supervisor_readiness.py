@@ -146,6 +146,18 @@ COMMAND_CASES = [
     ("npm run dev -- --port 3007", None, 3007),
     ("cd web && vite --port 5174", None, 5174),
     ("serve :3008", None, 3008),
+    ("cd web&&PORT=3009 npm start", None, 3009),
+    ("cd web; PORT=3010 npm start", {"PORT": "1"}, 3010),
+    ("sh -c 'uvicorn app:app --port 8011'", None, 8011),
+    ('bash -c "cd api && PORT=3012 node s.js"', None, 3012),
+    ("streamlit run app.py --server.port 8501", None, 8501),
+    ("jekyll serve -P 4000", None, 4000),
+    ("godoc -http=:6060", None, 6060),
+    ("go run . -addr :8081", None, 8081),
+    ("mkdocs serve --dev-addr 127.0.0.1:8013", None, 8013),
+    ("python -m SimpleHTTPServer 8014", None, 8014),
+    ("uvicorn app --port=8015;", None, 8015),
+    ("cat log | grep x && serve --port 9016", None, 9016),
     # nothing to find, or nothing valid
     ("node worker.js", None, None),
     ("mkdir -p build", None, None),
@@ -154,6 +166,9 @@ COMMAND_CASES = [
     ("uvicorn app:app --port $NOPE", None, None),
     ("node server.js", {"PORT": "abc"}, None),
     ("echo 'unbalanced", None, None),
+    ("python -m http.server; echo 80", None, None),
+    ("echo 'a b' ; sleep 3", None, None),
+    ('sh -c \'sh -c "sh -c \\"x --port 9\\""\'', None, None),  # nested past two levels: not looked into
     ("sleep 10:30", None, None),
     ("serve --port \u00b2", None, None),  # a superscript two is a digit to str.isdigit(), not a port
     ("serve --port \u0668\u0660\u0660\u0660", None, None),
@@ -165,6 +180,11 @@ COMMAND_CASES = [
 @pytest.mark.parametrize(("command", "env", "port"), COMMAND_CASES)
 def test_port_from_command(command, env, port):
     assert port_from_command(command, env) == port
+
+
+def test_port_from_command_refuses_bytes():
+    with pytest.raises(TypeError, match="command"):
+        port_from_command(b"serve --port 80")
 
 
 # --- parse_ready -----------------------------------------------------------------------------------

@@ -193,8 +193,9 @@ def find_listening_port(line: str) -> int | None:
 
 # --- the port a command will listen on ---------------------------------------------------------
 
-_PORT_FLAGS = ("--port", "-p", "--http-port", "--listen-port", "--server-port")
-_BIND_FLAGS = ("--bind", "-b", "--listen", "--host", "--addr", "--address")
+_PORT_FLAGS = ("--port", "-p", "-P", "--http-port", "--listen-port", "--server-port", "--server.port")
+_BIND_FLAGS = ("--bind", "-b", "--listen", "--host", "--addr", "--address", "--dev-addr", "-addr", "-listen", "-http")
+_SHELL_OPERATORS = frozenset(("&&", "||", ";", "|", "&", ";;", "(", ")", "|&"))
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HOST_PORT = re.compile(
     r"^(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]*\]|\*|)?:(\d{1,5})$", re.IGNORECASE | re.ASCII
@@ -216,9 +217,12 @@ def _port_number(text: str, env: Mapping[str, str]) -> int | None:
 
 
 def _split_command(command: str | Sequence[str]) -> list[str]:
+    """The words of a command line, shell operators (&&, ;, |, ...) as words of their own."""
     if isinstance(command, str):
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
         try:
-            return shlex.split(command)
+            return list(lexer)
         except ValueError:  # an unbalanced quote: still look at the words
             return command.split()
     return [str(word) for word in command]
@@ -229,17 +233,30 @@ def port_from_command(command: str | Sequence[str], env: Mapping[str, str] | Non
 
     In order: a flag (--port N, --port=N, -p N, -pN, -p HOST:N:M as docker
     publishes), a bind address (--bind/-b/--listen HOST:N, a HOST:N or :N
-    word, runserver's or http.server's port argument), a PORT=N assignment
-    before the command, then PORT in env. $PORT and ${PORT} are looked up in
-    the assignments and env.
+    word, runserver's or http.server's port argument), the same inside a
+    quoted command (sh -c '...'), then PORT: set by a PORT=N assignment
+    before a command (cd web && PORT=3000 npm start), or in env. $PORT and
+    ${PORT} are looked up in the assignments and env.
     """
-    words = _split_command(command)
+    if not isinstance(command, str) and not (isinstance(command, Sequence) and not isinstance(command, bytes)):
+        raise TypeError(f"command must be a string or an argv list, not {type(command).__name__}")
     env = dict(env or {})
-    for word in words:  # VAR=value words before the program (shell-style): they set the environment
-        if not _ASSIGNMENT.match(word):
-            break
-        name, _, value = word.partition("=")
-        env[name] = value
+    found = _port_in(command, env, depth=0)
+    return found if found is not None else _port_number(env.get("PORT", ""), env)
+
+
+def _port_in(command: str | Sequence[str], env: dict[str, str], depth: int) -> int | None:
+    """port_from_command() without the final look at PORT; env gets the command's assignments."""
+    words = _split_command(command)
+    at_start = True
+    for word in words:  # VAR=value words before a program (shell-style): they set its environment
+        if word in _SHELL_OPERATORS:
+            at_start = True
+        elif at_start and _ASSIGNMENT.match(word):
+            name, _, value = word.partition("=")
+            env[name] = value
+        else:
+            at_start = False
     found = _port_from_flags(words, env)
     if found is not None:
         return found
@@ -249,11 +266,17 @@ def port_from_command(command: str | Sequence[str], env: Mapping[str, str] | Non
             port = _port_number(m.group(1), env)
             if port is not None:
                 return port
-        if word in ("runserver", "http.server"):
+        if word in ("runserver", "http.server", "SimpleHTTPServer"):
             port = _positional_port(words[i + 1 :], env)
             if port is not None:
                 return port
-    return _port_number(env.get("PORT", ""), env)
+    if depth < 2:
+        for word in words:
+            if " " in word.strip():  # a command in quotes: sh -c 'uvicorn app --port 8000'
+                port = _port_in(word, env, depth + 1)
+                if port is not None:
+                    return port
+    return None
 
 
 _VALUE_OPTIONS = {"--bind", "-b", "--directory", "-d", "--protocol", "--settings", "--pythonpath"}
@@ -262,6 +285,8 @@ _VALUE_OPTIONS = {"--bind", "-b", "--directory", "-d", "--protocol", "--settings
 def _positional_port(args: list[str], env: Mapping[str, str]) -> int | None:
     """The port argument of `runserver [ADDR:]PORT` or `http.server [options] PORT`, or None."""
     for i, arg in enumerate(args):
+        if arg in _SHELL_OPERATORS:
+            break
         if arg.startswith("-") or (i > 0 and args[i - 1] in _VALUE_OPTIONS):
             continue
         return _port_number(arg.rpartition(":")[2], env)  # 8000 or 0.0.0.0:8000
