@@ -206,7 +206,7 @@ colours: printf '\\033[31mred\\033[0m plain\\n'; sleep 300
 def test_signal_statuses(tmp_path, ups, sig, code):
     base = free_base()
     procfile(tmp_path, f"web: {SERVER}\n")
-    u = start(ups, tmp_path, "-p", str(base), "--grace", "1", "--no-timestamp")
+    u = start(ups, tmp_path, "-p", str(base), "-t", "1", "--no-timestamp")  # -t: foreman's --grace
     u.wait_for(r"web\.1 ready")
     u.signal(sig)
     assert u.finish() == code

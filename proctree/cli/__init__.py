@@ -24,7 +24,7 @@ SUBCOMMANDS = ["tree", "kill", "run", "reap", "up", "demo"]
 _TAKES_VALUE = {"--grace", "--contain", "--tag", "--protect", "--within"}
 # `proctree up`'s (no other command has short options).
 _TAKES_VALUE |= {"-f", "--procfile", "-e", "--env", "-m", "--formation", "-c", "--concurrency", "-p", "--port"}
-_TAKES_VALUE |= {"--exit-with", "--ready-timeout"}
+_TAKES_VALUE |= {"-t", "--timeout", "--exit-with", "--ready-timeout"}
 
 
 class _Parser(argparse.ArgumentParser):

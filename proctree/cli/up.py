@@ -64,10 +64,13 @@ def register(sub):
     p.add_argument("-p", "--port", type=_parse_port, metavar="N", help="base port (default: PORT, else 5000)")
     p.add_argument(
         "--grace",
+        "-t",
+        "--timeout",
+        dest="grace",
         type=parse_seconds,
         default=3.0,
         metavar="S",
-        help="seconds between SIGTERM and SIGKILL when stopping (default 3)",
+        help="seconds between SIGTERM and SIGKILL when stopping (default 3; -t/--timeout is foreman's name)",
     )
     p.add_argument(
         "--ready-timeout",
