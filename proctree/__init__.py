@@ -4,7 +4,7 @@ Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable;
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
-Supervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
+Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
 Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
 runs); and the exceptions Error, NoSuchProcess, AccessDenied, SupervisorError,
 UnknownServiceError, ProcfileError.
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._supervisor.snapshot import ServiceSnapshot
     from ._supervisor.spec import ServiceSpec
     from ._supervisor.supervisor import Supervisor
+    from ._supervisor.syncface import SyncSupervisor
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
 
@@ -59,6 +60,7 @@ _LAZY = {
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
     "Supervisor": "._supervisor.supervisor",
+    "SyncSupervisor": "._supervisor.syncface",
     "ServiceSpec": "._supervisor.spec",
     "ServiceSnapshot": "._supervisor.snapshot",
     "ServiceEvent": "._supervisor.events",
@@ -95,6 +97,7 @@ __all__ = [
     "Snapshot",
     "Supervisor",
     "SupervisorError",
+    "SyncSupervisor",
     "TeardownReport",
     "Tree",
     "UnknownServiceError",
