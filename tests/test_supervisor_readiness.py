@@ -6,6 +6,7 @@ loopback port, started in a fixture and always ended).
 """
 
 import asyncio
+import shutil
 import socket
 import subprocess
 import sys
@@ -514,6 +515,33 @@ def test_detector_ready_by_url_from_real_output(servers):
     assert detector.url == f"http://127.0.0.1:{server.port}/"
     assert detector.port == server.port
     assert run(detector.probe()) is None  # already ready: nothing more to report
+
+
+def _python_with(module: str) -> str | None:
+    """An interpreter here that can import module (the venv's, or the one it was made from), or None."""
+    candidates = [sys.executable, getattr(sys, "_base_executable", None), shutil.which("python3")]
+    for python in dict.fromkeys(c for c in candidates if c):
+        if subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=60).returncode == 0:
+            return python
+    return None
+
+
+def test_detector_ready_by_flasks_own_output(servers, tmp_path):
+    """The real flask development server: its "Running on http://127.0.0.1:PORT" line proves it."""
+    python = _python_with("flask")
+    if python is None:
+        pytest.skip("flask is not installed for any Python here")
+    (tmp_path / "app.py").write_text(
+        "from flask import Flask\napp = Flask(__name__)\n@app.get('/')\ndef root():\n    return 'ok'\n"
+    )
+    port = free_port()
+    argv = [python, "-m", "flask", "--app", str(tmp_path / "app.py"), "run", "--port", str(port)]
+    server = servers(argv, port=port, wait=False)
+    assert port_from_command(argv) == port
+    detector = Detector(ReadySpec(interval=60), "flask run", {})  # no port known: only its output can tell
+    assert run(until_ready(detector, server.tree, timeout=60)) == "url"
+    assert detector.url == f"http://127.0.0.1:{port}/"
+    assert run(http_probe(detector.url, 200, 5))
 
 
 def test_detector_ready_by_port_probe(servers):
