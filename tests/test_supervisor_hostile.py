@@ -245,3 +245,20 @@ def test_reap_sync_and_kill_foreground_from_another_thread():
             assert kinds.count("stopped") == 1
 
     run(main())
+
+
+def test_reap_sync_during_a_spawn_leaves_the_service_stopped():
+    async def main():
+        async with Supervisor() as sup:
+            for delay in (0, 0.005, 0.02):
+                start = asyncio.ensure_future(sup.start("sleep 60"))
+                await asyncio.sleep(delay)
+                sup.reap_sync()
+                snap = await start
+                assert snap.status == "stopped", snap
+                [final] = await sup.stop(snap.id)
+                assert final.status == "stopped"
+                assert final.pid is None or not alive(final.pid)
+            assert sup.live_count() == 0
+
+    run(main())

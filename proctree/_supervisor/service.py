@@ -402,13 +402,16 @@ class Service:
         if self.runs:
             self.restarts += 1
         self.runs += 1
-        self.status = STARTING
-        self.reason = None
-        self._detector = detector
         t0 = loop.time()
-        self._emit(_ev.STARTED)
-        if spec.ready.kind == "none":
-            self._set_running()
+        if self.reaped:
+            kill_now(tree)  # reap_sync() ran while this spawn was under way: it stays stopped
+        else:
+            self.status = STARTING
+            self.reason = None
+            self._detector = detector
+            self._emit(_ev.STARTED)
+            if spec.ready.kind == "none":
+                self._set_running()
         transport = eof = None
         watcher = exit_wait = None
         try:
