@@ -63,12 +63,11 @@ class LogPage:
 
 # --- control sequences (ECMA-48) ---------------------------------------------------------------
 #
-# Recognised, in order: CSI (ESC [ or the C1 byte 0x9b: parameters, intermediates, one final
-# byte), the string commands OSC / DCS / SOS / PM / APC (ESC ] P X ^ _ or their C1 forms, ended
-# by BEL or ST, or cut short by another ESC or the end of the line: a title must never leak
-# into a row),
-# and the other escapes (ESC, intermediates, one final byte). An ESC that starts none of them
-# is dropped alone.
+# Recognised: the string commands OSC / DCS / SOS / PM / APC (ESC ] P X ^ _ or their C1 forms,
+# ended by BEL or ST, or cut short by another ESC or the end of the line: a title must never
+# leak into a row); CSI (ESC [ or the C1 byte 0x9b, parameters, intermediates, one final byte);
+# the other escapes (ESC, intermediates, one final byte). An ESC that starts none of them is
+# dropped alone.
 _CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
 _STRING_CMD = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|(?=\x1b)|$)"
 _OTHER_ESC = r"\x1b[ -/]*[0-~]"
