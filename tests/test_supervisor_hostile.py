@@ -262,3 +262,14 @@ def test_reap_sync_during_a_spawn_leaves_the_service_stopped():
             assert sup.live_count() == 0
 
     run(main())
+
+
+def test_a_last_line_without_a_newline_is_kept_but_proves_nothing():
+    async def main():
+        async with Supervisor() as sup:
+            snap = await sup.start("printf 'first\\nready now'", ready="log:ready now")
+            done = await sup.wait(snap.id, until=(), timeout=20)
+            assert done.status == "exited" and done.ready_by is None
+            assert done.last_rows == ("first", "ready now")
+
+    run(main())

@@ -437,8 +437,8 @@ class Service:
             if watcher is not None:
                 watcher.cancel()
             await close_reader(transport, eof)
+            self._detector = None  # a last partial line proves nothing about a tree that is gone
             self._take_rows(self.ring.close())
-            self._detector = None
         uptime = loop.time() - t0
         self.ended_at = time.time()
         self.exit_code, self.exit_signal = exit_fields(tree.returncode)
