@@ -7,6 +7,7 @@ tracemalloc, and a real process's output read through a pipe.
 
 import gc
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -86,6 +87,51 @@ def test_ring_row_matches_render(line, text, raw):
 )
 def test_strip_ansi(text, stripped):
     assert strip_ansi(text) == stripped
+
+
+_SGR_ONLY = re.compile(r"\x1b\[[0-9;:]*m")
+_ANY_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_SOUP = [b"\x1b", b"[", b"]", b"P", b"\\", b"0", b"1", b"3", b"8", b";", b":", b"?", b"m", b"K", b"H", b"\x07"]
+_SOUP += [
+    b"\r",
+    b"\b",
+    b"\t",
+    b"\x00",
+    b"\x7f",
+    b"\xc2\x9b",
+    b"\xc2\x9d",
+    b"\xff",
+    b"\xe2\x82",
+    b"a",
+    b"Z",
+    b" ",
+    b"\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_hostile_byte_soup(seed):
+    """Whatever a service prints, text holds no control character but tabs, raw no escape but SGR colours
+    (no title, clipboard, cursor or mode change reaches a terminal), and text is raw without its colours."""
+    rnd = random.Random(seed)
+    data = b"".join(rnd.choice(_SOUP) for _ in range(rnd.randint(1, 4000)))
+    ring = LogRing(max_rows=10_000, max_line=64)
+    rows = []
+    for i in range(0, len(data), 97):
+        rows += ring.feed(data[i : i + 97])
+    rows += ring.close()
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
+    for row in rows:
+        assert not _ANY_CONTROL.search(row.text), repr(row.text)
+        assert not _ANY_CONTROL.search(_SGR_ONLY.sub("", row.raw)), repr(row.raw)
+        assert _SGR_ONLY.sub("", row.raw) == row.text
+        assert len(row.text) <= 64 + len(cut_mark(10**9))
+
+
+def test_osc_52_clipboard_and_title_never_reach_raw():
+    ring = LogRing()
+    (row,) = ring.feed(b"\x1b]52;c;ZWNobyBoaQ==\x07\x1b]0;pwned\x1b\\\x1bP+q544e\x1b\\\x1b[?1049hok\n")
+    assert (row.text, row.raw) == ("ok", "ok")
 
 
 # --- bytes to rows -----------------------------------------------------------------------------
@@ -228,6 +274,40 @@ def test_endless_progress_bar_keeps_its_latest_state():
     expected, _ = render_line((_frames(20000, 50)[-2000:] + b" finished").decode())
     assert (row.text, row.cut) == (expected, False)
     assert row.text.startswith("19999 ")
+
+
+def test_coloured_progress_bar_keeps_its_colour_through_long_redraws():
+    ring = LogRing(max_line=20)
+    (row,) = ring.feed(b"\x1b[32m" + b"".join(b"\r%05d" % i for i in range(1000)) + b"\n")
+    assert (row.text, row.raw, row.cut) == ("00999", "\x1b[32m00999\x1b[0m", False)
+
+
+def test_each_frame_keeps_max_line_characters():
+    """The text between carriage returns is cut per frame: a later short frame still overwrites the cut one."""
+    ring = LogRing(max_line=50)
+    (row,) = ring.feed(b"x" * 100 + b"\rabc\r" + b"y" * 60 + b"\rZ\n")
+    assert row.cut and row.text == "Z" + "y" * 49 + cut_mark(50 + 10)
+
+
+@pytest.mark.parametrize("max_line", [40, 200, 16384])
+def test_rows_do_not_depend_on_how_the_bytes_were_split(max_line):
+    rnd = random.Random(max_line)
+    soup = [*_SOUP, b"\r" * 50, b"\x1b[31m", b"x" * 30, b"\n"]
+    for _ in range(100):
+        data = b"".join(rnd.choice(soup) for _ in range(rnd.randint(1, 3000)))
+        whole = LogRing(max_line=max_line)
+        expected = [(r.text, r.raw, r.cut) for r in whole.feed(data) + whole.close()]
+        step = rnd.randint(1, 300)
+        split = LogRing(max_line=max_line)
+        rows = []
+        for i in range(0, len(data), step):
+            rows += split.feed(data[i : i + step])
+        rows += split.close()
+        # Colours may be dropped from an overlong redrawn line (to bound it) at a point that
+        # depends on the pieces; the text never depends on them.
+        assert [(r.text, r.cut) for r in rows] == [(t, c) for t, _, c in expected]
+        if max_line >= 200:
+            assert [(r.text, r.raw, r.cut) for r in rows] == expected
 
 
 def test_progress_bar_with_an_overlong_frame_is_cut():

@@ -64,12 +64,12 @@ class LogPage:
 # --- control sequences (ECMA-48) ---------------------------------------------------------------
 #
 # Recognised: the string commands OSC / DCS / SOS / PM / APC (ESC ] P X ^ _ or their C1 forms,
-# ended by BEL or ST, or cut short by another ESC or the end of the line: a title must never
-# leak into a row); CSI (ESC [ or the C1 byte 0x9b, parameters, intermediates, one final byte);
+# ended by BEL or ST, or cut short by another ESC, a carriage return or the end of the line: a
+# title must never leak into a row, nor swallow the frames a \r starts); CSI (ESC [ or the C1 byte 0x9b, parameters, intermediates, one final byte);
 # the other escapes (ESC, intermediates, one final byte). An ESC that starts none of them is
 # dropped alone.
 _CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
-_STRING_CMD = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|(?=\x1b)|$)"
+_STRING_CMD = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\r]*(?:\x07|\x1b\\|\x9c|(?=[\x1b\r])|$)"
 _OTHER_ESC = r"\x1b[ -/]*[0-~]"
 _SEQUENCE = re.compile(f"{_STRING_CMD}|{_CSI}|{_OTHER_ESC}|\x1b")
 # SGR (colours, bold, ...): a CSI whose parameters are digits, ';' or ':' and whose final byte is m.
@@ -105,12 +105,14 @@ def _keep_sgr(text: str) -> str:
     return _CONTROLS_BUT_MOVES.sub("", _SEQUENCE.sub(one, text))
 
 
-def _overwrite(text: str) -> str:
+def _overwrite(text: str) -> tuple[str, str]:
     """Apply \r (back to column 0) and \b (one column left) to text as a terminal would.
 
     text holds printable characters and SGR sequences only (plus \r, \b). Each
     cell remembers the colours in force when it was written, so a cell written
-    over takes the new colours and its neighbours keep theirs.
+    over takes the new colours and its neighbours keep theirs. Returns the
+    rendering and the SGR sequences in force at the end (what the next
+    character would be drawn with).
     """
     cells: list[tuple[str, str]] = []  # (the SGR sequences in force, the character)
     col = 0
@@ -155,7 +157,7 @@ def _overwrite(text: str) -> str:
         out.append(ch)
     if shown:
         out.append(_RESET)
-    return "".join(out)
+    return "".join(out), state
 
 
 def render_line(line: str) -> tuple[str, str]:
@@ -166,7 +168,7 @@ def render_line(line: str) -> tuple[str, str]:
         return line, line
     raw = _keep_sgr(line)
     if _MOVES.search(raw):
-        raw = _overwrite(raw)
+        raw = _overwrite(raw)[0]
     text = _SGR.sub("", raw)
     if text == raw:
         return text, text
@@ -176,32 +178,22 @@ def render_line(line: str) -> tuple[str, str]:
     return text, raw
 
 
-def _compact(line: str, max_line: int) -> str:
-    """line (held, with \r in it) rendered up to its last \r, then that \r and what follows it.
+def _compact(line: str, max_colours: int) -> str:
+    """line (held, with \r in it) rendered up to its last \r, then that \r and the frame after it.
 
-    Renders the same as line, in about max_line characters: only the newest
-    frames (about 2 * max_line characters of them) are overlaid, as older
-    ones could only show through where every newer frame is shorter.
+    Renders the same as line. The frames before the last \r are overlaid into
+    one (at most max_line cells, as each frame is); should their colours
+    make it longer than max_colours characters, they are dropped there.
     """
     last = line.rfind("\r")
-    frames: list[str] = []
-    budget = 2 * max_line
-    end = last
-    while budget > 0:
-        start = line.rfind("\r", 0, end) + 1
-        frames.append(line[start : min(end, start + budget)])
-        budget -= end - start + 1
-        if start == 0:
-            break
-        end = start - 1
-    frames.reverse()
-    shown = _overwrite(_keep_sgr("\r".join(frames)))
-    if len(shown) > max_line:
-        shown = _PARTIAL_ESC.sub("", shown[:max_line])
+    if last < 0:
+        return line
+    shown, state = _overwrite(_keep_sgr(line[:last]))
+    if len(shown) > max_colours:
+        shown, state = _SGR.sub("", shown), ""
+    if state:  # the frame being drawn goes on in the colours in force
+        return shown + "\r" + _RESET + state + line[last + 1 :]
     return shown + line[last:]
-
-
-_PARTIAL_ESC = re.compile(r"\x1b[^m]*$")
 
 
 def cut_mark(dropped_chars: int) -> str:
@@ -246,10 +238,15 @@ class LogRing:
         self._last_seq = 0
         self._dropped = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._held: list[str] = []  # the incomplete line's pieces
+        # The incomplete line: its pieces, their length, the length of its frame being drawn (the
+        # characters since its last \r, at most max_line), the characters dropped from frames
+        # longer than max_line, and the length past which its finished frames are overlaid into one.
+        self._held: list[str] = []
         self._held_len = 0
-        self._held_cut = 0  # characters of the held line dropped past max_line
-        self._held_limit = self.max_line  # look at the held line again once it is longer than this
+        self._frame_len = 0
+        self._held_cut = 0
+        self._held_limit = 2 * self.max_line
+        self._overlong_frame = re.compile(f"\r([^\r]{{{self.max_line + 1},}})")
         self._lock = threading.Lock()
 
     # -- writing
@@ -297,35 +294,50 @@ class LogRing:
             start = end + 1
 
     def _hold(self, piece: str) -> None:
-        """Add piece (no newline in it) to the incomplete line, keeping about max_line characters of it."""
-        if self._held_cut:  # already cut: only count what is dropped
-            self._held_cut += len(piece)
-            return
-        self._held.append(piece)
-        self._held_len += len(piece)
-        if self._held_len <= self._held_limit:
-            return
-        line = "".join(self._held)
-        keep = self.max_line
-        if "\r" in line:
-            # A progress bar redrawn with \r on one endless line: keep its rendering so far and
-            # the frame being drawn, instead of cutting off its latest state.
-            line = _compact(line, self.max_line)
-            keep += line.rfind("\r") + 1  # only the frame being drawn counts against max_line
-        if len(line) > keep:
-            self._held_cut = len(line) - keep
-            line = line[:keep]
-        self._held = [line]
-        self._held_len = len(line)
-        self._held_limit = max(self.max_line, len(line) + self.max_line // 2)
+        """Add piece (no newline in it) to the incomplete line.
+
+        Each frame (the text between carriage returns) keeps its first
+        max_line characters; the rest is counted in _held_cut. Whatever the
+        pieces' sizes, the same line gives the same row.
+        """
+        first_cr = piece.find("\r")
+        first = piece if first_cr < 0 else piece[:first_cr]
+        room = self.max_line - self._frame_len
+        if len(first) > room:
+            self._held_cut += len(first) - room
+            first = first[:room]
+        self._add(first)
+        self._frame_len += len(first)
+        if first_cr >= 0:
+            rest = piece[first_cr:]  # starts with \r: every frame in it starts at one
+            kept = 0
+            for m in self._overlong_frame.finditer(rest):
+                start, end = m.span(1)
+                self._add(rest[kept : start + self.max_line])
+                self._held_cut += end - start - self.max_line
+                kept = end
+            self._add(rest[kept:])
+            self._frame_len = min(self.max_line, len(rest) - rest.rfind("\r") - 1)
+        if self._held_len > self._held_limit:
+            # A progress bar redrawn with \r on one endless line: overlay its finished frames.
+            line = _compact("".join(self._held), 4 * self.max_line)
+            self._held = [line]
+            self._held_len = len(line)
+            self._held_limit = len(line) + self.max_line
+
+    def _add(self, text: str) -> None:
+        if text:
+            self._held.append(text)
+            self._held_len += len(text)
 
     def _row_from_held(self) -> Row:
         line = "".join(self._held)
         cut = self._held_cut
         self._held.clear()
         self._held_len = 0
+        self._frame_len = 0
         self._held_cut = 0
-        self._held_limit = self.max_line
+        self._held_limit = 2 * self.max_line
         text, raw = render_line(line)
         if cut:
             mark = cut_mark(cut)
