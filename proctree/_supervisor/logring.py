@@ -166,14 +166,18 @@ def render_line(line: str) -> tuple[str, str]:
         line = line[:-1]  # CRLF: the CR moves the cursor to column 0 and nothing follows
     if not _CONTROLS.search(line):
         return line, line
-    raw = _keep_sgr(line)
-    if _MOVES.search(raw):
-        raw = _overwrite(raw)[0]
-    text = _SGR.sub("", raw)
+    text = _SGR.sub("", line)
+    if not _CONTROLS.search(text):  # colours and nothing else: the common coloured line, quickly
+        raw = line if "\x9b" not in line else _keep_sgr(line)
+    else:
+        raw = _keep_sgr(line)
+        if _MOVES.search(raw):
+            raw = _overwrite(raw)[0]
+        text = _SGR.sub("", raw)
     if text == raw:
         return text, text
-    colours = _SGR.findall(raw)  # each spelt ESC [ params m by now
-    if colours and colours[-1][2:-1] not in ("", "0"):
+    last = _SGR.match(raw, raw.rfind("\x1b["))  # raw's last escape is an SGR, spelt ESC [ params m
+    if last is not None and last.group()[2:-1] not in ("", "0"):
         raw += _RESET  # a colour left on would paint whatever the terminal prints next
     return text, raw
 
