@@ -317,9 +317,22 @@ def test_port_answers_refuses_bad_arguments():
         port_answers(80, 80)
 
 
-def test_ready_spec_refuses_an_unknown_kind():
-    with pytest.raises(ValueError, match="kind"):
-        ReadySpec(kind="maybe")
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"kind": "maybe"}, ValueError, "kind"),
+        ({"kind": "tcp"}, ValueError, "needs a port"),
+        ({"kind": "tcp", "port": 0}, ValueError, "1-65535"),
+        ({"kind": "tcp", "port": "80"}, TypeError, "int"),
+        ({"kind": "http"}, ValueError, "needs a url"),
+        ({"kind": "log"}, ValueError, "needs a pattern"),
+        ({"kind": "log", "pattern": "("}, ValueError, "regular expression"),
+        ({"kind": "exec"}, ValueError, "needs a command"),
+    ],
+)
+def test_ready_spec_built_by_hand_is_checked(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ReadySpec(**kwargs)
 
 
 # --- real servers ----------------------------------------------------------------------------------

@@ -342,10 +342,24 @@ class ReadySpec:
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # parse_ready() checks what users write; this catches a spec built by hand without what
+        # its kind needs, before a probe would trip over it.
         if self.kind not in KINDS:
             raise ValueError(f"ready kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        needed = {"log": "pattern", "tcp": "port", "http": "url", "exec": "command"}.get(self.kind)
+        if needed is not None and getattr(self, needed) in (None, "", ()):
+            raise ValueError(f"a {self.kind!r} ready spec needs a {needed}")
+        if self.port is not None and not (not isinstance(self.port, bool) and isinstance(self.port, int)):
+            raise TypeError(f"ready port must be an int, not {type(self.port).__name__}")
+        if self.port is not None:
+            _check_port(self.port, "ready port")
         if self.pattern is not None and self.regex is None:
-            object.__setattr__(self, "regex", re.compile(self.pattern))
+            try:
+                object.__setattr__(self, "regex", re.compile(self.pattern))
+            except re.error as exc:
+                raise ValueError(
+                    f"ready log pattern {self.pattern!r} is not a valid regular expression: {exc}"
+                ) from None
 
     @property
     def probes(self) -> bool:
