@@ -70,9 +70,9 @@ def env(**extra):
 class Up:
     """A running `proctree up`: its output lines as they arrive, its exit status."""
 
-    def __init__(self, folder, *args, environ=None, stdout=subprocess.PIPE):
+    def __init__(self, folder, *args, environ=None, stdout=subprocess.PIPE, launcher=("-m", "proctree", "up")):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "proctree", "up", "-f", str(folder / "Procfile"), *args],
+            [sys.executable, *launcher, "-f", str(folder / "Procfile"), *args],
             cwd=str(folder),
             env=environ or env(),
             stdin=subprocess.DEVNULL,
@@ -546,3 +546,19 @@ def test_sigkill_of_up_leaves_nothing(tmp_path, ups):
     while (answers(base) or answers(base + 100)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not answers(base) and not answers(base + 100)
+
+
+def test_an_inherited_ignored_sighup_stays_ignored(tmp_path, ups):
+    """Under nohup (SIGHUP ignored from the start) a hangup does not stop the run; SIGTERM still does."""
+    procfile(tmp_path, "web: echo up; sleep 300\n")
+    wrapper = (
+        "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'proctree', 'up'] + sys.argv[1:])"
+    )
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", launcher=("-c", wrapper))
+    u.wait_for(r"web\.1 +\| up")
+    u.signal(signal.SIGHUP)
+    time.sleep(1)
+    assert u.proc.poll() is None
+    u.signal(signal.SIGTERM)
+    assert u.finish() == 143

@@ -187,7 +187,9 @@ class Up:
         loop = asyncio.get_running_loop()
         self.ending = asyncio.Event()
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        for sig in ENDING_SIGNALS:
+        # A signal ignored from the start stays ignored (`nohup proctree up`, `proctree up &` in a script).
+        handled = [sig for sig in ENDING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+        for sig in handled:
             loop.add_signal_handler(sig, self.on_signal, sig)
         try:
             async with proctree.Supervisor(
@@ -218,7 +220,7 @@ class Up:
                 # (a start cancelled while they waited for a dependency).
                 self.out.closing(sup.list(), self.code)
         finally:
-            for sig in ENDING_SIGNALS:
+            for sig in handled:
                 loop.remove_signal_handler(sig)
         return self.code
 
