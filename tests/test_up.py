@@ -548,11 +548,14 @@ def test_sigkill_of_up_leaves_nothing(tmp_path, ups):
     assert not answers(base) and not answers(base + 100)
 
 
-def test_an_inherited_ignored_sighup_stays_ignored(tmp_path, ups):
-    """Under nohup (SIGHUP ignored from the start) a hangup does not stop the run; SIGTERM still does."""
+def test_an_inherited_ignored_sighup_stays_ignored_but_sigint_does_not(tmp_path, ups):
+    """Under nohup (SIGHUP ignored from the start) a hangup does not stop the run. SIGINT ignored from the
+    start (a shell's `proctree up &`) is still handled: a script's later `kill -INT` means it."""
     procfile(tmp_path, "web: echo up; sleep 300\n")
     wrapper = (
-        "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "os.execv(sys.executable, [sys.executable, '-m', 'proctree', 'up'] + sys.argv[1:])"
     )
     u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", launcher=("-c", wrapper))
@@ -560,5 +563,5 @@ def test_an_inherited_ignored_sighup_stays_ignored(tmp_path, ups):
     u.signal(signal.SIGHUP)
     time.sleep(1)
     assert u.proc.poll() is None
-    u.signal(signal.SIGTERM)
-    assert u.finish() == 143
+    u.signal(signal.SIGINT)
+    assert u.finish() == 130

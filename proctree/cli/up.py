@@ -187,8 +187,10 @@ class Up:
         loop = asyncio.get_running_loop()
         self.ending = asyncio.Event()
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        # A signal ignored from the start stays ignored (`nohup proctree up`, `proctree up &` in a script).
-        handled = [sig for sig in ENDING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+        # SIGHUP ignored from the start stays ignored: that is what `nohup proctree up` asks for. An
+        # ignored SIGINT is not a wish but a shell's habit (`proctree up &` in a script): a later
+        # `kill -INT` is meant, so SIGINT and SIGTERM are always handled, as foreman and honcho do.
+        handled = [s for s in ENDING_SIGNALS if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN]
         for sig in handled:
             loop.add_signal_handler(sig, self.on_signal, sig)
         try:
