@@ -565,3 +565,21 @@ def test_an_inherited_ignored_sighup_stays_ignored_but_sigint_does_not(tmp_path,
     assert u.proc.poll() is None
     u.signal(signal.SIGINT)
     assert u.finish() == 130
+
+
+def test_a_port_taken_by_someone_else_is_said_and_never_proves_ready(tmp_path, ups):
+    base = free_base()
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    other.bind(("127.0.0.1", base))
+    other.listen(16)  # somebody else's server on web.1's port: connects succeed
+    try:
+        procfile(tmp_path, "web: echo not listening; sleep 300\n")
+        u = start(ups, tmp_path, "-p", str(base), "--grace", "1", "--ready-timeout", "1")
+        u.wait_for(rf"web\.1 started \(pid \d+\); port {base} already answers")
+        u.wait_for(r"web\.1 running \(nothing proved it ready yet; port \d+ was already taken")
+        assert "web.1 ready" not in u.text()
+        u.signal(signal.SIGINT)
+        assert u.finish() == 130
+    finally:
+        other.close()

@@ -126,6 +126,11 @@ def test_exit_status(fields, status, words):
         ("started", {}, "web.1 started (pid 42)"),
         ("started", {"restarts": 2}, "web.1 started again (pid 42, restart 2)"),
         (
+            "started",
+            {"port": 5000, "port_preoccupied": True},
+            "web.1 started (pid 42); port 5000 already answers (another process?), so it cannot prove it ready",
+        ),
+        (
             "ready",
             {"url": "http://127.0.0.1:5000/", "ready_by": "url"},
             "web.1 ready at http://127.0.0.1:5000/ (url in its output)",

@@ -118,9 +118,14 @@ def news(event: Any) -> str | None:
     s = event.snapshot
     kind = event.kind
     if kind == "started":
+        taken = (
+            f"; port {s.port} already answers (another process?), so it cannot prove it ready"
+            if s.port_preoccupied
+            else ""
+        )
         if s.restarts:
-            return f"{s.name} started again (pid {s.pid}, restart {s.restarts})"
-        return f"{s.name} started (pid {s.pid})"
+            return f"{s.name} started again (pid {s.pid}, restart {s.restarts}){taken}"
+        return f"{s.name} started (pid {s.pid}){taken}"
     if kind == "ready":
         where = f" at {s.url}" if s.url else (f" on port {s.port}" if s.port else "")
         by = READY_BY.get(s.ready_by or "", s.ready_by or "")
