@@ -273,3 +273,26 @@ def test_a_last_line_without_a_newline_is_kept_but_proves_nothing():
             assert done.last_rows == ("first", "ready now")
 
     run(main())
+
+
+def test_a_teardown_that_raises_still_ends_by_intent(monkeypatch):
+    from proctree._containment.spawn import Tree
+
+    real = Tree.terminate_async
+
+    async def broken(self, grace=None):
+        await real(self, 0)
+        raise OSError(5, "teardown broke")
+
+    async def main():
+        async with Supervisor() as sup:
+            snap = await sup.start("sleep 60", ready="none")
+            monkeypatch.setattr(Tree, "terminate_async", broken)
+            [stopped] = await sup.stop(snap.id)
+            assert stopped.status == "stopped" and stopped.kill_incomplete
+            assert "teardown broke" in stopped.reason and not alive(snap.pid)
+            crashed = await sup.start("exit 3")
+            crashed = await sup.wait(crashed.id, until=(), timeout=20)
+            assert crashed.status == "failed" and "internal error" in crashed.reason
+
+    run(main())

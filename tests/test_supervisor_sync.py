@@ -131,3 +131,21 @@ def test_ctrl_c_while_blocked_cancels_the_call_and_stops_everything():
             host.kill()
         host.wait()
         host.stdout.close()
+
+
+def test_calls_from_many_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SyncSupervisor(max_services=8, stop_grace=0.5) as sup:
+
+        def one(i):
+            snap = sup.start(f"echo worker {i}; sleep 60", name=f"w{i}", ready="log:worker")
+            ready = sup.wait(snap.id, timeout=20)
+            [stopped] = sup.stop(snap.id)
+            return snap.id, ready.status, stopped.status
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(one, range(8)))
+        assert sorted(r[0] for r in results) == sorted(f"s{i}" for i in range(1, 9))
+        assert {r[1:] for r in results} == {("ready", "stopped")}
+        assert sup.live_count() == 0

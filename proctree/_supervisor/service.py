@@ -257,7 +257,9 @@ class Service:
         except Exception as exc:  # a bug here must not leave the tree running nor the service live
             log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
             self._abort()
-            self._finish(FAILED, f"internal error in the supervisor: {exc!r}")
+            self.kill_incomplete = self.tree is not None
+            # Still by intent: a service we were stopping is stopped, whatever failed on the way.
+            self._finish(STOPPED if self.intent == STOP else FAILED, f"internal error in the supervisor: {exc!r}")
         finally:
             self.host.changed()  # whoever waits for this task to be over
 
