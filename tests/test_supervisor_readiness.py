@@ -17,6 +17,7 @@ import pytest
 
 from proctree._containment.spawn import spawn
 from proctree._supervisor.logring import LogRing
+from proctree._supervisor.ports import is_local_host
 from proctree._supervisor.readiness import (
     Detector,
     ReadySpec,
@@ -181,6 +182,33 @@ COMMAND_CASES = [
 @pytest.mark.parametrize(("command", "env", "port"), COMMAND_CASES)
 def test_port_from_command(command, env, port):
     assert port_from_command(command, env) == port
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("", True),
+        ("*", True),
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("127.0.0.1", True),
+        ("127.255.0.9", True),
+        ("0.0.0.0", True),
+        ("::", True),
+        ("[::]", True),
+        ("[::1]", True),
+        ("0:0:0:0:0:0:0:1", True),
+        ("10.0.0.5", False),
+        ("192.168.1.4", False),
+        ("[fe80::1]", False),
+        ("example.com", False),
+        ("localhost.example.com", False),
+        ("12:30", False),
+        ("999.0.0.1", False),
+    ],
+)
+def test_is_local_host(host, local):
+    assert is_local_host(host) is local
 
 
 def test_port_from_command_refuses_bytes():
