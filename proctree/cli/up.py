@@ -129,7 +129,7 @@ def load_plan(args) -> Any:
     return plan
 
 
-def service_specs(plan, args) -> list[Any]:
+def service_specs(plan) -> list[Any]:
     """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
     specs = []
     for s in plan.services:
@@ -156,7 +156,7 @@ def service_specs(plan, args) -> list[Any]:
 
 def run(args):
     plan = load_plan(args)
-    specs = service_specs(plan, args)
+    specs = service_specs(plan)
     return asyncio.run(Up(plan, specs, args).main())
 
 
