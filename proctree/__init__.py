@@ -3,8 +3,11 @@
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
-find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES; and the exceptions
-Error, NoSuchProcess, AccessDenied.
+find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
+Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
+Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
+runs); and the exceptions Error, NoSuchProcess, AccessDenied, SupervisorError,
+UnknownServiceError, ProcfileError.
 
 The teardown and containment layers (and asyncio, which they use) load on
 first use, so `import proctree` stays cheap for code that only reads the table.
@@ -26,6 +29,17 @@ if TYPE_CHECKING:
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
     from ._reaper.rules import DEFAULT_RULES, Rule
+    from ._supervisor.config import ProcfilePlan, ProcfileService, load_procfile
+    from ._supervisor.errors import SupervisorError, UnknownServiceError
+    from ._supervisor.events import ServiceEvent
+    from ._supervisor.foreground import ForegroundResult
+    from ._supervisor.logring import LogPage
+    from ._supervisor.procfile import ProcfileError
+    from ._supervisor.restart import Backoff
+    from ._supervisor.snapshot import ServiceSnapshot
+    from ._supervisor.spec import ServiceSpec
+    from ._supervisor.supervisor import Supervisor
+    from ._supervisor.syncface import SyncSupervisor
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
 
@@ -46,27 +60,55 @@ _LAZY = {
     "reap_orphans": "._reaper.reap",
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
+    "Supervisor": "._supervisor.supervisor",
+    "SyncSupervisor": "._supervisor.syncface",
+    "ServiceSpec": "._supervisor.spec",
+    "ServiceSnapshot": "._supervisor.snapshot",
+    "ServiceEvent": "._supervisor.events",
+    "LogPage": "._supervisor.logring",
+    "ForegroundResult": "._supervisor.foreground",
+    "Backoff": "._supervisor.restart",
+    "SupervisorError": "._supervisor.errors",
+    "UnknownServiceError": "._supervisor.errors",
+    "load_procfile": "._supervisor.config",
+    "ProcfilePlan": "._supervisor.config",
+    "ProcfileService": "._supervisor.config",
+    "ProcfileError": "._supervisor.procfile",
 }
 
 __all__ = [
     "DEFAULT_RULES",
     "AccessDenied",
+    "Backoff",
     "ContainmentUnavailable",
     "Error",
+    "ForegroundResult",
     "KeeperLost",
+    "LogPage",
     "NoSuchProcess",
     "Orphan",
     "Proc",
+    "ProcfileError",
+    "ProcfilePlan",
+    "ProcfileService",
     "ReapReport",
     "Rule",
+    "ServiceEvent",
+    "ServiceSnapshot",
+    "ServiceSpec",
     "Snapshot",
+    "Supervisor",
+    "SupervisorError",
+    "SyncSupervisor",
     "TeardownReport",
     "Tree",
+    "UnknownServiceError",
     "children",
     "cmdline",
     "descendants",
     "environ",
     "find_orphans",
+    "load_procfile",
     "proc",
     "reap_orphans",
     "snapshot",

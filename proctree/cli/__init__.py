@@ -18,10 +18,13 @@ import sys
 from ._common import CliError
 
 # Subcommand modules, in the order `proctree --help` lists them.
-SUBCOMMANDS = ["tree", "kill", "run", "reap", "demo"]
+SUBCOMMANDS = ["tree", "kill", "run", "reap", "up", "demo"]
 
 # Options whose value is the next argument (so it is not taken for a command).
 _TAKES_VALUE = {"--grace", "--contain", "--tag", "--protect", "--within"}
+# `proctree up`'s (no other command has short options).
+_TAKES_VALUE |= {"-f", "--procfile", "-e", "--env", "-m", "--formation", "-c", "--concurrency", "-p", "--port"}
+_TAKES_VALUE |= {"-t", "--timeout", "--exit-with", "--ready-timeout"}
 
 
 class _Parser(argparse.ArgumentParser):

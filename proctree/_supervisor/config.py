@@ -1,0 +1,479 @@
+"""What `proctree up` will run: a Procfile, .env files, a scale and optional settings, made into a plan.
+
+A plan is one ProcfileService per instance (`web.1`, `web.2`, `worker.1`), each
+with its command, the environment it adds (the .env values, then `PORT`, `PS`
+and `PROCTREE_SERVICE` the foreman way, then its own `env` setting), its
+port, and the richer settings read from `[tool.proctree.services.NAME]` in
+pyproject.toml or `[services.NAME]` in a proctree.toml beside the Procfile:
+
+    [tool.proctree.services.web]
+    ready = "http://127.0.0.1:$PORT/health"   # or "tcp:$PORT", "log:<regex>", a table
+    depends_on = { db = "ready", migrate = "completed" }   # a list means "started"
+    restart = "on-failure"                     # "no" (default), "on-failure", "always"
+    max_restarts = 5
+    env = { DEBUG = "1" }
+    can_die = true                             # its exit does not stop the rest
+    port = 8000                                # instead of 5000 + 100 * entry
+    cwd = "frontend"                           # relative to the Procfile's folder
+
+PORT is 5000 (or -p, or PORT from the .env files or the environment) + 100 per
+Procfile entry (its position in the file, whether it runs or not) + the
+instance number from 0. A Procfile alone always works: the settings only add.
+
+Pure but for reading the files it is given (and checking that a cwd is a
+folder). Must never: start anything, or return a plan built from input that
+had an error; every error says which file, line or setting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dotenv import read_dotenv
+from .procfile import NAME, ProcfileEntry, ProcfileError, read_procfile, read_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 only
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+DEFAULT_BASE_PORT = 5000
+RESTART_POLICIES = ("no", "on-failure", "always")
+CONDITIONS = ("started", "ready", "completed")
+SETTING_KEYS = ("ready", "depends_on", "restart", "max_restarts", "env", "can_die", "port", "cwd")
+# A scale is a handful of copies of a process, not a load generator: past this
+# it is a typo (web=1000 for web=100? web=10?).
+MAX_INSTANCES = 100
+MAX_TOTAL = 256
+_DIGITS = re.compile(r"[0-9]+")
+_PORT_VAR = re.compile(r"\$(?:\{PORT\}|PORT(?![A-Za-z0-9_]))")
+
+
+@dataclass(frozen=True)
+class EntrySettings:
+    """The settings of one Procfile entry (all optional)."""
+
+    ready: str | Mapping[str, Any] | None = None
+    depends_on: Mapping[str, str] = field(default_factory=dict)
+    restart: str = "no"
+    max_restarts: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    can_die: bool = False
+    port: int | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcfileService:
+    """One instance to start: name is `entry.instance` (web.1), as foreman and honcho name them.
+
+    env holds only what `up` adds to the inherited environment. depends_on is
+    by instance name. ready has $PORT already replaced.
+    """
+
+    name: str
+    entry: str
+    instance: int
+    command: str
+    env: Mapping[str, str]
+    port: int
+    cwd: str
+    ready: str | Mapping[str, Any] | None
+    depends_on: Mapping[str, str]
+    restart: str
+    max_restarts: int | None
+    can_die: bool
+
+
+@dataclass(frozen=True)
+class ProcfilePlan:
+    """Everything `proctree up` starts, in Procfile order, and where it came from."""
+
+    procfile: str
+    services: tuple[ProcfileService, ...]
+    entries: tuple[ProcfileEntry, ...]
+    env_files: tuple[str, ...]
+    settings_file: str | None
+    base_port: int
+
+    def instances_of(self, entry: str) -> tuple[ProcfileService, ...]:
+        return tuple(s for s in self.services if s.entry == entry)
+
+
+# -- scale ---------------------------------------------------------------------
+
+
+def parse_scale(text: str, names: Sequence[str]) -> dict[str, int]:
+    """`web=2,worker=1` (foreman's -m; `all=N` sets the default) -> {name: count} for every name.
+
+    Counts are plain decimal 0..MAX_INSTANCES; an entry not mentioned runs once
+    (or `all`'s count). Raises ProcfileError (source "-m") for an unknown name,
+    a name given twice, a malformed item or count.
+    """
+    counts: dict[str, int] = {}
+    default = 1
+    seen: set[str] = set()
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip():
+        raise ProcfileError("empty scale (write it as name=count,name=count)", source="-m")
+    for item in items:
+        name, eq, count = (part.strip() for part in item.partition("="))
+        if not item or not eq or not name:
+            raise ProcfileError(f"{item!r} is not name=count", source="-m")
+        if not _DIGITS.fullmatch(count):
+            raise ProcfileError(f"{name}={count!r}: a count is a whole number 0..{MAX_INSTANCES}", source="-m")
+        number = int(count)
+        if number > MAX_INSTANCES:
+            raise ProcfileError(f"{name}={count}: at most {MAX_INSTANCES} instances of an entry", source="-m")
+        if name in seen:
+            raise ProcfileError(f"{name!r} is scaled twice", source="-m")
+        seen.add(name)
+        if name == "all":
+            default = number
+        elif name in names:
+            counts[name] = number
+        else:
+            raise ProcfileError(f"{name!r} is not an entry of the Procfile (entries: {', '.join(names)})", source="-m")
+    return {name: counts.get(name, default) for name in names}
+
+
+# -- settings files -------------------------------------------------------------
+
+
+def load_settings(directory: str) -> tuple[dict[str, EntrySettings], str | None]:
+    """The settings beside a Procfile: proctree.toml's [services], else pyproject.toml's
+    [tool.proctree.services]; ({}, None) when neither has any. Both having some is an
+    error (one of them would be silently ignored)."""
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for filename, path_in_file in (
+        ("proctree.toml", ("services",)),
+        ("pyproject.toml", ("tool", "proctree", "services")),
+    ):
+        path = os.path.join(directory, filename)
+        if not os.path.exists(path):
+            continue
+        document = _read_toml(path)
+        if filename == "proctree.toml":
+            unknown = sorted(set(document) - {"services"})
+            if unknown:
+                raise ProcfileError(
+                    f"unknown top-level keys {unknown} (settings go under [services.NAME])", source=path
+                )
+        table: Any = document
+        for key in path_in_file:
+            table = table.get(key) if isinstance(table, dict) else None
+        if table is not None:
+            found.append((path, table))
+    if not found:
+        return {}, None
+    if len(found) > 1:
+        raise ProcfileError(
+            f"services are set in both {found[0][0]} and {found[1][0]}: keep them in one", source=found[0][0]
+        )
+    path, table = found[0]
+    return parse_settings(table, source=path), path
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    text = read_text(path, what="TOML file")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProcfileError(f"not valid TOML: {exc}", source=path) from None
+
+
+def parse_settings(table: object, source: str) -> dict[str, EntrySettings]:
+    """{entry name: EntrySettings} from the services table (already parsed TOML)."""
+    if not isinstance(table, dict):
+        raise ProcfileError("services must be a table of [services.NAME] tables", source=source)
+    out: dict[str, EntrySettings] = {}
+    for name, value in table.items():
+        where = f"services.{name}"
+        if not NAME.fullmatch(name):
+            raise ProcfileError(f"{where}: not a Procfile entry name (letters, digits, '_' and '-')", source=source)
+        if not isinstance(value, dict):
+            raise ProcfileError(f"{where} must be a table", source=source)
+        out[name] = _entry_settings(value, where, source)
+    return out
+
+
+def _entry_settings(value: dict[str, Any], where: str, source: str) -> EntrySettings:
+    def fail(message: str) -> ProcfileError:
+        return ProcfileError(f"{where}: {message}", source=source)
+
+    unknown = sorted(set(value) - set(SETTING_KEYS))
+    if unknown:
+        raise fail(f"unknown settings {unknown} (known: {', '.join(SETTING_KEYS)})")
+    ready = value.get("ready")
+    if ready is not None and not isinstance(ready, (str, dict)):
+        raise fail("ready must be a string (tcp:PORT, http://..., log:REGEX) or a table")
+    depends_on = _depends_on(value.get("depends_on", {}), fail)
+    restart = value.get("restart", "no")
+    if restart not in RESTART_POLICIES:
+        raise fail(f"restart must be one of {', '.join(RESTART_POLICIES)}, not {restart!r}")
+    max_restarts = value.get("max_restarts")
+    if max_restarts is not None and (type(max_restarts) is not int or max_restarts < 0):
+        raise fail(f"max_restarts must be a whole number >= 0, not {max_restarts!r}")
+    env = value.get("env", {})
+    if not isinstance(env, dict):
+        raise fail("env must be a table of NAME = value")
+    clean_env: dict[str, str] = {}
+    for key, item in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise fail(f"env: {key!r} is not an environment variable name")
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise fail(f"env.{key} must be a string or a number, not {type(item).__name__}")
+        clean_env[key] = str(item)
+        if "\0" in clean_env[key]:
+            raise fail(f"env.{key} holds a NUL character")
+    can_die = value.get("can_die", False)
+    if not isinstance(can_die, bool):
+        raise fail(f"can_die must be true or false, not {can_die!r}")
+    port = value.get("port")
+    if port is not None and (type(port) is not int or not 1 <= port <= 65535):
+        raise fail(f"port must be a whole number 1..65535, not {port!r}")
+    cwd = value.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
+        raise fail("cwd must be a non-empty path")
+    return EntrySettings(
+        ready=ready,
+        depends_on=depends_on,
+        restart=restart,
+        max_restarts=max_restarts,
+        env=clean_env,
+        can_die=can_die,
+        port=port,
+        cwd=cwd,
+    )
+
+
+def _depends_on(value: object, fail: Any) -> dict[str, str]:
+    if isinstance(value, list):
+        value = dict.fromkeys(value, "started") if all(isinstance(v, str) for v in value) else None
+    if not isinstance(value, dict):
+        raise fail('depends_on must be a list of names or a table { name = "started" | "ready" | "completed" }')
+    for name, condition in value.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise fail(f"depends_on: {name!r} is not an entry name")
+        if condition not in CONDITIONS:
+            raise fail(f"depends_on.{name} must be one of {', '.join(CONDITIONS)}, not {condition!r}")
+    return dict(value)
+
+
+# -- the plan -----------------------------------------------------------------------
+
+
+def load_procfile(
+    procfile: str | os.PathLike[str] = "Procfile",
+    *,
+    env_files: Sequence[str | os.PathLike[str]] | None = None,
+    scale: str | None = None,
+    names: Sequence[str] = (),
+    base_port: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProcfilePlan:
+    """Read a Procfile, its .env files and settings, and plan every instance to start.
+
+    env_files: None reads `.env` beside the Procfile if there is one; a list
+    reads exactly those (each must exist), later files winning.
+    scale: foreman's -m (`web=2,worker=1`, `all=0,web=1`).
+    names: run only these entries (and what they depend on); () runs all.
+    base_port: foreman's -p; else PORT from the .env files, else from environ, else 5000.
+    environ: the environment .env values expand against (default os.environ).
+    Raises ProcfileError (a ValueError) for anything that cannot be run as written.
+    """
+    procfile = os.fspath(procfile)
+    environ = os.environ if environ is None else environ
+    entries = read_procfile(procfile)
+    directory = os.path.dirname(os.path.abspath(procfile))
+    if env_files is None:
+        default = os.path.join(directory, ".env")
+        files = [default] if os.path.isfile(default) else []
+    else:
+        files = [os.fspath(f) for f in env_files]
+    file_env: dict[str, str] = {}
+    for path in files:
+        file_env.update(read_dotenv(path, base=environ, known=file_env))
+    settings, settings_file = load_settings(directory)
+    base = _base_port(base_port, file_env, environ)
+    services = plan_services(
+        entries,
+        settings,
+        counts=parse_scale(scale, [e.name for e in entries]) if scale is not None else None,
+        names=names,
+        base_port=base,
+        file_env=file_env,
+        directory=directory,
+        settings_source=settings_file or "settings",
+    )
+    return ProcfilePlan(
+        procfile=procfile,
+        services=services,
+        entries=entries,
+        env_files=tuple(files),
+        settings_file=settings_file,
+        base_port=base,
+    )
+
+
+def _base_port(given: int | None, file_env: Mapping[str, str], environ: Mapping[str, str]) -> int:
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 65535:
+            raise ProcfileError(f"the base port must be a whole number 1..65535, not {given!r}", source="-p")
+        return given
+    for source, env in ((".env", file_env), ("the environment", environ)):
+        text = env.get("PORT")
+        if text is not None and text != "":
+            if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
+                raise ProcfileError(f"PORT={text!r} is not a port number 1..65535", source=source)
+            return int(text)
+    return DEFAULT_BASE_PORT
+
+
+def plan_services(
+    entries: Sequence[ProcfileEntry],
+    settings: Mapping[str, EntrySettings],
+    *,
+    counts: Mapping[str, int] | None = None,
+    names: Sequence[str] = (),
+    base_port: int = DEFAULT_BASE_PORT,
+    file_env: Mapping[str, str] | None = None,
+    directory: str = ".",
+    settings_source: str = "settings",
+) -> tuple[ProcfileService, ...]:
+    """The instances to start (pure apart from checking that each cwd is a folder)."""
+    by_name = {e.name: e for e in entries}
+    for name in settings:
+        if name not in by_name:
+            raise ProcfileError(f"services.{name}: no such entry in the Procfile", source=settings_source)
+    for name, s in settings.items():
+        for dep in s.depends_on:
+            if dep not in by_name:
+                raise ProcfileError(f"services.{name}: depends on {dep!r}, not an entry", source=settings_source)
+            if dep == name:
+                raise ProcfileError(f"services.{name}: depends on itself", source=settings_source)
+    cycle = _find_cycle({n: list(s.depends_on) for n, s in settings.items()})
+    if cycle:
+        raise ProcfileError(f"a dependency cycle: {' -> '.join(cycle)}", source=settings_source)
+    selected = _select(names, by_name, settings)
+    counts = dict(counts) if counts is not None else {}
+    count_of = {e.name: counts.get(e.name, 1) for e in entries}
+    for name in selected:
+        for dep in settings.get(name, EntrySettings()).depends_on:
+            if count_of[dep] == 0:
+                raise ProcfileError(f"{name} depends on {dep}, which the scale sets to 0", source="-m")
+    total = sum(count_of[n] for n in selected)
+    if total == 0:
+        raise ProcfileError("nothing to run: the scale sets every selected entry to 0", source="-m")
+    if total > MAX_TOTAL:
+        raise ProcfileError(f"{total} instances: at most {MAX_TOTAL} in one run", source="-m")
+    file_env = dict(file_env or {})
+    services: list[ProcfileService] = []
+    for entry in entries:
+        if entry.name not in selected:
+            continue
+        s = settings.get(entry.name, EntrySettings())
+        cwd = _cwd(s.cwd, directory, entry.name, settings_source)
+        for instance in range(count_of[entry.name]):
+            port = (s.port if s.port is not None else base_port + 100 * entry.index) + instance
+            if not 1 <= port <= 65535:
+                raise ProcfileError(
+                    f"{entry.name}.{instance + 1} would get PORT={port}, outside 1..65535 (lower the base port)",
+                    source=settings_source if s.port is not None else "-p",
+                )
+            name = f"{entry.name}.{instance + 1}"
+            env = dict(file_env)
+            env["PORT"] = str(port)
+            env.update(s.env)
+            env["PS"] = name
+            env["PROCTREE_SERVICE"] = name
+            depends_on: dict[str, str] = {}
+            for dep, condition in s.depends_on.items():
+                for i in range(count_of[dep]):
+                    depends_on[f"{dep}.{i + 1}"] = condition
+            services.append(
+                ProcfileService(
+                    name=name,
+                    entry=entry.name,
+                    instance=instance + 1,
+                    command=entry.command,
+                    env=env,
+                    port=port,
+                    cwd=cwd,
+                    ready=_with_port(s.ready, port),
+                    depends_on=depends_on,
+                    restart=s.restart,
+                    max_restarts=s.max_restarts,
+                    can_die=s.can_die,
+                )
+            )
+    return tuple(services)
+
+
+def _select(
+    names: Sequence[str], by_name: Mapping[str, ProcfileEntry], settings: Mapping[str, EntrySettings]
+) -> set[str]:
+    """The entries to run: all, or the named ones and (transitively) what they depend on."""
+    if not names:
+        return set(by_name)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ProcfileError(
+            f"no entry named {', '.join(map(repr, unknown))} (entries: {', '.join(by_name)})", source="NAME"
+        )
+    chosen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in chosen:
+            chosen.add(name)
+            todo.extend(settings.get(name, EntrySettings()).depends_on)
+    return chosen
+
+
+def _find_cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """One cycle of graph as a path (a -> b -> a), or None. Iterative: a long
+    chain of dependencies must not hit Python's recursion limit."""
+    done: set[str] = set()
+    for root in graph:
+        if root in done:
+            continue
+        path: list[str] = [root]
+        on_path = {root}
+        stack = [iter(graph.get(root, ()))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+            elif nxt in on_path:
+                return path[path.index(nxt) :] + [nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                on_path.add(nxt)
+                stack.append(iter(graph.get(nxt, ())))
+    return None
+
+
+def _cwd(cwd: str | None, directory: str, name: str, source: str) -> str:
+    if cwd is None:
+        return directory
+    path = os.path.normpath(os.path.join(directory, os.path.expanduser(cwd)))
+    if not os.path.isdir(path):
+        raise ProcfileError(f"services.{name}: cwd {cwd!r} is not a folder ({path})", source=source)
+    return path
+
+
+def _with_port(ready: Any, port: int) -> Any:
+    """ready with $PORT / ${PORT} replaced by the instance's port, in strings at any depth."""
+    if isinstance(ready, str):
+        return _PORT_VAR.sub(str(port), ready)
+    if isinstance(ready, Mapping):
+        return {k: _with_port(v, port) for k, v in ready.items()}
+    return ready

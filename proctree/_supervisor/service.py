@@ -1,0 +1,550 @@
+"""One service: its record and the task that runs it, from its dependencies to its last exit.
+
+A Service owns at most one contained tree at a time (proctree.spawn_async,
+stdout and stderr merged into one pipe read by an asyncio reader into the
+service's LogRing). Its lifecycle task is the only code that spawns or ends
+that tree: stop() and restart() only state an intent and wake it, so a
+restart always ends the old tree (Tree.terminate_async, the stop grace)
+before it spawns the new one, and the final status follows the intent, never
+the shape of the exit: a service we stopped is `stopped` even if it died of
+the SIGTERM, or exited 0 on its own a moment before we asked.
+
+This module must never signal a process other than through its own Tree (or
+killnow.kill_now on that Tree, in reap()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from .._containment.spawn import Tree, spawn_async
+from . import deps as _deps
+from . import events as _ev
+from . import restart as _restart
+from .killnow import kill_now
+from .logring import LogRing, Row
+from .readiness import Detector
+from .snapshot import (
+    EXITED,
+    FAILED,
+    LIVE,
+    READY,
+    RESTARTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    TERMINAL,
+    WAITING,
+    ServiceSnapshot,
+)
+from .spec import ServiceSpec, build_env
+from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit, wake
+
+log = logging.getLogger("proctree.supervisor")
+
+STOP = "stop"
+RESTART = "restart"
+
+# After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
+_LATE_PROBE_FACTOR = 4
+_LATE_PROBE_MIN = 1.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every service of one supervisor shares."""
+
+    stop_grace: float
+    ready_timeout: float
+    contain: str
+    log_rows: int
+    log_line: int
+    tail_rows: int
+    output_interval: float
+    backoff: _restart.Backoff
+
+
+class Host(Protocol):
+    """What a Service needs from its supervisor."""
+
+    settings: Settings
+
+    def emit(self, event: _ev.ServiceEvent) -> None: ...
+
+    def changed(self) -> None: ...
+
+    async def next_change(self) -> None: ...
+
+
+def describe_exit(code: int | None, sig: str | None) -> str:
+    if sig is not None:
+        return f"ended by {sig}"
+    if code is None:
+        return "ended (status unknown)"
+    return f"exited with status {code}"
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename!r}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return str(exc) or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class _RunEnd:
+    code: int | None
+    sig: str | None
+    uptime: float
+
+
+class Service:
+    """One service's record and lifecycle. Created by the Supervisor; callers see snapshots only."""
+
+    def __init__(self, host: Host, sid: str, spec: ServiceSpec, needs: tuple[tuple[Service, str], ...] = ()) -> None:
+        settings = host.settings
+        self.host = host
+        self.id = sid
+        self.spec = spec
+        self.name = spec.name or sid
+        self.needs = needs  # (dependency, condition), resolved when the service was admitted
+        self.stop_grace = settings.stop_grace if spec.stop_grace is None else spec.stop_grace
+        self.ready_timeout = settings.ready_timeout if spec.ready_timeout is None else spec.ready_timeout
+        self.ring = LogRing(settings.log_rows, settings.log_line)
+        self.status = WAITING if needs else STARTING
+        self.reason: str | None = None
+        self.intent: str | None = None
+        self.reaped = False
+        self.tree: Tree | None = None
+        self.mode: str | None = None
+        self.pid: int | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.exit_signal: str | None = None
+        self.url: str | None = None
+        self.port: int | None = spec.port
+        self.ready_by: str | None = None
+        self.port_preoccupied = False
+        self.kill_incomplete = False
+        self.runs = 0  # spawns so far
+        self.restarts = 0
+        self.streak = 0  # quick restarts in a row (restart.decide)
+        self.completed = False  # a run exited 0 by itself (depends_on "completed")
+        self.task: asyncio.Task[None] | None = None
+        self._poke = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._detector: Detector | None = None
+        self._out_cursor = 0
+        self._out_handle: asyncio.TimerHandle | None = None
+
+    # -- what callers see ---------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE
+
+    def snapshot(self) -> ServiceSnapshot:
+        return ServiceSnapshot(
+            id=self.id,
+            name=self.name,
+            command=self.spec.command,
+            status=self.status,
+            pid=self.pid,
+            cwd=self.spec.cwd,
+            started_at=self.started_at,
+            ready_at=self.ready_at,
+            ended_at=self.ended_at,
+            exit_code=self.exit_code,
+            exit_signal=self.exit_signal,
+            url=self.url,
+            port=self.port,
+            ready_by=self.ready_by,
+            port_preoccupied=self.port_preoccupied,
+            restarts=self.restarts,
+            last_rows=tuple(r.text for r in self.ring.tail(self.host.settings.tail_rows)),
+            rows_seen=self.ring.last_seq,
+            rows_dropped=self.ring.dropped_total,
+            kill_incomplete=self.kill_incomplete,
+            reason=self.reason,
+            mode=self.mode,
+            depends_on=self.spec.depends_on,
+        )
+
+    # -- what the supervisor asks -------------------------------------------------------------
+
+    def launch(self) -> None:
+        """Start the lifecycle task (again, for a finished service restarted on request)."""
+        if self.task is not None and not self.task.done():
+            return
+        if self.status in TERMINAL:  # revived: its dependencies were met by its first run
+            self.status = STARTING
+            self.intent = None
+            self.reason = None
+            self.streak = 0
+            self.reaped = False
+        self._loop = asyncio.get_running_loop()
+        self.task = self._loop.create_task(self._lifecycle(), name=f"proctree service {self.id}")
+
+    def request(self, intent: str) -> None:
+        """Ask the lifecycle to stop or restart; a stop overrides a restart, never the other way round."""
+        if not self.live or self.intent == STOP:
+            return
+        if intent == RESTART and self.status == WAITING:
+            return  # nothing started yet: its first start is still to come
+        self.intent = intent
+        self._poke.set()
+        self.host.changed()
+
+    async def settled(self) -> None:
+        """Wait until the lifecycle task is over (it always ends in a terminal status)."""
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
+    def reap(self) -> None:
+        """The host is going away: SIGKILL the tree now and mark the service stopped. Synchronous, never raises."""
+        if not self.live:
+            return
+        self.intent = STOP
+        self.reaped = True
+        tree = self.tree
+        if tree is not None:
+            kill_now(tree)
+        self.status = STOPPED
+        if self.ended_at is None or (self.started_at is not None and self.ended_at < self.started_at):
+            self.ended_at = time.time()
+        wake(self._poke, self._loop)
+
+    # -- the lifecycle ------------------------------------------------------------------------
+
+    async def _lifecycle(self) -> None:
+        try:
+            if self.status == WAITING and not await self._await_dependencies():
+                return
+            while True:
+                if self.intent == STOP:
+                    self._finish(STOPPED)
+                    return
+                self.intent = None
+                self._poke.clear()
+                end = await self._run_once()
+                if end is None:
+                    return  # not started (failed, or stopped before the spawn): final already
+                if self.intent == STOP or self.reaped:
+                    self._finish(STOPPED)
+                    return
+                if self.intent == RESTART:
+                    self._flush_output()
+                    self.status = RESTARTING
+                    self.reason = f"restart requested ({describe_exit(end.code, end.sig)})"
+                    self._emit(_ev.RESTARTING)
+                    continue
+                if not await self._after_exit(end):
+                    return
+        except asyncio.CancelledError:
+            self._abort()
+            if self.status not in TERMINAL:
+                self.status = STOPPED
+                self.ended_at = time.time()
+            raise
+        except Exception as exc:  # a bug here must not leave the tree running nor the service live
+            log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
+            self._abort()
+            self.kill_incomplete = self.tree is not None
+            # Still by intent: a service we were stopping is stopped, whatever failed on the way.
+            self._finish(STOPPED if self.intent == STOP else FAILED, f"internal error in the supervisor: {exc!r}")
+        finally:
+            self.host.changed()  # whoever waits for this task to be over
+
+    def _abort(self) -> None:
+        tree = self.tree
+        if tree is not None and tree.returncode is None:
+            kill_now(tree)
+
+    async def _after_exit(self, end: _RunEnd) -> bool:
+        """The run ended by itself: restart (after the backoff) -> True; a final status -> False."""
+        failed = end.code != 0
+        if end.code == 0:
+            self.completed = True
+        if isinstance(self.spec.command, str) and end.code in (126, 127) and self.ready_at is None:
+            # The shell's "command not found" / "cannot execute": restarting cannot help.
+            what = "not found" if end.code == 127 else "cannot be run"
+            self._finish(FAILED, f"the command {what} (the shell's exit status {end.code}; see its output)")
+            return False
+        decision = _restart.decide(
+            self.spec.restart,
+            self.spec.max_restarts,
+            self.host.settings.backoff,
+            failed=failed,
+            uptime=end.uptime,
+            streak=self.streak,
+        )
+        self.streak = decision.streak
+        what = describe_exit(end.code, end.sig)
+        self._flush_output()
+        if decision.crash_loop:
+            self.status = FAILED
+            self.ended_at = self.ended_at or time.time()
+            self.reason = (
+                f"crash loop: {what}, {decision.streak + 1} times in a row within "
+                f"{self.host.settings.backoff.reset_after:g} s of starting (max_restarts={self.spec.max_restarts})"
+            )
+            self._emit(_ev.CRASH_LOOP)
+            self._finish(FAILED, self.reason)
+            return False
+        if not decision.restart:
+            self._finish(EXITED)
+            return False
+        self.status = RESTARTING
+        self.reason = f"{what}; restarting in {decision.delay:.2f} s"
+        self._emit(_ev.RESTARTING)
+        await self._sleep_unless_poked(decision.delay)
+        return True
+
+    async def _sleep_unless_poked(self, delay: float) -> None:
+        if self.intent is not None:
+            return
+        try:
+            await asyncio.wait_for(self._poke.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    # -- dependencies -------------------------------------------------------------------------
+
+    def _verdict(self, dep: Service, condition: str) -> bool | str | None:
+        """True: met. None: wait. A str: it can no longer be met, and why."""
+        if condition == _deps.STARTED:
+            if dep.runs > 0:
+                return True
+            return f"{dep.name} {dep.describe_end()} before it started" if dep.status in TERMINAL else None
+        if condition == _deps.READY:
+            if dep.status == READY:
+                return True
+            if dep.status == RUNNING:
+                return f"{dep.name} did not prove it was ready within {dep.ready_timeout:g} s (it is running)"
+            return f"{dep.name} {dep.describe_end()} before it was ready" if dep.status in TERMINAL else None
+        if dep.completed:
+            return True
+        return f"{dep.name} {dep.describe_end()}" if dep.status in TERMINAL else None
+
+    def describe_end(self) -> str:
+        if self.status == STOPPED:
+            return "was stopped"
+        if self.status == FAILED:
+            return f"failed ({self.reason})" if self.reason else "failed"
+        return describe_exit(self.exit_code, self.exit_signal)
+
+    async def _await_dependencies(self) -> bool:
+        while True:
+            if self.intent == STOP:
+                self._finish(STOPPED, "stopped while waiting for its dependencies")
+                return False
+            waiting = []
+            for dep, condition in self.needs:
+                verdict = self._verdict(dep, condition)
+                if isinstance(verdict, str):
+                    self._finish(FAILED, f"dependency {verdict}")
+                    return False
+                if verdict is None:
+                    waiting.append(f"{dep.name} ({condition})")
+            if not waiting:
+                self.reason = None
+                self.status = STARTING
+                return True
+            self.reason = "waiting for " + ", ".join(waiting)
+            await self.host.next_change()
+
+    # -- one run ------------------------------------------------------------------------------
+
+    async def _run_once(self) -> _RunEnd | None:
+        spec = self.spec
+        loop = asyncio.get_running_loop()
+        env = build_env(spec.env)
+        detector = Detector(spec.ready, spec.command, env, spec.port, cwd=spec.cwd)
+        if detector.port is not None:
+            # Before the spawn: somebody else's server on our port must never make us look ready.
+            await asyncio.to_thread(detector.preflight)
+        self.port = detector.port
+        self.port_preoccupied = detector.port_preoccupied
+        self.url = self.ready_by = None
+        self.ready_at = self.ended_at = None
+        self.exit_code = self.exit_signal = None
+        self.kill_incomplete = False
+        if self.intent == STOP:  # asked to stop during the pre-flight: nothing to spawn
+            self._finish(STOPPED)
+            return None
+        shell = isinstance(spec.command, str)
+        try:
+            tree = await spawn_async(
+                spec.command if shell else list(spec.command),
+                shell=shell,
+                cwd=spec.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                contain=self.host.settings.contain,
+                grace=self.stop_grace,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self.note(f"cannot start: {describe_error(exc)}")
+            self._finish(FAILED, f"cannot start: {describe_error(exc)}")
+            return None
+        self.tree = tree
+        self.mode = tree.mode
+        self.pid = tree.pid
+        self.started_at = time.time()
+        if self.runs:
+            self.restarts += 1
+        self.runs += 1
+        t0 = loop.time()
+        if self.reaped:
+            kill_now(tree)  # reap_sync() ran while this spawn was under way: it stays stopped
+        else:
+            self.status = STARTING
+            self.reason = None
+            self._detector = detector
+            self._emit(_ev.STARTED)
+            if spec.ready.kind == "none":
+                self._set_running()
+        transport = eof = None
+        watcher = exit_wait = None
+        try:
+            transport, eof = await open_reader(tree, self.take_output)
+            watcher = loop.create_task(self._watch_readiness(detector))
+            exit_wait = loop.create_task(wait_exit(tree))
+            while not exit_wait.done() and self.intent is None:
+                poke = loop.create_task(self._poke.wait())
+                try:
+                    await asyncio.wait([exit_wait, poke], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    poke.cancel()
+            await stop_waiting(exit_wait)
+            # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
+            report = await tree.terminate_async(self.stop_grace)
+            self.kill_incomplete = not report.ok
+        except BaseException:
+            await stop_waiting(exit_wait)
+            kill_now(tree)
+            await quietly(tree.terminate_async(0))
+            raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            await close_reader(transport, eof)
+            self._detector = None  # a last partial line proves nothing about a tree that is gone
+            self._take_rows(self.ring.close())
+        uptime = loop.time() - t0
+        self.ended_at = time.time()
+        self.exit_code, self.exit_signal = exit_fields(tree.returncode)
+        return _RunEnd(self.exit_code, self.exit_signal, uptime)
+
+    async def _watch_readiness(self, detector: Detector) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout
+        interval = detector.spec.interval
+        if detector.spec.kind == "none":
+            return
+        while self.status in (STARTING, RUNNING) and detector.ready_by is None:
+            if self.status == STARTING or detector.spec.kind != "exec":
+                try:
+                    how = await detector.probe()
+                except Exception:
+                    log.debug("service %s: a readiness probe failed", self.id, exc_info=True)
+                    how = None
+                if how is not None:
+                    self._set_ready(how)
+                    return
+            if self.status == STARTING and loop.time() >= deadline:
+                self._set_running()
+            if self.status == STARTING:
+                await asyncio.sleep(max(0.0, min(interval, deadline - loop.time())))
+            elif detector.spec.kind == "exec":
+                return  # a command per round forever is too much for a service that never proved itself
+            else:
+                await asyncio.sleep(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
+
+    def _set_ready(self, how: str) -> None:
+        detector = self._detector
+        if self.status not in (STARTING, RUNNING) or detector is None:
+            return
+        self._flush_output()  # the rows up to the proof are sent before the status changes
+        self.status = READY
+        self.ready_at = time.time()
+        self.ready_by = how
+        self.url = detector.url
+        self.port = detector.port if detector.port is not None else self.port
+        self._emit(_ev.READY)
+
+    def _set_running(self) -> None:
+        if self.status == STARTING:
+            self._flush_output()
+            self.status = RUNNING
+            self._emit(_ev.RUNNING)
+
+    # -- output -------------------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        """A row of the supervisor's own in the service's log (why it could not start, ...)."""
+        self._take_rows(self.ring.feed(f"proctree: {text}\n".encode(errors="replace")))
+
+    def take_output(self, data: bytes) -> None:
+        """The reader's feed: a chunk of the tree's merged output."""
+        try:
+            self._take_rows(self.ring.feed(data))
+        except Exception:  # never let a bug close the pipe under a running service (it would die of SIGPIPE)
+            log.exception("service %s: reading its output failed", self.id)
+
+    def _take_rows(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        detector = self._detector
+        if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
+            for row in rows:
+                try:
+                    how = detector.on_line(row.text)
+                except Exception:
+                    log.debug("service %s: readiness detection failed on a line", self.id, exc_info=True)
+                    how = None
+                if how is not None:
+                    self._set_ready(how)
+                    break
+        if self._out_handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._out_handle = loop.call_later(self.host.settings.output_interval, self._flush_output)
+
+    def _flush_output(self) -> None:
+        if self._out_handle is not None:
+            self._out_handle.cancel()
+            self._out_handle = None
+        if self.ring.last_seq == self._out_cursor:
+            return
+        page = self.ring.read(since=self._out_cursor)
+        self._out_cursor = page.next
+        self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), page.rows, page.dropped))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _emit(self, kind: str) -> None:
+        self._flush_output()  # output first: the rows a service printed come before its exit
+        self.host.emit(_ev.ServiceEvent(kind, self.snapshot()))
+        self.host.changed()
+
+    def _finish(self, status: str, reason: str | None = None) -> None:
+        self._flush_output()
+        self.status = status
+        if reason is not None:
+            self.reason = reason
+        if self.ended_at is None:
+            self.ended_at = time.time()
+        self._emit({STOPPED: _ev.STOPPED, EXITED: _ev.EXITED, FAILED: _ev.FAILED}[status])

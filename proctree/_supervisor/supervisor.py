@@ -1,0 +1,481 @@
+"""Supervisor: services and foreground commands over contained trees, for one asyncio host.
+
+The public face of the layer. It checks every request whole before anything
+starts (a batch of services with their dependencies is refused as a whole),
+hands out ids that are never reused (s1, s2, ...: a stale id can only be a
+no-op), refuses a start at max_services live services naming them (a live
+record is never evicted to make room; finished ones are, oldest first), and
+stops in reverse dependency order. Leaving `async with` stops everything;
+reap_sync() is the host's synchronous last word (atexit, signal paths).
+
+It must never stop a foreground command when stopping services, nor a
+service when killing foreground work; and it signals processes only through
+the Trees its services and commands own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import builtins
+import concurrent.futures
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .._containment.spawn import MODES
+from .._validate import check_positive_int, check_seconds
+from . import deps as _deps
+from . import restart as _restart
+from .errors import SupervisorError, UnknownServiceError
+from .events import Listener, Listeners, ServiceEvent
+from .foreground import Foreground, ForegroundResult
+from .logring import LogPage
+from .service import RESTART, STOP, Service, Settings
+from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
+from .spec import ALL, ServiceSpec
+
+_ID = re.compile(r"s([0-9]+)")
+
+
+class Supervisor:
+    """Services (long-running, watched, restarted) and foreground commands, each a contained tree.
+
+    Use it as an async context manager; leaving the block stops every service
+    (dependents first, each within its stop_grace) and kills foreground work.
+
+    max_services: live services at most (a start beyond is refused, naming
+    them). stop_grace: seconds between SIGTERM and SIGKILL when stopping a
+    service. ready_timeout: seconds a service may take to prove readiness
+    before it is reported `running`. contain: the containment mode of every
+    tree (see proctree.spawn). log_rows / log_line: each service's log ring
+    (rows kept, characters per row). tail_rows: rows in a snapshot's
+    last_rows. output_interval: output events are coalesced to at most one
+    per service per this many seconds. backoff: restart delays
+    (restart.Backoff). max_records: finished services remembered (the oldest
+    finished are forgotten beyond it; a forgotten id reads as a no-op).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_services: int = 16,
+        stop_grace: float = 3.0,
+        ready_timeout: float = 30.0,
+        contain: str = "auto",
+        log_rows: int = 2000,
+        log_line: int = 16384,
+        tail_rows: int = 20,
+        output_interval: float = 0.05,
+        backoff: _restart.Backoff | None = None,
+        max_records: int | None = None,
+    ) -> None:
+        if not isinstance(contain, str) or contain not in MODES:
+            raise ValueError(f"contain must be one of {', '.join(MODES)}, got {contain!r}")
+        if backoff is not None and not isinstance(backoff, _restart.Backoff):
+            raise TypeError(f"backoff must be a Backoff, not {type(backoff).__name__}")
+        if isinstance(tail_rows, bool) or not isinstance(tail_rows, int) or tail_rows < 0:
+            raise ValueError(f"tail_rows must be an int >= 0, got {tail_rows!r}")
+        self.max_services = check_positive_int(max_services, "max_services")
+        self.max_records = check_positive_int(
+            max(64, 4 * self.max_services) if max_records is None else max_records, "max_records"
+        )
+        self.settings = Settings(
+            stop_grace=check_seconds(stop_grace, "stop_grace"),
+            ready_timeout=check_seconds(ready_timeout, "ready_timeout"),
+            contain=contain,
+            log_rows=check_positive_int(log_rows, "log_rows"),
+            log_line=check_positive_int(log_line, "log_line"),
+            tail_rows=tail_rows,
+            output_interval=check_seconds(output_interval, "output_interval"),
+            backoff=backoff or _restart.Backoff(),
+        )
+        self._services: dict[str, Service] = {}
+        self._by_name: dict[str, Service] = {}
+        self._next_id = 1
+        self._listeners = Listeners()
+        self._foreground = Foreground(
+            contain=contain, grace=self.settings.stop_grace, log_rows=log_rows, log_line=log_line
+        )
+        self._closed = False
+        self._change: asyncio.Future[None] | None = None
+        self._atexit = False
+
+    def __repr__(self) -> str:
+        return f"<proctree.Supervisor live={self.live_count()} services={len(self._services)}>"
+
+    # -- context ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Supervisor:
+        self._prepare()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once."""
+        self._closed = True
+        try:
+            self._foreground.kill()
+            await self.stop(ALL)
+            await self._listeners.drain()
+        except BaseException:
+            self.reap_sync()
+            raise
+        finally:
+            if self._atexit:
+                atexit.unregister(self.reap_sync)
+                self._atexit = False
+
+    def _prepare(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Spawns and teardowns run in the loop's default executor: give it room for every
+        # service's teardown at once, so that stopping 16 services takes one grace, not three.
+        # Only when the loop has made none yet (asyncio's own attribute; other loops are left as they are).
+        if getattr(loop, "_default_executor", False) is None:
+            loop.set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=8 + 4 * self.max_services, thread_name_prefix="proctree-supervisor"
+                )
+            )
+        if not self._atexit:
+            atexit.register(self.reap_sync)
+            self._atexit = True
+
+    # -- starting -----------------------------------------------------------------------------
+
+    async def start(
+        self,
+        command: str | Sequence[str],
+        *,
+        name: str | None = None,
+        cwd: Any = None,
+        env: Mapping[str, str | None] | None = None,
+        port: int | None = None,
+        ready: Any = None,
+        depends_on: Any = None,
+        restart: str = _restart.NO,
+        max_restarts: int | None = 5,
+        ready_timeout: float | None = None,
+        stop_grace: float | None = None,
+    ) -> ServiceSnapshot:
+        """Start one service; return its snapshot once it is spawned (or has failed).
+
+        See ServiceSpec for the keywords. With depends_on, it waits for its
+        dependencies first. TypeError / ValueError for bad arguments and
+        SupervisorError (at max_services, a live service of the same name, a
+        closed supervisor) before anything starts; a command that cannot
+        start gives a `failed` snapshot with the reason.
+        """
+        spec = ServiceSpec(
+            command,
+            name=name,
+            cwd=cwd,
+            env=env,
+            port=port,
+            ready=ready,
+            depends_on=depends_on,
+            restart=restart,
+            max_restarts=max_restarts,
+            ready_timeout=ready_timeout,
+            stop_grace=stop_grace,
+        )
+        return (await self.start_all([spec]))[0]
+
+    async def start_all(self, specs: Iterable[ServiceSpec]) -> list[ServiceSnapshot]:
+        """Start several services in dependency order; return their snapshots once each is spawned (or has failed).
+
+        The batch is checked whole before anything starts: duplicate names,
+        unknown dependencies (names neither in the batch nor already known),
+        cycles, the max_services limit. Services that do not depend on each
+        other start at once. Cancelled, it stops the services it admitted.
+        """
+        batch = list(specs)
+        for i, spec in enumerate(batch):
+            if not isinstance(spec, ServiceSpec):
+                raise TypeError(f"specs[{i}] must be a ServiceSpec, not {type(spec).__name__}")
+        self._prepare()
+        services = self._admit(batch)
+        try:
+            await self._until(services, lambda s: s.runs > 0)
+        except BaseException:
+            for service in services:
+                service.request(STOP)
+            raise
+        return [s.snapshot() for s in services]
+
+    def _admit(self, batch: list[ServiceSpec]) -> list[Service]:
+        """Check the batch whole, then register and launch it. Synchronous: nothing interleaves."""
+        if self._closed:
+            raise SupervisorError("the supervisor is closed")
+        names = [spec.name for spec in batch if spec.name is not None]
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise ValueError(f"two services are named {name!r}")
+            seen.add(name)
+            taken = self._by_name.get(name)
+            if taken is not None and taken.live:
+                raise SupervisorError(f"a live service is already named {name!r} ({taken.id}); stop it first", name)
+        graph = {
+            spec.name if spec.name is not None else f"#{i}": [d for d, _ in spec.depends_on]
+            for i, spec in enumerate(batch)
+        }
+        _deps.check_graph(graph, known=self._by_name)
+        live = [s.id for s in self._services.values() if s.live]
+        if len(live) + len(batch) > self.max_services:
+            want = f"{len(batch)} more" if len(batch) > 1 else "another"
+            raise SupervisorError(
+                f"{len(live)} of max_services={self.max_services} services are live ({', '.join(live) or 'none'}): "
+                f"cannot start {want}; stop one first"
+            )
+        self._forget_finished(len(batch))
+        sids = [self._new_id() for _ in batch]
+        in_batch = {spec.name: sid for spec, sid in zip(batch, sids) if spec.name is not None}
+        services: dict[str, Service] = {}
+        for level in _deps.levels(
+            {sid: [in_batch[d] for d, _ in spec.depends_on if d in in_batch] for spec, sid in zip(batch, sids)}
+        ):
+            for sid in level:
+                spec = batch[sids.index(sid)]
+                needs = tuple(
+                    (services[in_batch[d]] if d in in_batch else self._by_name[d], condition)
+                    for d, condition in spec.depends_on
+                )
+                services[sid] = Service(self, sid, spec, needs)
+        ordered = [services[sid] for sid in sids]
+        for service in ordered:
+            self._services[service.id] = service
+            self._by_name[service.name] = service
+        for service in ordered:
+            service.launch()
+        return ordered
+
+    def _new_id(self) -> str:
+        sid = f"s{self._next_id}"
+        self._next_id += 1
+        return sid
+
+    def _forget_finished(self, room: int) -> None:
+        """Forget the oldest finished services so that room more fit under max_records; never a live one."""
+        excess = len(self._services) + room - self.max_records
+        if excess <= 0:
+            return
+        for sid, service in list(self._services.items()):
+            if excess <= 0:
+                break
+            if service.live or (service.task is not None and not service.task.done()):
+                continue
+            if any(dep is service for other in self._services.values() if other.live for dep, _ in other.needs):
+                continue  # a live service still reads its dependency's record
+            del self._services[sid]
+            if self._by_name.get(service.name) is service:
+                del self._by_name[service.name]
+            excess -= 1
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _find(self, id_or_name: object) -> Service | None:
+        """The service an id or name means; None for an id that was handed out and since forgotten."""
+        if not isinstance(id_or_name, str):
+            raise TypeError(f"a service is named by its id or name (a str), not {type(id_or_name).__name__}")
+        service = self._services.get(id_or_name)
+        if service is not None:
+            return service
+        match = _ID.fullmatch(id_or_name)
+        if match is not None:
+            if int(match.group(1)) < self._next_id and int(match.group(1)) > 0:
+                return None  # a stale id: never reused, so it can only be a no-op
+            raise UnknownServiceError(f"no service was ever given the id {id_or_name!r}", id_or_name)
+        service = self._by_name.get(id_or_name)
+        if service is None:
+            known = ", ".join(sorted(self._by_name)) or "none"
+            raise UnknownServiceError(f"no service is named {id_or_name!r} (names: {known})", id_or_name)
+        return service
+
+    def get(self, id_or_name: str) -> ServiceSnapshot | None:
+        """The snapshot of a service by id or name (the newest of that name); None for a forgotten id.
+
+        UnknownServiceError for a name nobody has, or an id never handed out.
+        """
+        service = self._find(id_or_name)
+        return None if service is None else service.snapshot()
+
+    def list(self) -> list[ServiceSnapshot]:
+        """Snapshots of every remembered service, live and finished, oldest first."""
+        return [s.snapshot() for s in self._services.values()]
+
+    def live_count(self) -> int:
+        """How many services are live (waiting, starting, ready, running or restarting)."""
+        return sum(1 for s in self._services.values() if s.live)
+
+    def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
+        """A page of a service's log: rows with seq > since, oldest first (see LogRing.read). Empty for a forgotten id."""
+        service = self._find(id_or_name)
+        if service is None:
+            if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
+                raise ValueError(f"since must be an int >= 0 or None, got {since!r}")
+            return LogPage((), since or 0, 0)
+        return service.ring.read(since, limit)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call listener(event) for every ServiceEvent from now on; return the function that unsubscribes it."""
+        return self._listeners.add(listener)
+
+    async def wait(
+        self, id_or_name: str, until: str | Iterable[str] = (READY, RUNNING), timeout: float | None = None
+    ) -> ServiceSnapshot | None:
+        """Wait until the service's status is one of until, or terminal; return its snapshot.
+
+        asyncio.TimeoutError after timeout seconds. None for a forgotten id.
+        """
+        wanted = {until} if isinstance(until, str) else set(until)
+        bad = wanted - set(STATUSES)
+        if bad:
+            raise ValueError(f"until: unknown statuses {sorted(bad)} (statuses: {', '.join(STATUSES)})")
+        service = self._find(id_or_name)
+        if service is None:
+            return None
+        limit = None if timeout is None else check_seconds(timeout, "timeout")
+        await asyncio.wait_for(self._until([service], lambda s: s.status in wanted), limit)
+        return service.snapshot()
+
+    async def _until(self, services: builtins.list[Service], done: Callable[[Service], bool]) -> None:
+        """Until done(service) or the service is terminal (and its task over), for every service."""
+        while True:
+            pending = [s for s in services if not (done(s) or s.status in TERMINAL)]
+            if not pending:
+                return
+            await self.next_change()
+
+    # -- stopping and restarting --------------------------------------------------------------
+
+    async def stop(self, id_or_name: str = ALL) -> builtins.list[ServiceSnapshot]:
+        """Stop a service (by id or name), or every live one ("all", dependents first); return their snapshots.
+
+        Each is ended within its stop_grace (SIGTERM, then SIGKILL), its whole
+        tree with it; its status is then `stopped`, whatever its exit looked
+        like. A finished service is left as it is; a forgotten id gives [].
+        """
+        if id_or_name == ALL:
+            targets = [s for s in self._services.values() if s.live or not _settled(s)]
+        else:
+            service = self._find(id_or_name)
+            if service is None:
+                return []
+            targets = [service]
+        ids = {s.id for s in targets}
+        graph = {s.id: [dep.id for dep, _ in s.needs if dep.id in ids] for s in targets}
+        by_id = {s.id: s for s in targets}
+        for level in _deps.stop_levels(graph):
+            services = [by_id[sid] for sid in level]
+            for service in services:
+                service.request(STOP)
+            await asyncio.gather(*(s.settled() for s in services))
+        return [s.snapshot() for s in targets]
+
+    async def restart(self, id_or_name: str = ALL) -> builtins.list[ServiceSnapshot]:
+        """Restart a service (or every live one): its tree is ended, then it is started again.
+
+        A finished service (exited, failed, stopped) is started again too,
+        under the same id (its dependencies are not waited for again), if
+        there is room under max_services. Returns the snapshots once each new
+        run is spawned (or has failed).
+        """
+        if self._closed:
+            raise SupervisorError("the supervisor is closed")
+        if id_or_name == ALL:
+            targets = [s for s in self._services.values() if s.live]
+        else:
+            service = self._find(id_or_name)
+            if service is None:
+                return []
+            targets = [service]
+        revive = [s for s in targets if not s.live]
+        if revive:
+            live = [s.id for s in self._services.values() if s.live]
+            if len(live) + len(revive) > self.max_services:
+                raise SupervisorError(
+                    f"{len(live)} of max_services={self.max_services} services are live ({', '.join(live)}): "
+                    "cannot restart a finished one; stop one first"
+                )
+        before = {s.id: s.runs for s in targets}
+        for service in targets:
+            if service.live:
+                service.request(RESTART)
+            else:
+                await service.settled()
+                service.launch()
+        await self._until(targets, lambda s: s.runs > before[s.id] or s.status == "waiting")
+        return [s.snapshot() for s in targets]
+
+    # -- foreground commands ------------------------------------------------------------------
+
+    async def run_foreground(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: Any = None,
+        env: Mapping[str, str | None] | None = None,
+        timeout: float | None = None,
+        input: bytes | str | None = None,
+    ) -> ForegroundResult:
+        """Run a short command as a contained tree and wait for it; its output is kept in a bounded ring.
+
+        Kept apart from services: kill_foreground() ends it, stopping services
+        never does. timeout: seconds before it is ended (stop_grace applies;
+        result.timed_out). Cancelled, it kills the tree and re-raises. A
+        command that cannot start raises (FileNotFoundError, ...).
+        """
+        if self._closed:
+            raise SupervisorError("the supervisor is closed")
+        self._prepare()
+        return await self._foreground.run(command, cwd=cwd, env=env, timeout=timeout, input=input)
+
+    def kill_foreground(self) -> int:
+        """SIGKILL every running foreground command (its whole tree), now; return how many. Never touches a service."""
+        return self._foreground.kill()
+
+    def foreground_count(self) -> int:
+        return self._foreground.count()
+
+    # -- host exit ----------------------------------------------------------------------------
+
+    def reap_sync(self) -> None:
+        """SIGKILL everything now: every service's tree and every foreground command's. Marks the services stopped.
+
+        Synchronous, idempotent and non-blocking (one read of each tree's
+        members and one signal each, no waiting): for atexit and the host's
+        SIGINT / SIGTERM / SIGHUP paths. It never raises. Events for the
+        services it stopped are sent when (if) the event loop runs again.
+        """
+        for service in list(self._services.values()):
+            try:
+                service.reap()
+            except Exception:
+                pass
+        try:
+            self._foreground.kill()
+        except Exception:
+            pass
+
+    # -- the host side of Service -------------------------------------------------------------
+
+    def emit(self, event: ServiceEvent) -> None:
+        self._listeners.emit(event)
+
+    def changed(self) -> None:
+        change, self._change = self._change, None
+        if change is not None and not change.done():
+            change.set_result(None)
+
+    async def next_change(self) -> None:
+        """Until the next changed() (a waiter cancelled meanwhile does not disturb the others)."""
+        if self._change is None or self._change.done():
+            self._change = asyncio.get_running_loop().create_future()
+        await asyncio.wait([self._change])
+
+
+def _settled(service: Service) -> bool:
+    return service.task is None or service.task.done()

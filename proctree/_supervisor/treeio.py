@@ -1,0 +1,116 @@
+"""The small asyncio pieces services and foreground commands share around one contained tree.
+
+Reading a tree's merged output pipe with an asyncio reader, waiting for its
+exit, and ending the reader once the tree is gone. Nothing here signals a
+process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._containment.spawn import Tree
+
+# How long a tree's pipe may stay open after the tree is gone before the reader is closed anyway.
+EOF_PATIENCE = 2.0
+
+
+class PipeReader(asyncio.Protocol):
+    """Hands each chunk of a pipe to feed(); resolves eof when the pipe is closed."""
+
+    def __init__(self, feed: Callable[[bytes], Any], eof: asyncio.Future[None]) -> None:
+        self.feed = feed
+        self.eof = eof
+
+    def data_received(self, data: bytes) -> None:
+        self.feed(data)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.eof.done():
+            self.eof.set_result(None)
+
+
+async def open_reader(tree: Tree, feed: Callable[[bytes], Any]) -> tuple[asyncio.BaseTransport, asyncio.Future[None]]:
+    """Start reading tree.stdout into feed; return the transport and the future that resolves at end of file."""
+    loop = asyncio.get_running_loop()
+    eof: asyncio.Future[None] = loop.create_future()
+    assert tree.stdout is not None
+    transport, _ = await loop.connect_read_pipe(lambda: PipeReader(feed, eof), tree.stdout)
+    return transport, eof
+
+
+async def close_reader(transport: asyncio.BaseTransport | None, eof: asyncio.Future[None] | None) -> None:
+    """Wait (a little) for the last bytes of a tree that is gone, then close the reader."""
+    if transport is None or eof is None:
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(eof), EOF_PATIENCE)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        pass
+    finally:
+        transport.close()
+
+
+async def wait_exit(tree: Tree) -> None:
+    """Until the tree's command has ended (and its keeper has ended what it left, within the keeper's own bound).
+
+    Cancel it before ending the tree: it watches the tree's status pipe from
+    the loop, and the teardown closes that pipe from a worker thread.
+    """
+    try:
+        await tree.wait_async()
+    except subprocess.TimeoutExpired:
+        pass  # the keeper is still ending what the command left: the teardown that follows sees to it
+
+
+async def stop_waiting(exit_wait: asyncio.Task[None] | None) -> None:
+    if exit_wait is not None:
+        exit_wait.cancel()
+        await quietly(asyncio.wait([exit_wait]))
+
+
+async def quietly(work: Awaitable[object]) -> None:
+    """Await work, ignoring how it ends (for clean-up on a path that already raises)."""
+    try:
+        await work
+    except BaseException:
+        pass
+
+
+def wake(event: asyncio.Event, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Set an asyncio event from the loop's own thread, another thread, or after the loop closed (a no-op then).
+
+    For reap_sync() and kill_foreground(), which atexit, a signal handler or another thread may call.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    try:
+        if loop is None or running is loop:
+            event.set()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+    except RuntimeError:  # the loop closed meanwhile: nobody is left waiting
+        pass
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def exit_fields(returncode: int | None) -> tuple[int | None, str | None]:
+    """(exit_code, exit_signal) from a Popen-style returncode (negative: the signal that ended it)."""
+    if returncode is not None and returncode < 0:
+        return None, signal_name(-returncode)
+    return returncode, None

@@ -1,0 +1,364 @@
+"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--json] [NAME...]`
+
+A Procfile runner that foreman and honcho users can switch to unchanged: each
+entry runs as a service of proctree.Supervisor (a contained tree), its output
+prefixed with its aligned, coloured name, with a line when it is ready (and
+where), restarts or ends. As in foreman, one entry's end stops the rest
+(unless its settings say can_die); with --exit-with NAME the run ends when
+NAME does, with NAME's status (a test runner between services). Ctrl+C,
+SIGTERM or SIGHUP stop everything within the grace (a second Ctrl+C ends it
+at once), then up says what it stopped and that nothing is left, and exits
+130 / 143 / 129, or with the status of the entry whose end stopped the run.
+
+The plan (Procfile, .env, scale, settings) is read and checked whole before
+anything starts; every error names its file and line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import proctree
+
+from . import _upview
+from ._common import CliError, parse_seconds, shown
+
+# The signals that end the run, and the status each one gives (128 + N, as a shell reports it).
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SIGPIPE_STATUS = 128 + signal.SIGPIPE
+
+
+def register(sub):
+    p = sub.add_parser(
+        "up",
+        help="run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
+        description="Run the entries of a Procfile (foreman/honcho format) as contained services, "
+        "their output prefixed with their names. One entry's end stops the rest (unless it can_die); "
+        "Ctrl+C, SIGTERM or SIGHUP stop everything within --grace, and nothing is left running. "
+        "Richer settings (ready, depends_on, restart, env, can_die, port, cwd) come from "
+        "[tool.proctree.services.NAME] in pyproject.toml or [services.NAME] in proctree.toml beside the Procfile.",
+    )
+    p.add_argument("-f", "--procfile", default="Procfile", metavar="FILE", help="the Procfile (default: ./Procfile)")
+    p.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        metavar="FILE",
+        help="a .env file to read (repeat, or separate with commas; default: .env beside the Procfile, if any)",
+    )
+    p.add_argument(
+        "-m",
+        "--formation",
+        "-c",
+        "--concurrency",
+        dest="formation",
+        action="append",
+        metavar="NAME=N,...",
+        help="how many of each entry to run: web=2,worker=1 (all=N sets the rest; default 1 each)",
+    )
+    p.add_argument("-p", "--port", type=_parse_port, metavar="N", help="base port (default: PORT, else 5000)")
+    p.add_argument(
+        "--grace",
+        "-t",
+        "--timeout",
+        dest="grace",
+        type=parse_seconds,
+        default=3.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when stopping (default 3; -t/--timeout is foreman's name)",
+    )
+    p.add_argument(
+        "--ready-timeout",
+        type=parse_seconds,
+        default=None,
+        metavar="S",
+        help="seconds before an entry with nothing proving it ready is reported as running",
+    )
+    p.add_argument(
+        "--exit-with",
+        metavar="NAME",
+        help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
+    )
+    p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
+    p.add_argument("--json", action="store_true", help="print each event as one JSON object per line")
+    p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
+    p.set_defaults(run=run)
+
+
+def _parse_port(text):
+    import argparse
+
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
+    return int(text)
+
+
+def _env_files(values):
+    if values is None:
+        return None
+    files = [f.strip() for value in values for f in value.split(",")]
+    if any(not f for f in files):
+        raise CliError("up: -e: an empty file name")
+    return files
+
+
+def load_plan(args) -> Any:
+    """The checked plan for args, or CliError saying what is wrong and where."""
+    names = list(args.names)
+    if args.exit_with is not None and args.exit_with not in names and names:
+        names.append(args.exit_with)  # it must run for the run to end with it
+    try:
+        plan = proctree.load_procfile(
+            args.procfile,
+            env_files=_env_files(args.env),
+            scale=",".join(args.formation) if args.formation else None,
+            names=names,
+            base_port=args.port,
+        )
+    except ValueError as exc:
+        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+    if args.exit_with is not None and not plan.instances_of(args.exit_with):
+        known = {e.name for e in plan.entries}
+        why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
+        raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
+    return plan
+
+
+def service_specs(plan) -> list[Any]:
+    """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
+    specs = []
+    for s in plan.services:
+        try:
+            extra = {} if s.max_restarts is None else {"max_restarts": s.max_restarts}
+            specs.append(
+                proctree.ServiceSpec(
+                    s.command,
+                    name=s.name,
+                    cwd=s.cwd,
+                    env=dict(s.env),
+                    port=s.port,
+                    ready=s.ready,
+                    depends_on=dict(s.depends_on) or None,
+                    restart=s.restart,
+                    **extra,
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            where = f"{plan.settings_file}: services.{s.entry}" if plan.settings_file else s.entry
+            raise CliError(f"up: {where}: {exc}", kind=type(exc).__name__) from None
+    return specs
+
+
+def run(args):
+    plan = load_plan(args)
+    specs = service_specs(plan)
+    return asyncio.run(Up(plan, specs, args).main())
+
+
+class Up:
+    """One run: start the plan, print what happens, decide when it ends, stop everything, say so."""
+
+    def __init__(self, plan, specs, args) -> None:
+        self.plan = plan
+        self.specs = specs
+        self.args = args
+        self.by_name = {s.name: s for s in plan.services}
+        # Entries something waits on to complete (migrations, builds): their exit 0 is their job done.
+        self.one_shots = {dep for s in plan.services for dep, cond in s.depends_on.items() if cond == "completed"}
+        self.out = Output(
+            sys.stdout, [s.name for s in plan.services], json_mode=args.json, timestamps=not args.no_timestamp
+        )
+        self.ending: asyncio.Event | None = None
+        self.code = 0
+        self.reason = ""
+        self.signals = 0
+        self.sup: Any = None
+        self.exit_with_status: dict[str, int] = {}
+        self.finished: set[str] = set()  # instances whose exited/failed event was handled
+
+    # -- the run --------------------------------------------------------------------
+
+    async def main(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.ending = asyncio.Event()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        # SIGHUP ignored from the start stays ignored: that is what `nohup proctree up` asks for. An
+        # ignored SIGINT is not a wish but a shell's habit (`proctree up &` in a script): a later
+        # `kill -INT` is meant, so SIGINT and SIGTERM are always handled, as foreman and honcho do.
+        handled = [s for s in ENDING_SIGNALS if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN]
+        for sig in handled:
+            loop.add_signal_handler(sig, self.on_signal, sig)
+        try:
+            async with proctree.Supervisor(
+                max_services=len(self.specs), stop_grace=self.args.grace, **self._ready_timeout()
+            ) as sup:
+                self.sup = sup
+                # The listener only queues: printing (which can block or fail) happens in our own task.
+                unsubscribe = sup.subscribe(queue.put_nowait)
+                printer = asyncio.ensure_future(self.print_events(queue))
+                starting = asyncio.ensure_future(sup.start_all(self.specs))
+                ended = asyncio.ensure_future(self.ending.wait())
+                await asyncio.wait({starting, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if starting.done() and starting.exception() is not None:
+                    self.end(2, f"could not start: {starting.exception()}")
+                await self.ending.wait()
+                if not starting.done():
+                    starting.cancel()
+                    await asyncio.gather(starting, return_exceptions=True)
+                self.out.system(
+                    f"{self.reason}: stopping everything (grace {self.args.grace:g} s)",
+                    kind="stopping",
+                    after_echo=self.signals > 0,
+                )
+                await sup.stop("all")
+                unsubscribe()
+                await self.drain(queue, printer)
+                # Every service's final word, including those stopped before stop("all")
+                # (a start cancelled while they waited for a dependency).
+                self.out.closing(sup.list(), self.code)
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+        return self.code
+
+    def _ready_timeout(self) -> dict[str, Any]:
+        return {} if self.args.ready_timeout is None else {"ready_timeout": self.args.ready_timeout}
+
+    async def print_events(self, queue: asyncio.Queue[Any]) -> None:
+        while True:
+            event = await queue.get()
+            if event is None:
+                return
+            self.show(event)
+            self.decide(event)
+
+    async def drain(self, queue: asyncio.Queue[Any], printer: asyncio.Future[Any]) -> None:
+        queue.put_nowait(None)
+        await printer
+
+    def show(self, event: Any) -> None:
+        try:
+            self.out.event(event)
+        except BrokenPipeError:
+            self.out.lost()
+            self.end(SIGPIPE_STATUS, "stdout was closed")
+        except Exception as exc:  # a line that could not be written must not stop the watching
+            sys.stderr.write(f"proctree up: could not show a {event.kind} event of {event.snapshot.name}: {exc!r}\n")
+
+    # -- when the run ends -----------------------------------------------------------
+
+    def end(self, code: int, reason: str) -> None:
+        """Decide the run ends (the first decision stands)."""
+        assert self.ending is not None
+        if self.ending.is_set():
+            return
+        self.code, self.reason = code, reason
+        self.ending.set()
+
+    def on_signal(self, sig: int) -> None:
+        self.signals += 1
+        if self.ending is not None and not self.ending.is_set():
+            self.end(128 + sig, f"{signal.Signals(sig).name} received")
+            return
+        # Asked again while stopping (a second Ctrl+C): no more grace. reap_sync SIGKILLs every
+        # tree at once, and is idempotent; the stop under way then finds them gone.
+        self.out.system(f"{signal.Signals(sig).name} again: ending everything now", kind="kill")
+        if self.sup is not None:
+            self.sup.reap_sync()
+
+    def decide(self, event: Any) -> None:
+        """foreman's rule: an entry that ends ends the run, unless it may (can_die, a finished one-shot)."""
+        if event.kind not in ("exited", "failed") or self.ending is None or self.ending.is_set():
+            return
+        snap = event.snapshot
+        service = self.by_name.get(snap.name)
+        if service is None:
+            return
+        status = _upview.exit_status(snap)
+        exit_with = self.args.exit_with
+        if exit_with is not None and service.entry == exit_with:
+            self.exit_with_status[snap.name] = status
+            instances = self.plan.instances_of(exit_with)
+            if len(self.exit_with_status) == len(instances):
+                code = next((c for c in self.exit_with_status.values() if c != 0), 0)
+                self.end(code, f"{snap.name} {_upview.how_it_ended(snap)}")
+            return
+        self.finished.add(snap.name)
+        if self.may_end(service, event):
+            # Counted from the events in the order they are handled (not live_count(), which is
+            # already ahead): an entry whose end must stop the run is never passed over.
+            if len(self.finished) == len(self.plan.services):
+                self.end(0, "every entry has ended")
+            return
+        what = f"{snap.name} {_upview.how_it_ended(snap) if event.kind == 'exited' else 'failed'}"
+        if exit_with is not None:
+            # The run must not look like the tests passed when they never finished.
+            self.end(status or 1, f"{what} before {exit_with} ended")
+        else:
+            self.end(status, what)
+
+    def may_end(self, service: Any, event: Any) -> bool:
+        if service.can_die:
+            return True
+        return event.kind == "exited" and event.snapshot.exit_code == 0 and service.name in self.one_shots
+
+
+class Output:
+    """Where up's lines go: text through the view, or JSON lines; once stdout breaks, nowhere."""
+
+    def __init__(self, stream, names, *, json_mode: bool, timestamps: bool) -> None:
+        self.stream = stream
+        self.json = json_mode
+        self.view = _upview.View(names, colour=not json_mode and _upview.colour_wanted(stream), timestamps=timestamps)
+        self.broken = False
+
+    def write(self, lines: list[str]) -> None:
+        if self.broken or not lines:
+            return
+        self.stream.write("".join(line + "\n" for line in lines))
+        self.stream.flush()
+
+    def event(self, event: Any) -> None:
+        if self.json:
+            self.write([_upview.json_line(event.to_dict())])
+        else:
+            self.write(self.view.event(event))
+
+    def system(self, text: str, *, kind: str, after_echo: bool = False, **fields: Any) -> None:
+        """One line of up's own; after_echo: a terminal may have echoed ^C, which the line overwrites."""
+        try:
+            if self.json:
+                self.write([_upview.json_line({"kind": kind, "at": time.time(), "message": text, **fields})])
+            else:
+                self.write([("\r" if after_echo and self.view.colour else "") + self.view.system(text)])
+        except BrokenPipeError:
+            self.lost()
+
+    def closing(self, stopped: list[Any], code: int) -> None:
+        if self.json:
+            incomplete = [s.name for s in stopped if s.kill_incomplete]
+            self.system(
+                "nothing left running" if not incomplete else "stop incomplete",
+                kind="exit",
+                code=code,
+                stopped=[s.name for s in stopped if s.status == "stopped"],
+                incomplete=incomplete,
+            )
+            return
+        for line in _upview.closing_lines(stopped):
+            self.system(line, kind="closing")
+
+    def lost(self) -> None:
+        """stdout's reader went away: drop our output from now on (the interpreter's last flush too)."""
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,273 @@
+"""The Supervisor's contract: bad input refused before anything starts, limits, ids, listeners, logs."""
+
+import asyncio
+import logging
+import sys
+
+import pytest
+
+from proctree import ServiceSpec, Supervisor, SupervisorError, UnknownServiceError
+
+PY = sys.executable
+
+
+def run(coro, timeout=60):
+    async def bounded():
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+@pytest.mark.parametrize(
+    "kw, error, words",
+    [
+        ({"command": ""}, ValueError, "command is empty"),
+        ({"command": "   "}, ValueError, "command is empty"),
+        ({"command": []}, ValueError, "command is empty"),
+        ({"command": [""]}, ValueError, "program"),
+        ({"command": b"ls"}, TypeError, "str"),
+        ({"command": ["ls", 3]}, TypeError, r"command\[1\]"),
+        ({"command": "ls\0"}, ValueError, "NUL"),
+        ({"command": "ls", "port": 0}, ValueError, "1-65535"),
+        ({"command": "ls", "port": 65536}, ValueError, "1-65535"),
+        ({"command": "ls", "port": True}, TypeError, "port"),
+        ({"command": "ls", "port": "80"}, TypeError, "port"),
+        ({"command": "ls", "name": "all"}, ValueError, "reserved"),
+        ({"command": "ls", "name": "s3"}, ValueError, "reserved"),
+        ({"command": "ls", "name": "a b"}, ValueError, "not a service name"),
+        ({"command": "ls", "name": "x" * 65}, ValueError, "not a service name"),
+        ({"command": "ls", "name": "web", "depends_on": {"web": "ready"}}, ValueError, "itself"),
+        ({"command": "ls", "depends_on": {"db": "healthy"}}, ValueError, "condition"),
+        ({"command": "ls", "depends_on": "db"}, TypeError, "string"),
+        ({"command": "ls", "restart": "sometimes"}, ValueError, "restart"),
+        ({"command": "ls", "max_restarts": -1}, ValueError, "max_restarts"),
+        ({"command": "ls", "env": {"A=B": "x"}}, ValueError, "variable name"),
+        ({"command": "ls", "env": {"A": 1}}, TypeError, "env"),
+        ({"command": "ls", "env": ["A"]}, TypeError, "mapping"),
+        ({"command": "ls", "ready": "bogus:thing"}, ValueError, "ready"),
+        ({"command": "ls", "ready_timeout": -1}, ValueError, "ready_timeout"),
+        ({"command": "ls", "stop_grace": float("nan")}, ValueError, "stop_grace"),
+        ({"command": "ls", "cwd": 5}, TypeError, "cwd"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(kw, error, words):
+    async def main():
+        async with Supervisor() as sup:
+            command = kw.pop("command")
+            with pytest.raises(error, match=words):
+                await sup.start(command, **kw)
+            assert sup.list() == [] and sup.live_count() == 0
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "specs, error, words",
+    [
+        (
+            [ServiceSpec("sleep 60", name="a", depends_on=["b"]), ServiceSpec("sleep 60", name="b", depends_on=["a"])],
+            ValueError,
+            "dependency cycle: a -> b -> a",
+        ),
+        ([ServiceSpec("sleep 60", name="a", depends_on=["ghost"])], ValueError, "'a' depends on unknown 'ghost'"),
+        (
+            [ServiceSpec("sleep 60", name="a"), ServiceSpec("sleep 60", name="a")],
+            ValueError,
+            "two services are named 'a'",
+        ),
+        ([ServiceSpec("sleep 60"), "sleep 60"], TypeError, r"specs\[1\]"),
+    ],
+)
+def test_a_bad_batch_is_refused_whole(specs, error, words):
+    async def main():
+        async with Supervisor() as sup:
+            with pytest.raises(error, match=words):
+                await sup.start_all(specs)
+            assert sup.list() == [] and sup.live_count() == 0
+            [ok] = await sup.start_all([ServiceSpec("sleep 60", name="a")])
+            assert ok.id == "s1"  # the refused batch used no id
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"max_services": 0},
+        {"max_services": True},
+        {"stop_grace": -1},
+        {"ready_timeout": "3"},
+        {"contain": "jail"},
+        {"log_rows": 0},
+        {"tail_rows": -1},
+        {"backoff": 3},
+    ],
+)
+def test_bad_supervisor_settings(kw):
+    with pytest.raises((TypeError, ValueError)):
+        Supervisor(**kw)
+
+
+def test_at_max_services_a_start_is_refused_naming_the_live_ids():
+    async def main():
+        async with Supervisor(max_services=2, max_records=2) as sup:
+            a = await sup.start("sleep 60")
+            b = await sup.start("sleep 60", name="b")
+            with pytest.raises(SupervisorError, match=r"2 of max_services=2 services are live \(s1, s2\)"):
+                await sup.start("sleep 60")
+            with pytest.raises(SupervisorError):
+                await sup.start_all([ServiceSpec("true")])
+            await sup.stop(a.id)
+            with pytest.raises(SupervisorError, match="already named 'b'"):
+                await sup.start("sleep 60", name="b")
+            # A finished record is forgotten to make room (max_records=2); a live one never is.
+            c = await sup.start("sleep 60", name="c")
+            assert c.id == "s3"  # the refused starts used no id
+            assert [s.id for s in sup.list()] == [b.id, c.id]
+            assert sup.get(a.id) is None  # forgotten: a stale id is a no-op
+            assert await sup.stop(a.id) == []
+            assert sup.read(a.id).rows == ()
+            with pytest.raises(UnknownServiceError, match="was ever given the id .s99."):
+                sup.get("s99")
+            with pytest.raises(UnknownServiceError, match="no service is named 'nope'"):
+                await sup.stop("nope")
+            with pytest.raises(TypeError):
+                sup.get(1)
+
+    run(main())
+
+
+def test_ids_are_never_reused():
+    async def main():
+        async with Supervisor(max_records=1) as sup:
+            ids = []
+            for _ in range(4):
+                snap = await sup.start("true", name="job")
+                await sup.wait(snap.id, until=(), timeout=20)
+                ids.append(snap.id)
+            assert ids == ["s1", "s2", "s3", "s4"]
+            assert sup.get("job").id == "s4"
+
+    run(main())
+
+
+def test_a_listener_that_raises_is_isolated(caplog):
+    async def main():
+        async with Supervisor() as sup:
+            heard = []
+
+            def broken(event):
+                raise RuntimeError("listener bug")
+
+            async def broken_async(event):
+                raise RuntimeError("async listener bug")
+
+            sup.subscribe(broken)
+            sup.subscribe(broken_async)
+            unsubscribe = sup.subscribe(lambda e: heard.append(e.kind))
+            snap = await sup.start(f'{PY} -c \'print("hello"); print("Listening on port 1")\'; sleep 0.2')
+            done = await sup.wait(snap.id, until=(), timeout=20)
+            assert done.status == "exited" and done.exit_code == 0
+            assert heard[0] == "started" and heard[-1] == "exited" and "output" in heard
+            unsubscribe()
+            unsubscribe()
+            n = len(heard)
+            await sup.run_foreground("true")
+            await sup.stop("all")
+            assert len(heard) == n
+
+    with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
+        run(main())
+    assert "listener bug" in caplog.text
+
+
+def test_output_is_coalesced_and_paged_with_a_monotonic_cursor():
+    lines = 50_000
+    script = f"import sys\nfor i in range({lines}): sys.stdout.write('line %d\\n' % i)\n"
+
+    async def main():
+        async with Supervisor(log_rows=1000, output_interval=0.05) as sup:
+            events = []
+            sup.subscribe(lambda e: events.append(e) if e.kind == "output" else None)
+            snap = await sup.start([PY, "-c", script])
+            done = await sup.wait(snap.id, until=(), timeout=60)
+            assert done.status == "exited" and done.rows_seen == lines
+            assert done.last_rows[-1] == f"line {lines - 1}"
+            assert len(events) < lines / 50  # coalesced, not one event per line
+            delivered = sum(len(e.rows) for e in events) + sum(e.dropped for e in events)
+            assert delivered == lines
+            seqs = [r.seq for e in events for r in e.rows]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+            page = sup.read(snap.id, since=0, limit=10)
+            assert page.dropped == lines - 1000 and page.rows[0].text == f"line {lines - 1000}"
+            more = sup.read(snap.id, since=page.next)
+            assert more.dropped == 0 and len(more.rows) == 990 and more.next == lines
+            assert sup.read(snap.id, since=lines).rows == ()
+            with pytest.raises(ValueError):
+                sup.read(snap.id, since=-1)
+
+    run(main())
+
+
+def test_a_command_that_cannot_start_fails_with_the_reason():
+    async def main():
+        async with Supervisor() as sup:
+            missing = await sup.start(["/nonexistent/server", "--port", "80"])
+            assert missing.status == "failed" and "cannot start" in missing.reason
+            assert any("No such file" in r for r in missing.last_rows)
+            shell = await sup.start("no-such-command-xyz --serve", restart="always")
+            shell = await sup.wait(shell.id, until=(), timeout=20)
+            assert shell.status == "failed" and "not found" in shell.reason and shell.restarts == 0
+            badcwd = await sup.start("true", cwd="/nonexistent/dir")
+            assert badcwd.status == "failed" and "/nonexistent/dir" in badcwd.reason
+            assert sup.live_count() == 0
+
+    run(main())
+
+
+def test_a_closed_supervisor_refuses_work():
+    async def main():
+        sup = Supervisor()
+        async with sup:
+            await sup.start("sleep 60")
+        assert sup.live_count() == 0 and sup.list()[0].status == "stopped"
+        with pytest.raises(SupervisorError, match="closed"):
+            await sup.start("true")
+        with pytest.raises(SupervisorError, match="closed"):
+            await sup.run_foreground("true")
+
+    run(main())
+
+
+def test_a_cancelled_foreground_command_and_a_failing_host_leave_nothing():
+    async def main():
+        async with Supervisor(stop_grace=0.2) as sup:
+            await sup.start("sleep 60")
+            await sup.start("sleep 60", depends_on=None)
+            task = asyncio.ensure_future(sup.run_foreground("sleep 60"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            raise RuntimeError("the host failed")
+
+    with pytest.raises(RuntimeError, match="the host failed"):
+        run(main())
+
+
+def test_snapshots_and_events_serialise_to_json():
+    import json
+
+    async def main():
+        async with Supervisor() as sup:
+            out = []
+            sup.subscribe(lambda e: out.append(json.dumps(e.to_dict())))
+            snap = await sup.start(["echo", "\x1b[31mred\x1b[0m"], name="colour")
+            await sup.wait(snap.id, until=(), timeout=20)
+            assert sup.get("colour").last_rows == ("red",)
+            assert sup.read("colour").rows[0].raw.startswith("\x1b[31mred")
+        kinds = [json.loads(o)["kind"] for o in out]
+        assert kinds[0] == "started" and "output" in kinds and kinds[-1] == "exited"
+        assert json.loads(out[-1])["service"]["command"] == ["echo", "\x1b[31mred\x1b[0m"]
+
+    run(main())

@@ -1,0 +1,151 @@
+"""SyncSupervisor: the Supervisor for synchronous hosts, on real processes."""
+
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+import proctree
+from proctree import ServiceSpec, SupervisorError, SyncSupervisor
+
+PY = sys.executable
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alive(pid):
+    try:
+        return not proctree.proc(pid).is_zombie
+    except proctree.NoSuchProcess:
+        return False
+
+
+def test_the_same_calls_blocking():
+    port = free_port()
+    events = []
+    with SyncSupervisor(stop_grace=1, ready_timeout=20) as sup:
+        unsubscribe = sup.subscribe(lambda e: events.append((threading.current_thread().name, e.kind)))
+        snap = sup.start([PY, "-m", "http.server", "--bind", "127.0.0.1", str(port)], name="web")
+        assert snap.status == "starting"
+        ready = sup.wait("web", timeout=20)
+        assert ready.status == "ready" and ready.url == f"http://127.0.0.1:{port}/"
+        assert urllib.request.urlopen(ready.url, timeout=5).status == 200
+        [job] = sup.start_all([ServiceSpec("echo job done", name="job")])
+        assert sup.wait("job", until=(), timeout=20).last_rows == ("job done",)
+        assert [s.id for s in sup.list()] == ["s1", "s2"] and sup.live_count() == 1
+        assert sup.read("web").next >= 1
+        result = sup.run_foreground(["echo", "hi"])
+        assert result.ok and result.output == "hi"
+        [restarted] = sup.restart("web")
+        assert restarted.restarts == 1
+        unsubscribe()
+        heard = len(events)
+        [stopped] = sup.stop("web")
+        assert stopped.status == "stopped" and not alive(stopped.pid)
+        assert len(events) == heard
+    assert {name for name, _ in events} == {"proctree-supervisor"}  # listeners run in the supervisor's thread
+    with pytest.raises(SupervisorError, match="closed"):
+        sup.start("true")
+    sup.close()  # idempotent
+
+
+def test_a_listener_calling_back_and_waiting_is_refused_not_hung(caplog):
+    with SyncSupervisor() as sup:
+        errors = []
+
+        def listener(event):
+            try:
+                sup.live_count()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+        sup.subscribe(listener)
+        sup.start("true")
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert errors and "own thread" in errors[0]
+
+
+def test_leaving_the_block_on_an_exception_stops_everything():
+    with pytest.raises(RuntimeError, match="host bug"):
+        with SyncSupervisor(stop_grace=0.3) as sup:
+            snap = sup.start("sleep 60")
+            pid = snap.pid
+            raise RuntimeError("host bug")
+    assert not alive(pid)
+    assert not any(t.name == "proctree-supervisor" and t.is_alive() for t in threading.enumerate())
+
+
+def test_reap_sync_and_bad_settings():
+    with pytest.raises(ValueError):
+        SyncSupervisor(contain="jail")
+    with SyncSupervisor(stop_grace=30) as sup:
+        snap = sup.start([PY, "-c", "import signal, time; signal.signal(15, signal.SIG_IGN); time.sleep(60)"])
+        t0 = time.monotonic()
+        sup.reap_sync()
+        sup.reap_sync()
+        assert time.monotonic() - t0 < 2
+        assert sup.get(snap.id).status == "stopped"
+    assert not alive(snap.pid)
+
+
+SIGINT_HOST = r"""
+import sys
+import proctree
+
+try:
+    with proctree.SyncSupervisor(stop_grace=0.5) as sup:
+        snap = sup.start("sleep 60")
+        print("pid", snap.pid, flush=True)
+        sup.run_foreground(["python3", "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(60)"])
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_while_blocked_cancels_the_call_and_stops_everything():
+    import signal
+    import subprocess
+
+    host = subprocess.Popen([PY, "-c", SIGINT_HOST], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(host.stdout.readline().split()[1])
+        while host.poll() is None and not [p for p in proctree.descendants(host.pid) if p.name.startswith("python3")]:
+            time.sleep(0.02)
+        fg = [p.pid for p in proctree.descendants(host.pid) if p.name.startswith("python3")]
+        host.send_signal(signal.SIGINT)
+        assert host.wait(30) == 130
+        assert "interrupted" in host.stdout.read()
+        assert not alive(pid) and not any(alive(p) for p in fg)
+    finally:
+        if host.poll() is None:
+            host.kill()
+        host.wait()
+        host.stdout.close()
+
+
+def test_calls_from_many_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SyncSupervisor(max_services=8, stop_grace=0.5) as sup:
+
+        def one(i):
+            snap = sup.start(f"echo worker {i}; sleep 60", name=f"w{i}", ready="log:worker")
+            ready = sup.wait(snap.id, timeout=20)
+            [stopped] = sup.stop(snap.id)
+            return snap.id, ready.status, stopped.status
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(one, range(8)))
+        assert sorted(r[0] for r in results) == sorted(f"s{i}" for i in range(1, 9))
+        assert {r[1:] for r in results} == {("ready", "stopped")}
+        assert sup.live_count() == 0
