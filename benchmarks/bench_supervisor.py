@@ -15,6 +15,11 @@
 2. Ready: time from Supervisor.start() to the `ready` event for
    `python -m http.server` on a free loopback port, against the server's own
    startup (Popen to the first accepted connection: the floor).
+3. CPU per line: a service that prints 100,000 log lines as fast as it can
+   (well over 100k lines/s); the supervisor's own CPU time (this process,
+   all its threads) per line, readiness detection running on every line,
+   against a bare asyncio reader of the same output (readline in a loop: the
+   floor of reading lines in Python at all).
 
 Rounds are interleaved, so machine noise hits every runner alike; medians and
 ratios are printed (and written as Markdown with --markdown FILE).
@@ -39,6 +44,7 @@ import argparse
 import asyncio
 import os
 import platform
+import resource
 import secrets
 import shutil
 import signal
@@ -361,6 +367,73 @@ def ready_rounds(n):
     return floors, readies, how
 
 
+# -- CPU per line ------------------------------------------------------------------------
+
+
+def flood_command(n):
+    body = (
+        "import sys\n"
+        "w = sys.stdout.write\n"
+        f"for i in range({n}):\n"
+        "    w('%d GET /api/items?page=%d 200 OK in 3 ms, user agent curl/8.0\\n' % (i, i % 50))\n"
+        "sys.stdout.flush()\n"
+    )
+    return [PY, "-c", body]
+
+
+def _cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def bare_round_async(n):
+    """(CPU seconds of this process, wall seconds) reading the flood line by line, nothing else."""
+    c0, t0 = _cpu(), time.perf_counter()
+    p = await asyncio.create_subprocess_exec(*flood_command(n), stdout=asyncio.subprocess.PIPE)
+    assert p.stdout is not None
+    count = 0
+    while await p.stdout.readline():
+        count += 1
+    await p.wait()
+    if count != n:
+        raise RuntimeError(f"read {count} lines of {n}")
+    return _cpu() - c0, time.perf_counter() - t0
+
+
+async def supervised_round_async(n):
+    """(CPU seconds of this process, wall seconds) for the same flood as a service."""
+    async with proctree.Supervisor(stop_grace=1.0) as sup:
+        ended = asyncio.get_running_loop().create_future()
+
+        def listen(event):
+            if event.kind in ("exited", "failed") and not ended.done():
+                ended.set_result(event.snapshot)
+
+        sup.subscribe(listen)
+        c0, t0 = _cpu(), time.perf_counter()
+        await sup.start(flood_command(n), name="flood")
+        snap = await asyncio.wait_for(ended, 120)
+        took = _cpu() - c0, time.perf_counter() - t0
+        last = sup.read("flood", since=None).next
+        if snap.status != "exited" or snap.exit_code != 0 or last < n:
+            raise RuntimeError(f"the flood did not run whole: {snap}, {last} rows")
+    return took
+
+
+def cpu_rounds(rounds, n):
+    """(median CPU per line bare, supervised; (lines/s bare, supervised))."""
+    bare, ours, rate_bare, rate_ours = [], [], [], []
+    for _ in range(rounds):
+        cpu, wall = asyncio.run(bare_round_async(n))
+        bare.append(cpu / n)
+        rate_bare.append(n / wall)
+        cpu, wall = asyncio.run(supervised_round_async(n))
+        ours.append(cpu / n)
+        rate_ours.append(n / wall)
+    med = statistics.median
+    return med(bare), med(ours), (med(rate_bare), med(rate_ours))
+
+
 # -- report ------------------------------------------------------------------------------
 
 
@@ -379,13 +452,15 @@ def main():
     ap.add_argument("--patience", type=float, default=30.0, help="seconds to wait for a runner to exit")
     ap.add_argument("--peers", help="a venv holding honcho, supervisor and circus")
     ap.add_argument("--no-install", action="store_true")
-    ap.add_argument("--only", choices=("stop", "ready"))
+    ap.add_argument("--only", choices=("stop", "ready", "cpu"))
+    ap.add_argument("--cpu-rounds", type=int, default=5)
+    ap.add_argument("--lines", type=int, default=100_000)
     ap.add_argument("--runners", help="comma-separated subset of: " + ", ".join(RUNNERS))
     ap.add_argument("--markdown")
     args = ap.parse_args()
 
     out = [f"# {platform.system()} {platform.release()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"]
-    if args.only != "ready":
+    if args.only in (None, "stop"):
         peers = find_peers(args.peers, not args.no_install)
         runners = ["proctree up"] + [r for r, (_, prog) in RUNNERS.items() if prog and prog in peers]
         if args.runners:
@@ -423,7 +498,7 @@ def main():
                 f"| {label} | {fmt_seconds(times, args.patience)} | {ratio} | "
                 f"{statistics.median(lefts):g}{what} | {statistics.median([x[2] for x in rows]):g} |"
             )
-    if args.only != "stop":
+    if args.only in (None, "ready"):
         floors, readies, how = ready_rounds(args.ready_rounds)
         f, r = statistics.median(floors), statistics.median(readies)
         out.append("")
@@ -434,6 +509,18 @@ def main():
         out.append(f"| its own startup (Popen to first accepted connection) | {f * 1000:.1f} ms | 1.00 |")
         out.append(
             f"| Supervisor.start() to `ready` (by {', '.join(sorted(map(str, how)))}) | {r * 1000:.1f} ms | {r / f:.2f} |"
+        )
+    if args.only in (None, "cpu"):
+        bare, ours, rate = cpu_rounds(args.cpu_rounds, args.lines)
+        out.append("")
+        out.append(f"CPU per line of output, {args.lines:,} lines, {args.cpu_rounds} rounds (medians):")
+        out.append("")
+        out.append("| reader | CPU per line | lines/s produced | ratio |")
+        out.append("|---|---|---|---|")
+        out.append(f"| bare asyncio readline loop (the floor) | {bare * 1e6:.2f} µs | {rate[0]:,.0f} | 1.00 |")
+        out.append(
+            f"| Supervisor (log ring, readiness detection, coalesced output events) | {ours * 1e6:.2f} µs | "
+            f"{rate[1]:,.0f} | {ours / bare:.2f} |"
         )
     text = "\n".join(out)
     print(text)
