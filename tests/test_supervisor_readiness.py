@@ -101,8 +101,22 @@ PHRASE_CASES = [
     ("App started on port 8081 in 120ms", 8081),
     ("Ready on port 3005", 3005),
     ("\x1b[32mlistening\x1b[0m on port \x1b[1m3006\x1b[0m", 3006),
+    ('{"t":{"$date":"2026-12-03"},"msg":"Waiting for connections","attr":{"port":27017,"ssl":"off"}}', 27017),  # mongod
+    (
+        "/usr/sbin/mysqld: ready for connections. Version: '8.0.36'  socket: '/var/run/mysqld/mysqld.sock'  port: 3306",
+        3306,
+    ),
+    ("listening for connections on port 27018", 27018),
+    ("Server is up on port 3007", 3007),
+    ("Listening at port 3008", 3008),
     # no port, another host, or not a listening line
     ("Ready to accept connections tcp", None),
+    # a port that is somebody else's: the verb does not say where this server listens
+    ("Started DB pool (host=127.0.0.1 port=5432)", None),
+    ("Running migrations: port 5432 database", None),
+    ("Running mode=standalone, port=6379.", None),
+    ('Started GET "/" for 127.0.0.1 at 2026-12-03 07:00:00 +0000', None),
+    ("Started worker 3, upstream port 9000", None),
     ("Listening on 10.0.0.5:3000", None),
     ("listening on 10.0.0.5 port 3000", None),
     ('listening on IPv4 address "192.168.0.2", port 5432', None),
