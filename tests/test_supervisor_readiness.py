@@ -771,6 +771,37 @@ def test_preoccupied_port_never_makes_a_service_look_ready(http_server):
         assert detector.on_line(f"Local: http://localhost:{own.getsockname()[1]}/") == "url"
 
 
+@pytest.fixture
+def ipv6_listener():
+    """A TCP listener on [::1] only (skipped where this machine has no IPv6 loopback)."""
+    try:
+        sock = socket.socket(socket.AF_INET6)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    sock.listen(5)
+    yield sock
+    sock.close()
+
+
+def test_a_server_on_ipv6_loopback_only(ipv6_listener):
+    port = ipv6_listener.getsockname()[1]
+    assert port_answers("localhost", port) and port_answers("::1", port) and port_answers("[::1]", port)
+    assert not port_answers("127.0.0.1", port)
+    detector = Detector(ReadySpec(), "x")
+    assert detector.on_line(f"listening on http://[::]:{port}/") == "url"
+    assert detector.url == f"http://[::1]:{port}/"
+    by_port = Detector(ReadySpec(), f"serve --port {port}")
+    assert run(by_port.probe()) == "port"  # the auto probe tries ::1 after 127.0.0.1
+
+
+def test_preflight_sees_a_stranger_on_ipv6_loopback(ipv6_listener):
+    port = ipv6_listener.getsockname()[1]
+    detector = Detector(ReadySpec(), f"serve --port {port}")
+    assert detector.preflight() and run(detector.probe()) is None
+
+
 def test_preoccupied_given_as_a_flag():
     detector = Detector(ReadySpec(), "x", port=free_port(), preoccupied=True)
     assert detector.port_preoccupied and run(detector.probe()) is None
