@@ -101,8 +101,22 @@ PHRASE_CASES = [
     ("App started on port 8081 in 120ms", 8081),
     ("Ready on port 3005", 3005),
     ("\x1b[32mlistening\x1b[0m on port \x1b[1m3006\x1b[0m", 3006),
+    ('{"t":{"$date":"2026-12-03"},"msg":"Waiting for connections","attr":{"port":27017,"ssl":"off"}}', 27017),  # mongod
+    (
+        "/usr/sbin/mysqld: ready for connections. Version: '8.0.36'  socket: '/var/run/mysqld/mysqld.sock'  port: 3306",
+        3306,
+    ),
+    ("listening for connections on port 27018", 27018),
+    ("Server is up on port 3007", 3007),
+    ("Listening at port 3008", 3008),
     # no port, another host, or not a listening line
     ("Ready to accept connections tcp", None),
+    # a port that is somebody else's: the verb does not say where this server listens
+    ("Started DB pool (host=127.0.0.1 port=5432)", None),
+    ("Running migrations: port 5432 database", None),
+    ("Running mode=standalone, port=6379.", None),
+    ('Started GET "/" for 127.0.0.1 at 2026-12-03 07:00:00 +0000', None),
+    ("Started worker 3, upstream port 9000", None),
     ("Listening on 10.0.0.5:3000", None),
     ("listening on 10.0.0.5 port 3000", None),
     ('listening on IPv4 address "192.168.0.2", port 5432', None),
@@ -755,6 +769,37 @@ def test_preoccupied_port_never_makes_a_service_look_ready(http_server):
         own.bind(("127.0.0.1", 0))
         own.listen(5)
         assert detector.on_line(f"Local: http://localhost:{own.getsockname()[1]}/") == "url"
+
+
+@pytest.fixture
+def ipv6_listener():
+    """A TCP listener on [::1] only (skipped where this machine has no IPv6 loopback)."""
+    try:
+        sock = socket.socket(socket.AF_INET6)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    sock.listen(5)
+    yield sock
+    sock.close()
+
+
+def test_a_server_on_ipv6_loopback_only(ipv6_listener):
+    port = ipv6_listener.getsockname()[1]
+    assert port_answers("localhost", port) and port_answers("::1", port) and port_answers("[::1]", port)
+    assert not port_answers("127.0.0.1", port)
+    detector = Detector(ReadySpec(), "x")
+    assert detector.on_line(f"listening on http://[::]:{port}/") == "url"
+    assert detector.url == f"http://[::1]:{port}/"
+    by_port = Detector(ReadySpec(), f"serve --port {port}")
+    assert run(by_port.probe()) == "port"  # the auto probe tries ::1 after 127.0.0.1
+
+
+def test_preflight_sees_a_stranger_on_ipv6_loopback(ipv6_listener):
+    port = ipv6_listener.getsockname()[1]
+    detector = Detector(ReadySpec(), f"serve --port {port}")
+    assert detector.preflight() and run(detector.probe()) is None
 
 
 def test_preoccupied_given_as_a_flag():

@@ -199,15 +199,19 @@ async def tcp_probe(host: str, port: int, timeout: float) -> bool:
 def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
     """Whether something accepts TCP connections on host:port right now (the pre-flight check).
 
-    Every address host resolves to is tried ("localhost": ::1 and
-    127.0.0.1), so a server on either counts. Synchronous and quick: a
-    loopback connect answers at once, and timeout bounds the rest.
+    Every address host resolves to is tried, so a server on either of
+    localhost's (127.0.0.1, ::1) counts. Synchronous and quick: a loopback
+    connect answers at once, and timeout bounds the rest. "localhost" is not
+    looked up (a resolver that asks DNS could block the caller for seconds).
     """
     timeout = _check_target(host, port, timeout)
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return False
+    names = ("127.0.0.1", "::1") if host.lower() == "localhost" else (host.strip("[]"),)
+    infos = []
+    for name in names:
+        try:
+            infos += socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            continue
     for family, kind, proto, _, address in infos:
         with contextlib.suppress(OSError), socket.socket(family, kind, proto) as sock:
             sock.settimeout(timeout)

@@ -121,20 +121,24 @@ def _url_target(url: str) -> tuple[str, int]:
 # Where a listening line puts its port: "port 8000" / "port: 8000", or ":8000" after a host, a
 # scheme://host, or nothing at all ("Listening on :8080").
 _PORT_SPOT = re.compile(
-    r"\bport\b[\s:=#]*(?P<p1>\d{1,5})(?![\d.:])|:(?P<p2>\d{1,5})(?![\d:.\w])", re.IGNORECASE | re.ASCII
+    r"\bport\b[\s:=#\"']*(?P<p1>\d{1,5})(?![\d.:])|:(?P<p2>\d{1,5})(?![\d:.\w])", re.IGNORECASE | re.ASCII
 )
 # The characters of what may stand before such a colon: a host, [v6], *, or scheme://host.
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-[]:*/")
 _HOST_REACH = 64
-# What servers say once they listen (express, postgres, gin, echo, next, puma, http.server, ...),
-# within _PHRASE_REACH characters before the port.
+# What servers say once they listen (express, postgres, gin, echo, next, puma, http.server,
+# mongod, mysql, ...), within _PHRASE_REACH characters before the port. A verb counts when a
+# preposition follows it within a few words ("started on", "Serving HTTP on", "bound to"), so
+# that "Started DB pool (host=127.0.0.1 port=5432)" names somebody else's port, not ours; the
+# "... for connections" phrases need none (mysql: "ready for connections. ... port: 3306").
 _VERB = re.compile(
-    r"\b(?:listening|listens|listen|serving|running|started|starting|bound|available|"
-    r"accepting\s+connections|ready|server\s+(?:is\s+)?(?:up|on))\b",
+    r"\b(?:(?P<connections>(?:accepting|waiting\s+for|ready\s+for)\s+connections)|"
+    r"listening|listens|listen|serving|running|started|starting|bound|available|ready|server\s+(?:is\s+)?up)\b",
     re.IGNORECASE,
 )
-_PHRASE_REACH = 80
-_VERB_HINTS = ("listen", "serving", "running", "start", "bound", "available", "accepting", "ready", " up", " on")
+_PREPOSITIONS = frozenset(("on", "at", "to"))
+_PHRASE_REACH = 120
+_VERB_HINTS = ("listen", "serving", "running", "start", "bound", "available", "connections", "ready", " up")
 _IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])", re.ASCII)
 
 
@@ -163,13 +167,20 @@ def find_listening_port(line: str) -> int | None:
             if before and not is_local_host(before.rpartition("://")[2]):
                 continue  # "listening on 10.0.0.5:3000", or a time of day
         verbs = list(_VERB.finditer(line, max(0, m.start() - _PHRASE_REACH), m.start()))
-        if not verbs:
+        if not verbs or not _says_listening(verbs[-1], line[verbs[-1].end() : m.start()]):
             continue
         # The stretch between the last verb and the port is where a host would be named.
         if any(not is_local_host(ip) for ip in _IPV4.findall(line, verbs[-1].end(), m.start())):
             continue  # "listening on 10.0.0.5 port 3000"
         return port
     return None
+
+
+def _says_listening(verb: re.Match[str], gap: str) -> bool:
+    """Whether the verb, followed by gap up to the port, says where the server itself listens."""
+    if verb.group("connections") or gap.lstrip().startswith(":"):
+        return True
+    return any(word.lower().rstrip(",") in _PREPOSITIONS for word in gap.split()[:4])
 
 
 # --- the readiness spec ---------------------------------------------------------------------------
