@@ -175,3 +175,25 @@ def test_keep_orphans_waits_for_them():
     )
     assert r.returncode == 4 and r.stdout == b"late\n"
     assert time.monotonic() - t0 >= 0.5
+
+
+def _ignoring_hup():
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does before it execs
+
+
+def test_under_nohup_a_hangup_reaches_neither_the_runner_nor_the_command(procs, pipe):
+    """`nohup proctree run -- CMD &`: SIGHUP stays ignored for both, as for CMD started on its own."""
+    r, w = pipe
+    script = f"import os, signal, time; os.write({w}, b'cmd %d\\n' % os.getpid()); time.sleep(100)"
+    p = start(procs, "--", sys.executable, "-c", script, preexec_fn=_ignoring_hup, pass_fds=(w,))
+    os.close(w)
+    cmd = read_lines(r, 1)["cmd"]
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert p.poll() is None and alive(cmd), "a hangup ended a nohup'ed run"
+    with open(f"/proc/{cmd}/status") as f:
+        ignored = int(next(x for x in f if x.startswith("SigIgn:")).split()[1], 16)
+    assert ignored & (1 << (signal.SIGHUP - 1)), "the command does not ignore SIGHUP"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 128 + signal.SIGTERM
+    assert wait_gone([cmd], 5)

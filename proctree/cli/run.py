@@ -90,8 +90,11 @@ def run(args):
         else:
             current[0].send_signal(signum)
 
+    # A signal this process was started ignoring (SIGHUP under nohup, SIGINT and
+    # SIGQUIT in a background job) stays ignored: CMD inherits it ignored, as it
+    # would started on its own, and nothing is forwarded.
     sigs = [getattr(signal, n) for n in FORWARDED if hasattr(signal, n)]
-    old = {s: signal.signal(s, forward) for s in sigs}
+    old = {s: signal.signal(s, forward) for s in sigs if signal.getsignal(s) is not signal.SIG_IGN}
     tree = report = None
     try:
         try:
