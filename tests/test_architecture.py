@@ -21,6 +21,7 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 LAYERS = [
     ("proctree._errors", 0),
     ("proctree._validate", 0),
+    ("proctree._fds", 0),
     ("proctree._core", 1),
     ("proctree._table", 2),
     ("proctree._teardown", 3),

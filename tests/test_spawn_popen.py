@@ -280,16 +280,16 @@ def test_wait_without_timeout_outlasts_a_long_select(trees, monkeypatch):
     # wait() with no timeout must wait for as long as the command runs: a
     # select() slice that ends with nothing to read (here: one that would
     # have been an hour long) is not a timeout.
-    from proctree._containment import spawn as _spawn
+    from proctree import _fds
 
-    real_select = _spawn.select.select
+    real_wait = _fds.wait
 
-    def select(r, w, x, timeout=None):
+    def wait(readers, writers=(), timeout=None):
         if timeout is not None and timeout >= 3600:
-            return [], [], []  # as if an hour went by
-        return real_select(r, w, x, timeout)
+            return [], []  # as if an hour went by
+        return real_wait(readers, writers, timeout)
 
-    monkeypatch.setattr(_spawn.select, "select", select)
+    monkeypatch.setattr(_fds, "wait", wait)
     t = spawn(["sh", "-c", "sleep 0.3; exit 6"])
     trees.append(t)
     assert t.wait() == 6

@@ -9,7 +9,9 @@ each on Linux, kqueue NOTE_EXIT on macOS, a 0.2 s look at the process table
 elsewhere) and calls back the moment one exits. The callback (Tree's) decides
 whether the exit was the keeper's own, from its status line and exit status.
 
-The thread runs only while there is a keeper to watch, and holds each tree
+The thread runs while there is a keeper to watch (and 2 s after the last,
+so that a loop of short spawns starts it once), waits with poll() (no limit
+on descriptor numbers: a supervisor may hold thousands), holds each tree
 until its keeper exits (so a Tree its caller dropped is still ended if its
 keeper is killed, and its keeper still reaped); in a forked child it is
 forgotten, as the keepers are the parent's children.
@@ -21,11 +23,16 @@ import os
 import select
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import _fds
+
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
+_LINGER = 2.0  # seconds the thread waits for a next keeper before it ends (a spawn loop starts it once)
+_KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 
 
 class _Watched:
@@ -83,6 +90,8 @@ class KeeperWatch:
         os.set_blocking(self._wake_w, False)
         if sys.platform == "darwin":
             self._kq = select.kqueue()
+            wake = select.kevent(self._wake_r, filter=select.KQ_FILTER_READ, flags=select.KQ_EV_ADD)
+            self._kq.control([wake], 0, 0)
             for pid in self._watched:
                 self._kq_add(pid)
         self._thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
@@ -106,21 +115,26 @@ class KeeperWatch:
                 pass  # full (a wake-up is pending anyway) or closed
 
     def _run(self) -> None:
+        idle_since = None
         while True:
             with self._lock:
                 closing, self._closing = self._closing, []
-                if not self._watched:
+                watched = list(self._watched.values())
+                if watched:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since >= _LINGER:
                     self._stop_locked(closing)
                     return
-                watched = list(self._watched.values())
             for fd in closing:
                 _close(fd)
-            proven, maybe = self._wait(watched)
+            proven, maybe = self._wait(watched, None if watched else _LINGER)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
 
-    def _wait(self, watched: list[_Watched]) -> tuple[list[_Watched], list[_Watched]]:
-        """Sleep until a keeper may have exited or the set changed.
+    def _wait(self, watched: list[_Watched], timeout: float | None) -> tuple[list[_Watched], list[_Watched]]:
+        """Sleep until a keeper may have exited, the set changed, or timeout (None: no limit) passed.
 
         Returns (the keepers an event proved exited, the keepers to look at in
         the table). A pidfd or a kqueue event is proof even after the pid was
@@ -130,16 +144,17 @@ class KeeperWatch:
         assert self._wake_r is not None
         woken = False
         if self._kq is not None:
-            ready = select.select([self._wake_r, self._kq.fileno()], [], [])[0]
-            exited = {ev.ident for ev in self._kq.control(None, 64, 0)} if self._kq.fileno() in ready else set()
-            woken = self._wake_r in ready
+            events = self._kq.control(None, 64, timeout)
+            exited = {ev.ident for ev in events if ev.ident != self._wake_r or ev.filter != _KQ_READ}
+            woken = any(ev.ident == self._wake_r and ev.filter == _KQ_READ for ev in events)
             proven = [w for w in watched if w.pid in exited]
             # A keeper added while the thread slept may have exited before its event was registered.
             maybe = [w for w in watched if w.pid not in exited] if woken else []
         else:
             fds = [self._wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
-            fallback = any(w.pidfd is None for w in watched)
-            ready = select.select(fds, [], [], _POLL_FALLBACK if fallback else None)[0]
+            if any(w.pidfd is None for w in watched):
+                timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
+            ready = _fds.readable(fds, timeout)  # poll(): no limit on fd numbers (select() stops at 1024)
             woken = self._wake_r in ready
             proven = [w for w in watched if w.pidfd is not None and w.pidfd in ready]
             maybe = [w for w in watched if w.pidfd is None]

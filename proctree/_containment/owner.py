@@ -16,11 +16,11 @@ child. The Guard (pid 0, 1, the caller and its ancestors) is applied to all.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import time
 from collections.abc import Iterable
 
+from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
@@ -158,7 +158,7 @@ class _CgroupTeardown:
             timeout = min(timeout, interval)
         fds = [fd for fd in (self.waiter.fileno(), stop_fd) if fd is not None]
         try:
-            ready = select.select(fds, [], [], max(0.0, timeout))[0] if fds else []
+            ready = _fds.readable(fds, max(0.0, timeout)) if fds else []
             if not fds:
                 time.sleep(max(0.0, timeout))
         except InterruptedError:

@@ -30,7 +30,6 @@ import functools
 import itertools
 import os
 import secrets
-import select
 import signal
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import threading
 import time
 from typing import Any, cast
 
+from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
@@ -786,7 +786,7 @@ class Tree:
             status_fd = self._status_fd
             assert status_fd is not None  # set until _finish, which runs under the lock we hold
             watch = [status_fd] if stop is None else [status_fd, stop.fd]
-            ready = select.select(watch, [], [], left)[0]
+            ready = _fds.readable(watch, left)
             if stop is not None:
                 stop.check()
             if not ready:
@@ -827,7 +827,7 @@ class Tree:
                 return False
             try:
                 # Sliced: another thread's _finish may close fd under us (the next look says so).
-                select.select([] if fd is None else [fd], [], [], 0.5 if left is None else min(left, 0.5))
+                _fds.readable([] if fd is None else [fd], 0.5 if left is None else min(left, 0.5))
             except (OSError, ValueError):
                 pass
 
@@ -1417,7 +1417,7 @@ def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
     except OSError:
         return popen.wait(timeout)
     try:
-        if not select.select([fd], [], [], max(0.0, timeout))[0]:
+        if not _fds.readable([fd], max(0.0, timeout)):
             raise subprocess.TimeoutExpired(popen.args, timeout)
     finally:
         os.close(fd)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import signal
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
@@ -174,7 +174,7 @@ def hold(pid: int, guard: Guard, use_pidfd: bool) -> Target | None:
     now: Proc | None
     try:
         now = _binding.proc(pid)
-        if fd is not None and select.select([fd], [], [], 0)[0]:
+        if fd is not None and _fds.readable([fd], 0):
             now = None  # it exited (perhaps before the read, which may then be another's)
     except NoSuchProcess:
         now = None

@@ -16,10 +16,10 @@ signal or reap by any other path than signals and reaping.
 from __future__ import annotations
 
 import resource
-import select
 import time
 from typing import Protocol
 
+from .. import _fds
 from .._table import binding as _binding
 from .._table.model import Proc, Snapshot
 from . import exitwait as _exitwait
@@ -99,8 +99,7 @@ class System:
     def target_ended(self, target: Target) -> bool:
         """True if target's process is gone or a zombie (its pidfd turned readable, or by reading)."""
         if target.pidfd is not None:
-            readable, _, _ = select.select([target.pidfd], [], [], 0)
-            return bool(readable)
+            return bool(_fds.readable([target.pidfd], 0))
         return _exitwait.ended_by_reading(target)
 
     def make_waiter(self, use_pidfd: bool) -> Waiter:

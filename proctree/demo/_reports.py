@@ -11,13 +11,13 @@ processes, whatever happened in the scene.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
 import time
 
 import proctree
+from proctree import _fds
 
 # `python -c` puts the working directory first on sys.path: run from a source
 # checkout with proctree installed elsewhere, a script's `import proctree` would
@@ -92,7 +92,7 @@ class Started:
         deadline = time.monotonic() + timeout
         while len(reports) < expected:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not _fds.readable([fd], left):
                 break
             data = os.read(fd, 4096)
             if not data:
