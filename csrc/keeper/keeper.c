@@ -710,7 +710,9 @@ static void scan(bool full)
             }
         }
     }
-    bool marks = K.tree_id[0] && K.self_start &&
+    /* Session mode only: there a daemon that left the session is ours only by its marker. A subreaper's
+     * descendants cannot leave its subtree (orphans reparent to it), so the walk is whole. */
+    bool marks = K.mode == M_SESSION && K.tree_id[0] && K.self_start &&
                  (full || g_marks_at < 0 || now_s() - g_marks_at >= 0.1); /* every environment: the costly part */
     if (!walked || K.session || marks) {
         int n = pt_snapshot(g_snap, MAX_PROCS);
@@ -740,7 +742,7 @@ static void scan(bool full)
         }
     }
     /* "Nothing left" ends a teardown: never on a walk alone, nor on a snapshot that skipped the marker. */
-    if (g_ncur == 0 && !full && (walked || (K.tree_id[0] && !marks)))
+    if (g_ncur == 0 && !full && (walked || (K.mode == M_SESSION && K.tree_id[0] && !marks)))
         scan(true);
 }
 
