@@ -91,6 +91,8 @@ static struct {
     pid_t owner;
     double grace;
     bool keep_orphans, restore_signals, pty;
+    bool in_cgroup; /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
+                     * spawn); without one we stay outside and the command is born inside */
     const char *cgroup, *exe, *receipts;
     char **argv;
     char tree_id[TREE_ID_LEN + 1]; /* session mode: our PROCTREE_TREE, else "" */
@@ -1043,13 +1045,21 @@ static void detach_stdio(void)
 
 /* Returns nothing (never returns): the pty mode child between fork and exec; reports {stage, errno} on fd w if it
  * cannot exec. */
-static void exec_in_pty(const char *exe, int w)
+static void exec_child(const char *exe, int w, bool join_cgroup)
 {
-    int report[2] = {0, 0}; /* stage (0: exec, 1: pty), errno */
+    int report[2] = {0, 0}; /* stage (0: exec, 1: pty, 2: cgroup), errno */
     setpgid(0, 0);
-    /* The terminal's foreground group before the command runs: its first read never meets SIGTTIN. SIGTTOU is
-     * blocked (inherited from the keeper), so a background group may make itself the foreground. */
-    if (tcsetpgrp(0, getpid()) != 0) {
+#ifdef __linux__
+    int rc = join_cgroup ? write_file(K.cgroup, "cgroup.procs", "0") : 0; /* "0": the writer itself */
+#else
+    int rc = join_cgroup ? -EOPNOTSUPP : 0;
+#endif
+    if (rc < 0) {
+        report[0] = 2;
+        report[1] = -rc;
+    } else if (K.pty && tcsetpgrp(0, getpid()) != 0) {
+        /* The terminal's foreground group before the command runs: its first read never meets SIGTTIN. SIGTTOU
+         * is blocked (inherited from the keeper), so a background group may make itself the foreground. */
         report[0] = 1;
         report[1] = errno;
     } else {
@@ -1068,24 +1078,73 @@ static void exec_in_pty(const char *exe, int w)
     _exit(127);
 }
 
-/* Returns 0 once the command runs in pty mode (K.cmd set), or -errno (nothing is left running; *stage says which
- * step failed): fork, then exec_in_pty; a close-on-exec pipe carries the child's errno if exec fails. */
-static int start_command_pty(const char *exe, const char **stage)
+#ifdef __linux__
+/* clone3's argument block up to its cgroup field (CLONE_ARGS_SIZE_VER2), declared here for older headers. */
+struct pt_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+#define PT_CLONE_INTO_CGROUP 0x200000000ULL
+#ifndef SYS_clone3
+#define SYS_clone3 435 /* the same number on every architecture */
+#endif
+#endif
+
+/* Returns the child's pid in the parent, 0 in the child, or -errno. born_inside: when the command must start in the
+ * tree's cgroup, set if the kernel placed the child there at birth (clone3 CLONE_INTO_CGROUP, Linux 5.7+: no
+ * migration, so no wait for an RCU grace period); else the child must join the cgroup itself. */
+static pid_t fork_child(bool into_cgroup, bool *born_inside)
+{
+    *born_inside = false;
+#ifdef __linux__
+    int cfd = into_cgroup ? open(K.cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (cfd >= 0) {
+        struct pt_clone_args a;
+        memset(&a, 0, sizeof a);
+        a.flags = PT_CLONE_INTO_CGROUP;
+        a.exit_signal = SIGCHLD;
+        a.cgroup = (uint64_t)cfd;
+        long pid = syscall(SYS_clone3, &a, sizeof a);
+        int e = errno;
+        if (pid == 0) {
+            *born_inside = true;
+            return 0;
+        }
+        close(cfd);
+        if (pid > 0) {
+            *born_inside = true;
+            return (pid_t)pid;
+        }
+        if (e != ENOSYS && e != E2BIG && e != EINVAL && e != EPERM && e != EOPNOTSUPP)
+            return -e; /* a real failure (EAGAIN: out of pids), not a kernel without clone3 */
+    }
+#else
+    (void)into_cgroup;
+#endif
+    pid_t pid = fork();
+    return pid < 0 ? -errno : pid;
+}
+
+/* Returns 0 once the command runs in pty mode or born in the tree's cgroup (K.cmd set), or -errno (nothing is left
+ * running; *stage says which step failed): fork (clone3 into the cgroup where it can), then exec_child; a
+ * close-on-exec pipe carries the child's errno if a step before exec, or exec itself, fails. */
+static int start_command_forked(const char *exe, const char **stage)
 {
     int p[2];
     if (pipe(p) != 0)
         return -errno;
     fcntl(p[0], F_SETFD, FD_CLOEXEC);
     fcntl(p[1], F_SETFD, FD_CLOEXEC);
-    pid_t pid = fork();
+    bool into_cgroup = K.cgroup && !K.in_cgroup;
+    bool born_inside = false;
+    pid_t pid = fork_child(into_cgroup, &born_inside);
     if (pid < 0) {
-        int e = errno;
         close(p[0]);
         close(p[1]);
-        return -e;
+        *stage = into_cgroup ? "cgroup" : "exec";
+        return pid;
     }
     if (pid == 0)
-        exec_in_pty(exe, p[1]);
+        exec_child(exe, p[1], into_cgroup && !born_inside);
     close(p[1]);
     setpgid(pid, pid); /* either side may run first: both set it (EACCES once it has exec'd: fine) */
     int report[2] = {0, 0};
@@ -1098,7 +1157,7 @@ static int start_command_pty(const char *exe, const char **stage)
         int status;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        *stage = report[0] == 1 ? "pty" : "exec";
+        *stage = report[0] == 1 ? "pty" : report[0] == 2 ? "cgroup" : "exec";
         return -(report[1] ? report[1] : ECHILD);
     }
     K.cmd = pid;
@@ -1113,8 +1172,8 @@ static int start_command(const char **stage)
     *stage = "exec";
     if (exe[0] == '\0')
         return -EACCES; /* as Popen: PATH's directories joined with "" are directories */
-    if (K.pty)
-        return start_command_pty(exe, stage);
+    if (K.pty || (K.cgroup && !K.in_cgroup))
+        return start_command_forked(exe, stage);
     posix_spawnattr_t attr;
     int rc = posix_spawnattr_init(&attr);
     if (rc != 0)
@@ -1271,11 +1330,12 @@ static int run(void)
 #endif
             return 126;
         }
+        K.in_cgroup = true;
     }
     const char *stage = "exec";
     rc = start_command(&stage);
 #ifdef __linux__
-    if (K.cgroup)
+    if (K.in_cgroup)
         cg_leave(); /* before "ok": once spawn() returns, the cgroup holds the tree alone */
 #endif
     if (rc < 0)

@@ -512,21 +512,18 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     started: list[subprocess.Popen] = []  # the keeper's Popen, from before its fork
     ours: list[int] = []  # fds of ours still open, closed on failure
     tree = None
-    moved: bool | OSError | None = None
     try:
         r, w = os.pipe()
         ours += [r, w]
-        go_r = go_w = None
-        if launch.cgroup is not None:
-            go_r, go_w = os.pipe()
-            ours += [go_r, go_w]
-        pass_fds = _hand_to_keeper(pass_fds, (w,) if go_r is None else (w, go_r), kw)
+        pass_fds = _hand_to_keeper(pass_fds, (w,), kw)
         master = slave = None
         if launch.pty:  # the slave is the keeper's stdio, which it makes its controlling terminal
             master, slave = _terminal.open_pty()
             ours += [master, slave]
             kw.update(stdin=slave, stdout=slave, stderr=slave)
-        cmd = [_keeper_program(), *launch.keeper_args(w, go_r).to_argv()]
+        # No go fd: in cgroup mode the keeper stays outside the cgroup and starts the
+        # command inside it (clone3 CLONE_INTO_CGROUP: no migration to wait for).
+        cmd = [_keeper_program(), *launch.keeper_args(w, None).to_argv()]
         if stop is not None:
             stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
@@ -543,9 +540,6 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
             ours.remove(master)
             ours.remove(slave)
             os.close(slave)  # the master then reads EIO once every holder of the slave has gone
-        if launch.cgroup is not None:
-            assert go_r is not None and go_w is not None
-            moved = _enter_cgroup(popen, launch.cgroup, go_r, go_w, ours)
         first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
         if isinstance(first, _protocol.Ok):
             tree._took_root(first, os.path.basename(launch.exe))
@@ -558,17 +552,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         _give_up(ours, tree, started, launch)
         raise
     tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
-    raise _start_error(first, launch, moved, popen)
-
-
-def _enter_cgroup(popen: subprocess.Popen, cgroup: str, go_r: int, go_w: int, ours: list[int]) -> bool | OSError:
-    """Move the keeper into the cgroup and say go (_move_keeper), closing our ends of the go pipe."""
-    ours.remove(go_r)
-    os.close(go_r)
-    moved = _move_keeper(popen, cgroup, go_w)
-    ours.remove(go_w)
-    os.close(go_w)
-    return moved
+    raise _start_error(first, launch, popen)
 
 
 def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen], launch: _Launch) -> None:
@@ -594,9 +578,7 @@ def _hand_to_keeper(pass_fds: tuple[int, ...], fds: tuple[int, ...], kw: dict[st
     return pass_fds
 
 
-def _start_error(
-    first: _protocol.Status | None, launch: _Launch, moved: bool | OSError | None, popen: subprocess.Popen
-) -> BaseException:
+def _start_error(first: _protocol.Status | None, launch: _Launch, popen: subprocess.Popen) -> BaseException:
     """The exception spawn() raises for a keeper that reported Err (or nothing) instead of Ok."""
     if not isinstance(first, _protocol.Err):
         return subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
@@ -604,36 +586,13 @@ def _start_error(
     msg = os.strerror(code) if code else "unknown error"
     if stage == "exec":
         return OSError(code, msg, launch.exe)  # FileNotFoundError/PermissionError, as Popen
-    if stage == "cgroup" and isinstance(moved, OSError):
-        exc = ContainmentUnavailable(
-            moved.errno, f"contain='cgroup' failed: cannot move the keeper into {launch.cgroup}: {moved.strerror}"
+    if stage == "cgroup":
+        return ContainmentUnavailable(
+            code, f"contain='cgroup' failed: cannot start the command in {launch.cgroup}: {msg}"
         )
-        exc.__cause__ = moved
-        return exc
-    if stage in ("cgroup", "subreaper"):
+    if stage == "subreaper":
         return ContainmentUnavailable(code, f"contain={launch.mode!r} failed in the keeper: {msg} ({stage})")
     return OSError(code, f"the keeper could not start the command ({stage}): {msg}")
-
-
-def _move_keeper(popen, cgroup, go_w):
-    """Move the keeper into the tree's cgroup and tell it whether that worked; True or the OSError.
-
-    Done while its interpreter starts: the move waits for an RCU grace period
-    (~7 ms idle), which this overlaps; the command is then born in the cgroup,
-    and the keeper moves itself back out.
-    """
-    moved: bool | OSError
-    try:
-        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-            f.write(str(popen.pid))  # our own child, unreaped: the pid is the keeper's
-        moved = True
-    except OSError as exc:
-        moved = exc
-    try:
-        os.write(go_w, b"1" if moved is True else b"0")
-    except OSError:
-        pass  # the keeper is gone already; its status says why
-    return moved
 
 
 class Tree:
