@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 _IN = getattr(select, "POLLIN", 1) | getattr(select, "POLLPRI", 2)
 _OUT = getattr(select, "POLLOUT", 4)
+_MAX_MS = 2**31 - 1
 
 
 def wait(
@@ -32,7 +33,8 @@ def wait(
     poller = select.poll()
     for fd in set(readers) | set(writers):
         poller.register(fd, (_IN if fd in readers else 0) | (_OUT if fd in writers else 0))
-    ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+    # poll() takes an int of milliseconds: a longer wait (a grace of years) is a wait without limit.
+    ms = None if timeout is None or timeout * 1000 >= _MAX_MS else max(0, math.ceil(timeout * 1000))
     events = poller.poll(ms)
     reading, writing = set(readers), set(writers)
     out_r = [fd for fd, ev in events if fd in reading and ev & ~_OUT]

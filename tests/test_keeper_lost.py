@@ -199,3 +199,32 @@ def test_without_pidfds_the_watch_still_sees_the_keeper_die(tmp_path):
         if out and out[0].isdigit() and alive(int(out[0])):
             os.kill(int(out[0]), signal.SIGKILL)
     assert not alive(int(out[0]))
+
+
+def test_a_forked_child_cannot_use_its_parents_tree(trees):
+    """The keeper is the parent's child: in a forked child every call that could reach it raises, none signals."""
+    t = proctree.spawn(["sleep", "300"], contain="subreaper", grace=0.5)  # members() would walk from the keeper
+    trees.append(t)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            out = []
+            for call in (t.poll, t.wait, t.terminate, t.kill, lambda: t.send_signal(signal.SIGTERM)):
+                try:
+                    call()
+                    out.append("ran")
+                except RuntimeError as exc:
+                    out.append("refused" if "forked child" in str(exc) else f"other {exc}")
+            out.append(f"members {len(t.members())}")
+            os.write(w, " ".join(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        assert os.read(r, 4096).decode() == "refused refused refused refused refused members 0"
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert t.poll() is None  # untouched by the child
+    assert t.terminate().ok

@@ -22,7 +22,7 @@ import pytest
 
 import proctree
 from proctree._containment import protocol
-from proctree._containment.protocol import Err, Exit, KeeperArgs, Ok, ProtocolError, Stopped, parse_status
+from proctree._containment.protocol import Done, Err, Exit, KeeperArgs, Ok, ProtocolError, Stopped, parse_status
 from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -93,7 +93,8 @@ def _with(i, value):
         (["v0"] + GOOD[1:], "version"),
         (["v1"] + GOOD[1:], "not the supported"),  # v1 had no receipts field
         (["v2"] + GOOD[1:], "not the supported"),  # v2 had no pty field
-        (["v4"] + GOOD[1:], "not the supported"),
+        (["v3"] + GOOD[1:], "not the supported"),  # v3 had no done line, and cgroup mode needed a go fd
+        (["v5"] + GOOD[1:], "not the supported"),
         (GOOD[:12], "need"),  # no command after "--"
         (GOOD[:13], "need"),
         (_with(12, "++"), "need"),
@@ -172,6 +173,7 @@ def test_argv_fuzz_never_crashes_the_decoder():
         "v1",
         "v2",
         "v3",
+        "v4",
         "0",
         "1",
         "-1",
@@ -223,6 +225,8 @@ def test_argv_fuzz_never_crashes_the_decoder():
         ("exit 768", Exit(3 << 8)),
         ("exit 9", Exit(signal.SIGKILL)),
         (b"exit 15", Exit(15)),
+        ("done 1", Done(True)),
+        ("done 0", Done(False)),
     ],
 )
 def test_status_lines(line, record):
@@ -233,6 +237,7 @@ def test_status_lines(line, record):
         Err: lambda r: protocol.err_line(r.errno, r.stage),
         Stopped: lambda r: protocol.stopped_line(r.signal),
         Exit: lambda r: protocol.exit_line(r.wait_status),
+        Done: lambda r: protocol.done_line(r.clean),
     }[type(record)](record)
     assert formatted == text
 
@@ -268,6 +273,10 @@ def test_status_lines(line, record):
         "stopped -20",
         "stopped 20 1",
         "stopped x",
+        "done",
+        "done 2",
+        "done 1 1",
+        "done true",
         "hello",
         b"\xff\xfe",
         "ok 1 2\n",
@@ -374,7 +383,8 @@ def test_a_command_runs_and_its_exit_status_is_reported(keeper, mode):
     assert isinstance(ok, Ok) and ok.pid > 0
     assert k.status() == Exit(7 << 8)
     assert k.popen.wait(10) == 7
-    assert k.status() is None  # EOF: nothing after Exit
+    assert k.status() == Done(True)  # the keeper's last line: it ended the tree, nothing was left
+    assert k.status() is None  # EOF: nothing after Done
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)

@@ -24,7 +24,7 @@ import pytest
 
 from proctree._containment import protocol
 from proctree._containment import spawn as _spawn
-from proctree._containment.protocol import Err, Exit, Ok
+from proctree._containment.protocol import Done, Err, Exit, Ok
 from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, end_daemon, new_cgroup, read_lines, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -415,7 +415,7 @@ def test_restore_signals_decides_sigpipe_as_popen(native, pipe, restore):
     ).to_argv()  # fmt: skip
     rc, lines, _ = _run_keeper(native[0], argv, extra_fds=(w,))
     os.close(w)
-    assert rc == 0 and lines[-1] == Exit(0)
+    assert rc == 0 and lines[-2:] == [Exit(0), Done(True)]
     ignored = int(os.read(r, 200).split()[1], 16)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         assert bool(ignored & (1 << (sig - 1))) is not restore, (sig, hex(ignored))

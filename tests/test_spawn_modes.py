@@ -342,3 +342,18 @@ def test_keep_orphans_holds_the_orphan_in_every_mode(trees, mode):
     rep = t.terminate()
     assert sleeper[0].pid in {p.pid for p in rep.found} and rep.ok
     assert not alive(sleeper[0].pid)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_keep_orphans_holds_a_setsid_daemon_in_every_mode(trees, mode):
+    """A daemon as --daemonize makes one (fork, setsid, exec): a member, however soon after the command's exit."""
+    t = spawn(["sh", "-c", "(setsid sh -c 'exec sleep 30' &); exit 0"], contain=mode, keep_orphans=True, grace=0.5)
+    trees.append(t)
+    assert t.wait(timeout=10) == 0
+    deadline = time.monotonic() + 5
+    while not any(p.name == "sleep" for p in t.members()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    daemon = [p for p in t.members() if p.name == "sleep"]
+    assert daemon, f"{mode}: the daemon is not a member"
+    rep = t.terminate()
+    assert daemon[0].pid in {p.pid for p in rep.found} and rep.ok

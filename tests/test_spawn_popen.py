@@ -333,3 +333,21 @@ def test_wait_async_and_terminate_async_at_once(mode):
         assert rcs == [-signal.SIGTERM] * 3
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_several_wait_async_on_one_tree(mode):
+    async def main():
+        t = await spawn_async(["sh", "-c", "sleep 0.2; exit 5"], contain=mode)
+        assert await asyncio.wait_for(asyncio.gather(*(t.wait_async(timeout=20) for _ in range(4))), 20) == [5] * 4
+
+    asyncio.run(main())
+
+
+def test_a_huge_grace_or_timeout_is_no_overflow(trees):
+    t = spawn(["sh", "-c", "exit 4"], grace=1e10)
+    trees.append(t)
+    assert t.wait(timeout=1e10) == 4
+    t = spawn(["sleep", "60"], grace=1e10)
+    trees.append(t)
+    assert t.kill().ok

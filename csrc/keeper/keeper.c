@@ -91,7 +91,8 @@ static struct {
     pid_t owner;
     double grace;
     bool keep_orphans, restore_signals, pty;
-    bool in_cgroup; /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
+    bool looked_again; /* session mode with keep_orphans: the tree looked empty once already */
+    bool in_cgroup;    /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
                      * spawn); without one we stay outside and the command is born inside */
     const char *cgroup, *exe, *receipts;
     char **argv;
@@ -246,8 +247,8 @@ static int parse_args(int argc, char **argv)
     long long v;
     if (n < 1 || a[0][0] != 'v')
         return refuse("keeper arguments must start with a protocol version%s", "");
-    if (strcmp(a[0], "v3") != 0)
-        return refuse("keeper protocol version '%s' is not the supported 3", a[0] + 1);
+    if (strcmp(a[0], "v4") != 0)
+        return refuse("keeper protocol version '%s' is not the supported 4", a[0] + 1);
     if (n <= FIXED + 1 || strcmp(a[FIXED], "--") != 0)
         return refuse("keeper arguments need 11 fields, '--' and a command%s", "");
     if (parse_uint(a[1], INT_MAX, &v) < 0)
@@ -1361,14 +1362,20 @@ static int run(void)
             return exit_code();
         }
         bool session_keep = K.mode == M_SESSION && K.keep_orphans;
-        if (K.cmd_done && session_keep && !children)
-            children = !tree_empty(); /* what left for init may still run: we stay while it does */
+        if (K.cmd_done && session_keep && !children) {
+            children = !tree_empty();           /* what left for init may still run: we stay while it does */
+            if (!children && !K.looked_again) { /* a daemon may be a few forks from existing: one more look */
+                K.looked_again = true;
+                children = true;
+            }
+        }
         if (K.cmd_done && (!K.keep_orphans || !children)) {
             bool clean = true;
-            if (children || K.mode == M_SESSION)
-                clean = end_tree();
+            if (!K.keep_orphans && (children || K.mode == M_SESSION))
+                clean = end_tree(); /* with keep_orphans, what runs on is never ours to end here */
             cleanup_cgroup();
             end_receipt(clean);
+            say("done %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
             return exit_code();
         }
         /* Without an owner watch getppid() is polled; so are orphans whose exit sends us nothing. */

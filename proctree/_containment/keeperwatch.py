@@ -171,9 +171,15 @@ class KeeperWatch:
                 return  # forgotten meanwhile
             del self._watched[w.pid]
         _close(w.pidfd)
+        # Each in a thread of its own: a killed keeper's tree takes its grace to end, and
+        # several killed at once (an OOM kill) must not end one after another.
+        threading.Thread(target=self._call, args=(w,), name="proctree-keeper-lost", daemon=True).start()
+
+    @staticmethod
+    def _call(w: _Watched) -> None:
         try:
             w.callback(w.owner)
-        except Exception as exc:  # a watch thread must survive anything a callback does
+        except Exception as exc:  # a callback's failure must not pass silently, nor reach anything else
             sys.unraisablehook(_Unraisable(exc, w.callback))  # type: ignore[arg-type]
 
     def _stop_locked(self, closing: list[int]) -> None:

@@ -22,6 +22,13 @@ Status lines (ASCII, one per line)::
     err <errno> <stage>        it could not start (stage: exec, cgroup, subreaper, owner, pty)
     stopped <signal>           pty mode: the command stopped (Ctrl+Z at its terminal, SIGSTOP, ...)
     exit <wait status>         it ended (a raw waitpid status)
+    done <clean 0|1>           the keeper ended the tree and is about to exit (v4)
+
+``done`` is the keeper's last line; a keeper that exits without it was
+killed, and its owner ends what is left of the tree (it may be dropped on a
+full pipe, which only costs the owner that look). In cgroup mode without a
+go fd (v4) the keeper stays outside the cgroup and starts the command inside
+it (clone3 CLONE_INTO_CGROUP, or the forked child joins it before exec).
 
 In pty mode (v3) the keeper's stdin is the slave side of a pseudo-terminal
 the owner opened: the keeper makes it its controlling terminal, starts the
@@ -51,7 +58,7 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 MODES = ("cgroup", "subreaper", "session")
 STAGES = ("exec", "cgroup", "subreaper", "owner", "pty")
 NONE = "-"  # an absent go fd or cgroup
@@ -283,8 +290,18 @@ class Exit(_Record):
     wait_status: int
 
 
+class Done(_Record):
+    """The keeper's last line: the command has ended and the keeper ended its tree (clean: nothing was left).
+
+    A keeper that exits without it was killed: the owner then ends what is left.
+    """
+
+    __slots__ = ("clean",)
+    clean: bool
+
+
 if TYPE_CHECKING:
-    Status = Ok | Err | Stopped | Exit
+    Status = Ok | Err | Stopped | Exit | Done
 
 
 def ok_line(pid: int, start_time: int) -> str:
@@ -303,12 +320,17 @@ def exit_line(wait_status: int) -> str:
     return _format(Exit(wait_status))
 
 
+def done_line(clean: bool) -> str:
+    return _format(Done(clean))
+
+
 def _format(record: Status) -> str:
     line = {
         Ok: lambda r: f"ok {r.pid} {r.start_time}",
         Err: lambda r: f"err {r.errno} {r.stage}",
         Stopped: lambda r: f"stopped {r.signal}",
         Exit: lambda r: f"exit {r.wait_status}",
+        Done: lambda r: f"done {_flag(r.clean)}",
     }[type(record)](record)
     if parse_status(line) != record:
         raise ProtocolError(f"not a valid status record: {record!r}")
@@ -316,7 +338,7 @@ def _format(record: Status) -> str:
 
 
 def parse_status(line: str | bytes) -> Status:
-    """One status line (without its newline) as Ok, Err, Stopped or Exit; ProtocolError if malformed."""
+    """One status line (without its newline) as Ok, Err, Stopped, Exit or Done; ProtocolError if malformed."""
     if isinstance(line, bytes):
         try:
             line = line.decode("ascii")
@@ -337,6 +359,8 @@ def parse_status(line: str | bytes) -> Status:
         sig = _int(fields[0], "signal")
         _check(0 < sig < 128, f"stopped: signal out of range in {line!r}")
         return Stopped(sig)
+    if kind == "done" and len(fields) == 1:
+        return Done(_bool(fields[0], "clean"))
     if kind == "exit" and len(fields) == 1:
         status = _int(fields[0], "wait status")
         _check(status <= 0xFFFF, f"exit: wait status out of range in {line!r}")

@@ -633,12 +633,15 @@ class Tree:
         self._root: Proc | None = None
         self._report: TeardownReport | None = None
         self._lock = threading.RLock()
+        self._owner_pid = os.getpid()  # the process whose child the keeper is: the only one that may use this Tree
         self._keeper_start: int | None = None
         self._receipt: str | None = None
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
         self._recovered = threading.Event()  # set once what a lost keeper left is ended
         self._readers = 0  # wait_async() calls watching the status pipe
+        self._loop_watches: dict[Any, list[Any]] = {}  # event loop -> [future, waiters, reader callback]
+        self._done = False  # the keeper's last line came: it ended its tree itself
         self._closing: list[int] = []  # status pipe fds to close once no wait_async() watches them
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
@@ -766,6 +769,8 @@ class Tree:
         """
         while True:
             with self._lock:
+                if self._lost is not None:
+                    return True  # the keeper watch found it killed (its pipe may still be held open elsewhere)
                 while self._status is None:
                     if self._status_fd is None:
                         return self._lost is not None
@@ -800,7 +805,22 @@ class Tree:
         if isinstance(record, _protocol.Stopped):
             self.stops += 1
             self.stop_signal = record.signal
+        elif isinstance(record, _protocol.Done):
+            self._done = True
         return record.wait_status if isinstance(record, _protocol.Exit) else None
+
+    def _drain(self) -> None:
+        """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
+        while self._status_fd is not None:
+            try:
+                line = self._next_line(0)
+            except TimeoutError:
+                return
+            if line is None:
+                return
+            status = self._heard(line)
+            if status is not None and self._status is None:
+                self._status = status
 
     @property
     def status_fd(self) -> int | None:
@@ -820,6 +840,7 @@ class Tree:
 
     def poll(self) -> int | None:
         """The command's returncode if it has ended, else None; KeeperLost if its keeper was killed first."""
+        self._check_owner()
         self._pump(time.monotonic())
         self._raise_if_lost(None)
         return self._known_returncode()
@@ -833,7 +854,8 @@ class Tree:
         if self._lost is None:
             return
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._recovered.wait(left)
+        self._recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
+        self._close_status_fd()  # nothing more will come on it
         raise self._lost
 
     def wait(self, timeout: float | None = None) -> int:
@@ -842,6 +864,7 @@ class Tree:
         Without keep_orphans this also waits (within timeout) for the keeper to
         end what the command left behind. Raises subprocess.TimeoutExpired.
         """
+        self._check_owner()
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         if not self._pump(deadline):
             raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
@@ -861,6 +884,7 @@ class Tree:
 
         Returns the command's returncode; raises subprocess.TimeoutExpired.
         """
+        self._check_owner()
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         rc = self.wait(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -872,28 +896,39 @@ class Tree:
         return rc
 
     async def wait_async(self, timeout: float | None = None) -> int:
-        """wait() without blocking the event loop."""
+        """wait() without blocking the event loop (any number of them at once, on one loop or several)."""
+        self._check_owner()
         loop = asyncio.get_running_loop()
+        watch: list[Any] = []
         with self._lock:
-            fd = self._status_fd if self._status is None else None
+            fd = self._status_fd if self._status is None and self._lost is None else None
             if fd is not None:
-                self._readers += 1  # the fd stays open (not reused) while the loop watches it
+                self._readers += 1  # the fd stays open (not reused) while a loop watches it
+                watch = self._loop_watches.get(loop) or []
+                if not watch:
+                    # One reader per loop and fd (add_reader would replace another waiter's):
+                    # every wait_async() on this loop awaits the same future.
+                    fut = loop.create_future()
+
+                    def readable():
+                        if self._pump(time.monotonic()) and not fut.done():
+                            fut.set_result(None)
+
+                    watch = self._loop_watches[loop] = [fut, 0, readable]
+                    loop.add_reader(fd, readable)
+                watch[1] += 1
         if fd is not None:
-            fut = loop.create_future()
-
-            def readable():
-                if self._pump(time.monotonic()) and not fut.done():
-                    fut.set_result(None)
-
-            loop.add_reader(fd, readable)
             try:
-                readable()
-                await asyncio.wait_for(fut, timeout)
+                watch[2]()
+                await asyncio.wait_for(asyncio.shield(watch[0]), timeout)
             except asyncio.TimeoutError:
                 raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
             finally:
-                loop.remove_reader(fd)
                 with self._lock:
+                    watch[1] -= 1
+                    if not watch[1]:
+                        loop.remove_reader(fd)
+                        del self._loop_watches[loop]
                     self._readers -= 1
                     if not self._readers:
                         _close_fds(self._closing)
@@ -902,6 +937,7 @@ class Tree:
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
+        self._check_owner()
         try:
             out = self._popen.communicate(input, timeout)
         except subprocess.TimeoutExpired as exc:
@@ -925,6 +961,9 @@ class Tree:
         the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
         be swallowed by it (SIGALRM, its wake-up).
         """
+        self._check_owner()
+        if isinstance(sig, bool) or not isinstance(sig, int):
+            raise TypeError(f"sig must be a signal number, not {type(sig).__name__}")
         if sig in _protocol.FORWARD or (sig == signal.SIGCONT and self.pty is not None):
             # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
             self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
@@ -945,7 +984,15 @@ class Tree:
     # -- membership and teardown --------------------------------------------
     def _keeper_is_ours(self):
         # Until we reap it, the keeper's pid cannot be reused: walking from it is safe.
-        return self._popen.returncode is None
+        return self._popen.returncode is None and os.getpid() == self._owner_pid
+
+    def _check_owner(self) -> None:
+        """RuntimeError in a forked child: the keeper is its parent's child, reaped (and its pid reused) there."""
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                f"this Tree belongs to process {self._owner_pid}, which spawned it; a forked child "
+                "cannot wait for, signal or end it (its keeper is not the child's child)"
+            )
 
     def members(self) -> list[Proc]:
         """The live members of the tree (the command and what it started), as Proc records."""
@@ -966,14 +1013,22 @@ class Tree:
             except NoSuchProcess:
                 pass
             if self.mode == "session" and self._keeper_is_ours():
-                # Session mode: a double-forker that kept our session is still found by sid.
-                for p in _binding.snapshot().values():
+                # Session mode: a double-forker that kept our session is still found by sid,
+                # and one that left it by the tree's marker (and what it started).
+                snap = _binding.snapshot()
+                for p in snap.values():
                     if p.sid == self.keeper_pid and p.pid != self.keeper_pid:
                         out.setdefault(p.pid, p)
+                for root in self._marked_outsiders():
+                    out.setdefault(root.pid, root)
+                    if root.pid in snap:
+                        for p in snap.descendants(root.pid):
+                            out.setdefault(p.pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
     def terminate(self, grace: float | None = None) -> TeardownReport:
         """Tear the whole tree down (SIGTERM, then SIGKILL after grace) and return the TeardownReport."""
+        self._check_owner()
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return self._terminate(grace, None)
 
@@ -983,6 +1038,8 @@ class Tree:
             if self._eof and self._status is None and self._lost is None:
                 self._on_keeper_exit()  # the keeper is gone: what it left is ended there
             if self._recovery is not None:
+                self._close_status_fd()
+                self._close_pty()
                 return self._recovery
             t0 = time.monotonic()
             if self.cgroup is not None:
@@ -999,6 +1056,12 @@ class Tree:
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
             self._finish(clean=rep.ok)
+            if self._lost is not None and self._recovery is None:
+                # The keeper died during the teardown without the command's status: what it
+                # held may have been reparented away from the walk; end it by its markers too.
+                more = self._end_leftovers()
+                rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
+                self._lost.report = self._recovery = rep
             rep = dataclasses.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
@@ -1143,8 +1206,8 @@ class Tree:
             except subprocess.TimeoutExpired:
                 self._popen.kill()  # its status pipe closed but it runs on: a keeper that broke its protocol
                 rc = self._popen.wait()
-            self._pump(time.monotonic())  # every line it wrote before it went
-            if self._status is not None and _keeper_ended_itself(self._status, rc):
+            self._drain()  # every line it wrote before it went
+            if self._done:
                 return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
             if self._status is None:
                 # Killed before the command ended: its status is unknowable.
@@ -1197,6 +1260,7 @@ class Tree:
         at once, the keeper reaped, then CancelledError propagates (as with
         terminate_tree_async).
         """
+        self._check_owner()
         grace = self.grace if grace is None else check_seconds(grace, "grace")
         return await _in_worker(functools.partial(self._terminate, grace))
 
@@ -1219,8 +1283,12 @@ class Tree:
                     self._popen.kill()
                     self._popen.wait()
             self._pump(time.monotonic() + 0.5)
+            self._drain()
             if self._status is None and self._lost is None:
-                self._status = _rc_to_status(self._popen.returncode)
+                # It ended without the command's status (killed, or ended by us once its tree was
+                # gone): the status is unknowable, never the keeper's own passed off as it.
+                self._lost = KeeperLost(self.keeper_pid, self._popen.returncode, None)
+                self._recovered.set()
             if release_fds:
                 self._close_status_fd()
                 self._close_pty()
@@ -1391,19 +1459,6 @@ def _namespace_fields() -> dict[str, int | None]:
 
 def _keeper_watch() -> _keeperwatch.KeeperWatch:
     return _keeperwatch.instance(_keeper_exited)
-
-
-def _keeper_ended_itself(status: int, rc: int) -> bool:
-    """Whether a keeper's returncode rc is the one it exits with for the command's raw wait status.
-
-    It exits with the command's exit code, or re-raises the signal that
-    killed the command (128 + N where that signal cannot end it).
-    """
-    if os.WIFEXITED(status):
-        return rc == os.WEXITSTATUS(status)
-    if os.WIFSIGNALED(status):
-        return rc in (-os.WTERMSIG(status), 128 + os.WTERMSIG(status))
-    return False
 
 
 def _rc_to_status(rc):
