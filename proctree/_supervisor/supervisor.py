@@ -93,7 +93,7 @@ class Supervisor:
         self._services: dict[str, Service] = {}
         self._by_name: dict[str, Service] = {}
         self._next_id = 1
-        self._listeners = Listeners()
+        self._listeners = Listeners(interrupt=_reraise_soon)
         self._foreground = Foreground(
             contain=contain, grace=self.settings.stop_grace, log_rows=log_rows, log_line=log_line
         )
@@ -114,12 +114,16 @@ class Supervisor:
         await self.close()
 
     async def close(self) -> None:
-        """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once."""
+        """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once.
+
+        Coroutine listeners still running then get stop_grace seconds to end;
+        the rest are cancelled (a listener never holds the host's exit).
+        """
         self._closed = True
         try:
             self._foreground.kill()
             await self.stop(ALL)
-            await self._listeners.drain()
+            await self._listeners.drain(self.settings.stop_grace)
         except BaseException:
             self.reap_sync()
             raise
@@ -475,6 +479,24 @@ class Supervisor:
         if self._change is None or self._change.done():
             self._change = asyncio.get_running_loop().create_future()
         await asyncio.wait([self._change])
+
+
+def _reraise_soon(exc: BaseException) -> None:
+    """Re-raise a listener's SystemExit / KeyboardInterrupt from the event loop, once the dispatch is over.
+
+    asyncio lets exactly these out of a callback: asyncio.run() then raises
+    it, after cancelling the tasks left (the block's `async with` exits and
+    stops every service). Without a running loop it can only be logged.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+
+    def reraise() -> None:
+        raise exc
+
+    loop.call_soon(reraise)
 
 
 def _settled(service: Service) -> bool:
