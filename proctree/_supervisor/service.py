@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -49,6 +50,12 @@ log = logging.getLogger("proctree.supervisor")
 
 STOP = "stop"
 RESTART = "restart"
+
+# What sh / dash / bash print when they cannot run a command, by the status they then exit with.
+_SHELL_FAILURES = {
+    127: re.compile(r"\bnot found\b|No such file or directory"),
+    126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
+}
 
 # After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
 _LATE_PROBE_FACTOR = 4
@@ -142,6 +149,7 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
         self._out_cursor = 0
+        self._run_first_seq = 0  # the ring's last seq when the current run was spawned
         self._out_handle: asyncio.TimerHandle | None = None
 
     # -- what callers see ---------------------------------------------------------------------
@@ -273,7 +281,7 @@ class Service:
         failed = end.code != 0
         if end.code == 0:
             self.completed = True
-        if isinstance(self.spec.command, str) and end.code in (126, 127) and self.ready_at is None:
+        if self._shell_could_not_run(end):
             # The shell's "command not found" / "cannot execute": restarting cannot help.
             what = "not found" if end.code == 127 else "cannot be run"
             self._finish(FAILED, f"the command {what} (the shell's exit status {end.code}; see its output)")
@@ -307,6 +315,22 @@ class Service:
         self._emit(_ev.RESTARTING)
         await self._sleep_unless_poked(decision.delay)
         return True
+
+    def _shell_could_not_run(self, end: _RunEnd) -> bool:
+        """The run's 126 / 127 is the shell's own: it could not run a command, and said so last.
+
+        A program (or a later step of a script) may exit 127 itself after
+        working for a while: that is an ordinary failure, restarted as any
+        other. Only a shell line's exit whose last output row is the shell's
+        diagnostic ("not found", "Permission denied", ...) counts, before
+        readiness.
+        """
+        if not isinstance(self.spec.command, str) or end.code not in _SHELL_FAILURES or self.ready_at is not None:
+            return False
+        last = self.ring.tail(1)
+        if not last or last[0].seq <= self._run_first_seq:
+            return False  # the run printed nothing: whatever exited so, it was not the shell complaining
+        return _SHELL_FAILURES[end.code].search(last[0].text) is not None
 
     async def _sleep_unless_poked(self, delay: float) -> None:
         if self.intent is not None:
@@ -398,6 +422,7 @@ class Service:
             self._finish(FAILED, f"cannot start: {describe_error(exc)}")
             return None
         self.tree = tree
+        self._run_first_seq = self.ring.last_seq
         self.mode = tree.mode
         self.pid = tree.pid
         self.started_at = time.time()
