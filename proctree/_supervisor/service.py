@@ -87,6 +87,8 @@ class Host(Protocol):
 
     async def next_change(self) -> None: ...
 
+    def foreign_ports(self, service: Service) -> set[int]: ...
+
 
 def describe_exit(code: int | None, sig: str | None) -> str:
     if sig is not None:
@@ -184,6 +186,13 @@ class Service:
             mode=self.mode,
             depends_on=self.spec.depends_on,
         )
+
+    @property
+    def claimed_port(self) -> int | None:
+        """The port this service holds for readiness: the one it was given, else the one it proved."""
+        if self.spec.port is not None:
+            return self.spec.port
+        return self.port if self.status == READY else None
 
     # -- what the supervisor asks -------------------------------------------------------------
 
@@ -391,7 +400,9 @@ class Service:
         spec = self.spec
         loop = asyncio.get_running_loop()
         env = build_env(spec.env)
-        detector = Detector(spec.ready, spec.command, env, spec.port, cwd=spec.cwd)
+        detector = Detector(
+            spec.ready, spec.command, env, spec.port, cwd=spec.cwd, foreign=lambda: self.host.foreign_ports(self)
+        )
         if detector.port is not None:
             # Before the spawn: somebody else's server on our port must never make us look ready.
             await asyncio.to_thread(detector.preflight)

@@ -227,6 +227,7 @@ class Supervisor:
             for i, spec in enumerate(batch)
         }
         _deps.check_graph(graph, known=self._by_name)
+        self._check_ports(batch)
         live = [s.id for s in self._services.values() if s.live]
         if len(live) + len(batch) > self.max_services:
             want = f"{len(batch)} more" if len(batch) > 1 else "another"
@@ -255,6 +256,24 @@ class Supervisor:
         for service in ordered:
             service.launch()
         return ordered
+
+    def _check_ports(self, batch: list[ServiceSpec]) -> None:
+        """Refuse a port= another live service (or another of the batch) was given: one port, one server."""
+        held = {s.spec.port: s for s in self._services.values() if s.live and s.spec.port is not None}
+        in_batch: dict[int, str] = {}
+        for i, spec in enumerate(batch):
+            if spec.port is None:
+                continue
+            who = spec.name or f"specs[{i}]"
+            other = held.get(spec.port)
+            if other is not None:
+                raise SupervisorError(
+                    f"{who}: port {spec.port} is already live service {other.id}'s ({other.name}); "
+                    "two services on one port would prove each other ready"
+                )
+            if spec.port in in_batch:
+                raise ValueError(f"{in_batch[spec.port]} and {who} are both given port {spec.port}")
+            in_batch[spec.port] = who
 
     def _new_id(self) -> str:
         sid = f"s{self._next_id}"
@@ -468,6 +487,16 @@ class Supervisor:
 
     def emit(self, event: ServiceEvent) -> None:
         self._listeners.emit(event)
+
+    def foreign_ports(self, service: Service) -> set[int]:
+        """The ports other live services hold: none of them ever proves service ready."""
+        ports = set()
+        for other in self._services.values():
+            if other is not service and other.live:
+                port = other.claimed_port
+                if port is not None:
+                    ports.add(port)
+        return ports
 
     def changed(self) -> None:
         change, self._change = self._change, None
