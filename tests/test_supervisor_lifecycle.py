@@ -223,3 +223,18 @@ def test_the_shells_own_127_or_126_fails_at_once_without_restarts(command, what)
             assert done.status == "failed" and done.restarts == 0 and what in done.reason
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_service_stopped_during_its_backoff_does_not_claim_a_restart():
+    async def main():
+        async with Supervisor(backoff=Backoff(initial=5, jitter=0)) as sup:
+            events = []
+            sup.subscribe(lambda e: events.append((e.kind, e.snapshot.reason)))
+            snap = await sup.start("exit 1", restart="on-failure")
+            await sup.wait(snap.id, until="restarting", timeout=20)
+            stopped = (await sup.stop(snap.id))[0]
+            assert stopped.status == "stopped" and stopped.exit_code == 1
+            assert "restarting in" not in stopped.reason and "before its restart" in stopped.reason
+            assert events[-1] == ("stopped", stopped.reason)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

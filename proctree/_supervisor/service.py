@@ -247,7 +247,10 @@ class Service:
                 return
             while True:
                 if self.intent == STOP:
-                    self._finish(STOPPED)
+                    # Stopped between runs (a restart's backoff): the restart it announced never comes.
+                    last = describe_exit(self.exit_code, self.exit_signal)
+                    between = self.status == RESTARTING
+                    self._finish(STOPPED, f"stopped before its restart (its last run {last})" if between else None)
                     return
                 self.intent = None
                 self._poke.clear()
