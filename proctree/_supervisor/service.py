@@ -275,7 +275,12 @@ class Service:
                 self.ended_at = time.time()
             raise
         except Exception as exc:  # a bug here must not leave the tree running nor the service live
-            log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
+            if self.reaped:
+                # reap_sync() already SIGKILLed the tree: the host is going away (at interpreter exit
+                # the executors a teardown needs are shut down first), so what fails now is expected.
+                log.debug("service %s (%s): teardown after reap_sync failed", self.id, self.name, exc_info=True)
+            else:
+                log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
             self._abort()
             self.kill_incomplete = self.tree is not None
             # Still by intent: a service we were stopping is stopped, whatever failed on the way.
