@@ -271,3 +271,23 @@ def test_snapshots_and_events_serialise_to_json():
         assert json.loads(out[-1])["service"]["command"] == ["echo", "\x1b[31mred\x1b[0m"]
 
     run(main())
+
+
+def test_reading_a_forgotten_service_counts_what_the_pager_never_saw():
+    async def main():
+        async with Supervisor(max_services=2, max_records=1) as sup:
+            first = await sup.start("for i in 1 2 3 4 5 6 7 8 9 10; do echo row $i; done")
+            await sup.wait(first.id, until=(), timeout=20)
+            page = sup.read(first.id, limit=3)
+            assert [r.text for r in page.rows] == ["row 1", "row 2", "row 3"]
+            second = await sup.start("true")  # max_records=1: the first is forgotten
+            await sup.wait(second.id, until=(), timeout=20)
+            assert sup.get(first.id) is None
+            rest = sup.read(first.id, since=page.next)
+            assert rest.rows == () and rest.next == 10 and rest.dropped == 7
+            assert sup.read(first.id).dropped == 10
+            assert sup.read(first.id, since=10).dropped == 0
+            with pytest.raises(ValueError, match="past s1's last row"):
+                sup.read(first.id, since=999)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
+import collections
 import concurrent.futures
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
 from .spec import ALL, ServiceSpec
 
 _ID = re.compile(r"s([0-9]+)")
+_FORGOTTEN_SEQS = 65536  # forgotten services whose last row seq read() still knows
 
 
 class Supervisor:
@@ -91,6 +93,8 @@ class Supervisor:
             backoff=backoff or _restart.Backoff(),
         )
         self._services: dict[str, Service] = {}
+        # A forgotten service's last row seq, so that read() can count what a pager never saw (bounded).
+        self._forgotten: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._by_name: dict[str, Service] = {}
         self._next_id = 1
         self._listeners = Listeners(interrupt=_reraise_soon)
@@ -293,6 +297,9 @@ class Supervisor:
             if any(dep is service for other in self._services.values() if other.live for dep, _ in other.needs):
                 continue  # a live service still reads its dependency's record
             del self._services[sid]
+            self._forgotten[sid] = service.ring.last_seq
+            while len(self._forgotten) > _FORGOTTEN_SEQS:
+                self._forgotten.popitem(last=False)
             if self._by_name.get(service.name) is service:
                 del self._by_name[service.name]
             excess -= 1
@@ -334,12 +341,26 @@ class Supervisor:
         return sum(1 for s in self._services.values() if s.live)
 
     def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
-        """A page of a service's log: rows with seq > since, oldest first (see LogRing.read). Empty for a forgotten id."""
+        """A page of a service's log: rows with seq > since, oldest first (see LogRing.read).
+
+        For a forgotten id the page is empty and every row after since counts
+        in dropped (next is its last row's seq), so a pager sees each row once
+        or counts it; a since past that last row is a ValueError, as for a
+        remembered service.
+        """
         service = self._find(id_or_name)
         if service is None:
             if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
                 raise ValueError(f"since must be an int >= 0 or None, got {since!r}")
-            return LogPage((), since or 0, 0)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
+            last = self._forgotten.get(id_or_name)
+            if last is None:  # forgotten too long ago to know: nothing can be said but "no rows"
+                return LogPage((), since or 0, 0)
+            since = since or 0
+            if since > last:
+                raise ValueError(f"since={since} is past {id_or_name}'s last row ({last}); it was forgotten")
+            return LogPage((), last, last - since)
         return service.ring.read(since, limit)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
