@@ -501,3 +501,24 @@ def test_relative_procfile_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = load_procfile("Procfile", environ={})
     assert plan.services[0].cwd == os.path.realpath(tmp_path) or plan.services[0].cwd == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "match"),
+    [
+        ("web: echo a\rworker: echo b\r", 1, "a carriage return inside the line"),
+        ("web: echo a\nworker: echo b\rclock: date\n", 2, "a carriage return inside the line"),
+        ("web: echo a\nall: echo b\n", 2, "'all' cannot name an entry"),
+    ],
+)
+def test_parse_refuses_a_lone_cr_and_an_entry_named_all(text, line, match):
+    with pytest.raises(ProcfileError, match=match) as caught:
+        parse_procfile(text)
+    assert caught.value.line == line
+
+
+def test_parse_still_reads_crlf_line_ends():
+    assert [(e.name, e.command) for e in parse_procfile("web: echo a\r\nworker: echo b\r\n")] == [
+        ("web", "echo a"),
+        ("worker", "echo b"),
+    ]
