@@ -522,3 +522,17 @@ def test_parse_still_reads_crlf_line_ends():
         ("web", "echo a"),
         ("worker", "echo b"),
     ]
+
+
+def test_load_refuses_ill_typed_arguments_clearly(tmp_path):
+    (tmp_path / "Procfile").write_text("web: sleep 1\n")
+    with pytest.raises(TypeError, match="scale must be a string"):
+        load_procfile(tmp_path / "Procfile", scale={"web": 2})
+    with pytest.raises(TypeError, match="names must be a sequence of entry names"):
+        load_procfile(tmp_path / "Procfile", names="web")
+
+
+def test_scale_with_a_huge_count_is_refused_before_int():
+    with pytest.raises(ProcfileError, match="at most 100 instances"):
+        parse_scale("web=" + "9" * 5000, ["web"])
+    assert parse_scale("web=0007", ["web"]) == {"web": 7}

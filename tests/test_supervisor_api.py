@@ -291,3 +291,25 @@ def test_reading_a_forgotten_service_counts_what_the_pager_never_saw():
                 sup.read(first.id, since=999)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_bad_until_and_oversized_commands_get_clear_errors():
+    async def main():
+        async with Supervisor() as sup:
+            snap = await sup.start("sleep 5", ready="none")
+            with pytest.raises(TypeError, match="until must be a status or a collection"):
+                await sup.wait(snap.id, until=None)
+            with pytest.raises(ValueError, match="the command is 200005 bytes"):
+                await sup.start("echo " + "x" * 200_000)
+            with pytest.raises(ValueError, match=r"command\[1\] is 200000 bytes"):
+                await sup.run_foreground(["true", "x" * 200_000])
+            # each argument fits, all of them together do not: the user's program is named, not proctree's keeper
+            with pytest.raises(OSError, match="Argument list too long") as caught:
+                await sup.run_foreground(["true"] + ["x" * 100_000] * 30)
+            assert caught.value.filename == "true"
+            failed = await sup.start(["true"] + ["x" * 100_000] * 30)
+            assert failed.status == "failed" and "keeper" not in failed.reason
+            assert "Argument list too long" in failed.reason
+            await sup.stop(snap.id)
+
+    run(main())

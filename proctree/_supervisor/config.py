@@ -115,6 +115,8 @@ def parse_scale(text: str, names: Sequence[str]) -> dict[str, int]:
     (or `all`'s count). Raises ProcfileError (source "-m") for an unknown name,
     a name given twice, a malformed item or count.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"scale must be a string like 'web=2,worker=1', not {type(text).__name__}")
     counts: dict[str, int] = {}
     default = 1
     seen: set[str] = set()
@@ -127,6 +129,9 @@ def parse_scale(text: str, names: Sequence[str]) -> dict[str, int]:
             raise ProcfileError(f"{item!r} is not name=count", source="-m")
         if not _DIGITS.fullmatch(count):
             raise ProcfileError(f"{name}={count!r}: a count is a whole number 0..{MAX_INSTANCES}", source="-m")
+        count = count.lstrip("0") or "0"
+        if len(count) > len(str(MAX_INSTANCES)):  # before int(): a 5000-digit count is just too many
+            raise ProcfileError(f"{name}={count[:20]}...: at most {MAX_INSTANCES} instances of an entry", source="-m")
         number = int(count)
         if number > MAX_INSTANCES:
             raise ProcfileError(f"{name}={count}: at most {MAX_INSTANCES} instances of an entry", source="-m")
@@ -287,6 +292,10 @@ def load_procfile(
     environ: the environment .env values expand against (default os.environ).
     Raises ProcfileError (a ValueError) for anything that cannot be run as written.
     """
+    if scale is not None and not isinstance(scale, str):
+        raise TypeError(f"scale must be a string like 'web=2,worker=1' (foreman's -m), not {type(scale).__name__}")
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be a sequence of entry names (a list of str), not {names!r}")
     procfile = os.fspath(procfile)
     environ = os.environ if environ is None else environ
     entries = read_procfile(procfile)

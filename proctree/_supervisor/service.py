@@ -16,6 +16,7 @@ killnow.kill_now on that Tree, in reap()).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
 import subprocess
@@ -99,6 +100,9 @@ def describe_exit(code: int | None, sig: str | None) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
+        # The filename would be the keeper proctree runs the command through: not the user's concern.
+        return "Argument list too long (the command and its environment together exceed the kernel's limit)"
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename!r}" if exc.filename else ""
         return f"{exc.strerror}{where}"

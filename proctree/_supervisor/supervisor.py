@@ -374,7 +374,17 @@ class Supervisor:
 
         asyncio.TimeoutError after timeout seconds. None for a forgotten id.
         """
-        wanted = {until} if isinstance(until, str) else set(until)
+        if isinstance(until, str):
+            wanted = {until}
+        elif isinstance(until, Iterable) and not isinstance(until, (bytes, bytearray)):
+            wanted = set(until)
+            if not all(isinstance(status, str) for status in wanted):
+                raise TypeError(f"until must hold status names (str), got {sorted(map(repr, wanted))}")
+        else:
+            raise TypeError(
+                f"until must be a status or a collection of statuses ({', '.join(STATUSES)}; () for the end), "
+                f"not {type(until).__name__}"
+            )
         bad = wanted - set(STATUSES)
         if bad:
             raise ValueError(f"until: unknown statuses {sorted(bad)} (statuses: {', '.join(STATUSES)})")
