@@ -303,7 +303,39 @@ def test_plan_env_layers():
     env = plan[0].env
     # .env < PORT < the entry's env; PS and PROCTREE_SERVICE are always the instance's name.
     assert env == {"DEBUG": "1", "DB": "x", "PORT": "9999", "PS": "web.1", "PROCTREE_SERVICE": "web.1"}
-    assert plan[0].port == 5000  # the port up probes is still the assigned one
+    assert plan[0].port == 9999  # the PORT it gets is the port it is watched on
+
+
+@pytest.mark.parametrize(
+    ("settings", "counts"),
+    [
+        ({"web": EntrySettings(env={"PORT": "5100"})}, None),  # onto worker's assigned 5100
+        ({"web": EntrySettings(port=8000), "worker": EntrySettings(port=8000)}, None),
+        ({"web": EntrySettings(port=5099)}, {"web": 3}),  # 5099, 5100, 5101 runs into worker.1's 5100
+        ({"web": EntrySettings(env={"PORT": "7000"})}, {"web": 2}),  # one literal PORT for two instances
+    ],
+)
+def test_plan_two_instances_on_one_port_are_refused(settings, counts):
+    with pytest.raises(ProcfileError, match=r"would both get PORT=\d+") as caught:
+        plan_services(entries("web", "worker"), settings, counts=counts, settings_source="proctree.toml")
+    assert caught.value.source == "proctree.toml"
+
+
+def test_plan_a_bad_env_port_is_refused():
+    with pytest.raises(ProcfileError, match=r"env.PORT='80a' is not a port number"):
+        plan_services(entries("web"), {"web": EntrySettings(env={"PORT": "80a"})})
+
+
+def test_plan_port_errors_name_where_the_base_port_came_from(tmp_path):
+    (tmp_path / "Procfile").write_text("w1: sleep 1\nw2: sleep 1\n")
+    with pytest.raises(ProcfileError, match=r"the base port 65500 is PORT in the environment") as caught:
+        load_procfile(tmp_path / "Procfile", environ={"PORT": "65500"})
+    assert caught.value.source == "PORT in the environment"
+    many = "".join(f"e{i}: sleep 1\n" for i in range(300))
+    (tmp_path / "Procfile").write_text(many)
+    with pytest.raises(ProcfileError, match="300 instances: at most 256") as caught:
+        load_procfile(tmp_path / "Procfile", environ={})
+    assert caught.value.source.endswith("Procfile")
 
 
 def test_plan_port_setting_and_ready_substitution():
@@ -469,3 +501,38 @@ def test_relative_procfile_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = load_procfile("Procfile", environ={})
     assert plan.services[0].cwd == os.path.realpath(tmp_path) or plan.services[0].cwd == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "match"),
+    [
+        ("web: echo a\rworker: echo b\r", 1, "a carriage return inside the line"),
+        ("web: echo a\nworker: echo b\rclock: date\n", 2, "a carriage return inside the line"),
+        ("web: echo a\nall: echo b\n", 2, "'all' cannot name an entry"),
+    ],
+)
+def test_parse_refuses_a_lone_cr_and_an_entry_named_all(text, line, match):
+    with pytest.raises(ProcfileError, match=match) as caught:
+        parse_procfile(text)
+    assert caught.value.line == line
+
+
+def test_parse_still_reads_crlf_line_ends():
+    assert [(e.name, e.command) for e in parse_procfile("web: echo a\r\nworker: echo b\r\n")] == [
+        ("web", "echo a"),
+        ("worker", "echo b"),
+    ]
+
+
+def test_load_refuses_ill_typed_arguments_clearly(tmp_path):
+    (tmp_path / "Procfile").write_text("web: sleep 1\n")
+    with pytest.raises(TypeError, match="scale must be a string"):
+        load_procfile(tmp_path / "Procfile", scale={"web": 2})
+    with pytest.raises(TypeError, match="names must be a sequence of entry names"):
+        load_procfile(tmp_path / "Procfile", names="web")
+
+
+def test_scale_with_a_huge_count_is_refused_before_int():
+    with pytest.raises(ProcfileError, match="at most 100 instances"):
+        parse_scale("web=" + "9" * 5000, ["web"])
+    assert parse_scale("web=0007", ["web"]) == {"web": 7}

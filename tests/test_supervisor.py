@@ -166,15 +166,17 @@ def test_a_preoccupied_port_never_makes_a_service_look_ready():
             assert (await sup.wait("other", timeout=20)).status == "ready"
             # Somebody else's server answers on the port: neither a probe of it, nor a URL
             # naming it, nor a "listening" phrase makes ours ready.
+            # (One after the other: two live services are never given one port.)
             probe = await sup.start(f"{PY} -c 'import time; print(\"booting\"); time.sleep(60)'", port=port)
+            snaps = [await sup.wait(probe.id, timeout=20)]
+            await sup.stop(probe.id)
+            assert answers(port)  # stopping ours left the other server alone
             liar = await sup.start(f"echo 'Listening on http://127.0.0.1:{port}/'; sleep 60", name="liar", port=port)
-            snaps = [await sup.wait(s.id, timeout=20) for s in (probe, liar)]
+            snaps.append(await sup.wait(liar.id, timeout=20))
             for snap in snaps:
                 assert snap.status == "running", snap
                 assert snap.ready_by is None
             assert all(snap.port_preoccupied and snap.port == port for snap in snaps)
-            await sup.stop(probe.id)
-            assert answers(port)  # stopping ours left the other server alone
             assert sup.get(other.id).status == "ready"
 
     run(main())

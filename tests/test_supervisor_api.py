@@ -271,3 +271,45 @@ def test_snapshots_and_events_serialise_to_json():
         assert json.loads(out[-1])["service"]["command"] == ["echo", "\x1b[31mred\x1b[0m"]
 
     run(main())
+
+
+def test_reading_a_forgotten_service_counts_what_the_pager_never_saw():
+    async def main():
+        async with Supervisor(max_services=2, max_records=1) as sup:
+            first = await sup.start("for i in 1 2 3 4 5 6 7 8 9 10; do echo row $i; done")
+            await sup.wait(first.id, until=(), timeout=20)
+            page = sup.read(first.id, limit=3)
+            assert [r.text for r in page.rows] == ["row 1", "row 2", "row 3"]
+            second = await sup.start("true")  # max_records=1: the first is forgotten
+            await sup.wait(second.id, until=(), timeout=20)
+            assert sup.get(first.id) is None
+            rest = sup.read(first.id, since=page.next)
+            assert rest.rows == () and rest.next == 10 and rest.dropped == 7
+            assert sup.read(first.id).dropped == 10
+            assert sup.read(first.id, since=10).dropped == 0
+            with pytest.raises(ValueError, match="past s1's last row"):
+                sup.read(first.id, since=999)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_bad_until_and_oversized_commands_get_clear_errors():
+    async def main():
+        async with Supervisor() as sup:
+            snap = await sup.start("sleep 5", ready="none")
+            with pytest.raises(TypeError, match="until must be a status or a collection"):
+                await sup.wait(snap.id, until=None)
+            with pytest.raises(ValueError, match="the command is 200005 bytes"):
+                await sup.start("echo " + "x" * 200_000)
+            with pytest.raises(ValueError, match=r"command\[1\] is 200000 bytes"):
+                await sup.run_foreground(["true", "x" * 200_000])
+            # each argument fits, all of them together do not: the user's program is named, not proctree's keeper
+            with pytest.raises(OSError, match="Argument list too long") as caught:
+                await sup.run_foreground(["true"] + ["x" * 100_000] * 30)
+            assert caught.value.filename == "true"
+            failed = await sup.start(["true"] + ["x" * 100_000] * 30)
+            assert failed.status == "failed" and "keeper" not in failed.reason
+            assert "Argument list too long" in failed.reason
+            await sup.stop(snap.id)
+
+    run(main())

@@ -296,3 +296,76 @@ def test_a_teardown_that_raises_still_ends_by_intent(monkeypatch):
             assert crashed.status == "failed" and "internal error" in crashed.reason
 
     run(main())
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_a_listener_calling_sys_exit_interrupts_the_host_and_leaves_no_tree(exc_type):
+    seen = {}
+
+    async def main():
+        async with Supervisor(stop_grace=1.0) as sup:
+
+            def listener(event):
+                if event.kind == "started":
+                    seen["pid"] = event.snapshot.pid
+                    raise exc_type("from a listener")
+
+            sup.subscribe(listener)
+            await sup.start("sleep 60", name="victim")
+            await asyncio.sleep(30)  # the interruption arrives long before
+
+    t0 = time.monotonic()
+    with pytest.raises(exc_type):
+        asyncio.run(main())
+    assert time.monotonic() - t0 < 20
+    assert seen["pid"] and not alive(seen["pid"])
+
+
+def test_a_listener_raising_another_base_exception_is_isolated():
+    class Odd(BaseException):
+        pass
+
+    async def main():
+        async with Supervisor(stop_grace=1.0) as sup:
+            sup.subscribe(lambda e: (_ for _ in ()).throw(Odd()))
+            snap = await sup.start("sleep 60", ready="none")
+            assert (await sup.wait(snap.id, timeout=10)).status == "running"
+            stopped = await sup.stop(snap.id)
+            assert stopped[0].status == "stopped" and not alive(snap.pid)
+
+    run(main())
+
+
+def test_a_sync_supervisors_listener_calling_sys_exit_is_only_logged():
+    def listener(event):
+        raise SystemExit(3)
+
+    with proctree.SyncSupervisor(stop_grace=1.0) as sup:
+        sup.subscribe(listener)
+        snap = sup.start("sleep 60", ready="none")
+        assert sup.wait(snap.id, timeout=10).status == "running"
+        assert sup.stop(snap.id)[0].status == "stopped"
+    assert not alive(snap.pid)
+
+
+def test_leaving_the_block_does_not_wait_for_ever_for_a_slow_coroutine_listener():
+    cancelled = []
+
+    async def slow(event):
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(event.kind)
+            raise
+
+    async def main():
+        async with Supervisor(stop_grace=1.0) as sup:
+            sup.subscribe(slow)
+            snap = await sup.start("sleep 60")
+            await asyncio.sleep(0.3)
+            t0 = time.monotonic()
+        took = time.monotonic() - t0
+        assert took < 10, took  # stop_grace for the listeners, then they are cancelled
+        assert cancelled and not alive(snap.pid)
+
+    run(main())

@@ -186,3 +186,55 @@ def test_a_service_waiting_for_its_dependencies_can_be_stopped():
             assert sup.get(gate.id).status == "starting"
 
     run(main())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo working; sleep 0.3; exit 127",  # found, ran, then its own status 127
+        "sleep 0.3; exit 126",  # printed nothing: not the shell complaining
+        "echo 'no such thing: not found'; echo later; exit 127",  # the shell's words, but not last
+    ],
+)
+def test_an_exit_127_or_126_of_a_command_that_ran_is_restarted_as_any_failure(command):
+    async def main():
+        async with Supervisor(backoff=Backoff(initial=0.1, jitter=0)) as sup:
+            snap = await sup.start(command, restart="on-failure", max_restarts=1)
+            done = await sup.wait(snap.id, until=("failed", "exited"), timeout=30)
+            assert done.restarts == 1, done
+            assert "not found" not in (done.reason or "") and "cannot be run" not in (done.reason or "")
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ("no-such-command-zq", "not found"),
+        ("/etc/passwd", "cannot be run"),
+        ("bash -c no-such-command-zq", "not found"),
+    ],
+)
+def test_the_shells_own_127_or_126_fails_at_once_without_restarts(command, what):
+    async def main():
+        async with Supervisor() as sup:
+            snap = await sup.start(command, restart="always")
+            done = await sup.wait(snap.id, until=("failed",), timeout=30)
+            assert done.status == "failed" and done.restarts == 0 and what in done.reason
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_service_stopped_during_its_backoff_does_not_claim_a_restart():
+    async def main():
+        async with Supervisor(backoff=Backoff(initial=5, jitter=0)) as sup:
+            events = []
+            sup.subscribe(lambda e: events.append((e.kind, e.snapshot.reason)))
+            snap = await sup.start("exit 1", restart="on-failure")
+            await sup.wait(snap.id, until="restarting", timeout=20)
+            stopped = (await sup.stop(snap.id))[0]
+            assert stopped.status == "stopped" and stopped.exit_code == 1
+            assert "restarting in" not in stopped.reason and "before its restart" in stopped.reason
+            assert events[-1] == ("stopped", stopped.reason)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

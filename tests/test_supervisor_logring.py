@@ -255,7 +255,7 @@ def test_cut_colour_line_keeps_a_reset():
     ring = LogRing(max_line=20)
     (row,) = ring.feed(b"\x1b[31m" + b"r" * 100 + b"\n")
     assert row.cut
-    assert row.text.startswith("r" * 15) and row.text.endswith(cut_mark(85))
+    assert row.text == "r" * 20 + cut_mark(80)  # the colour code costs no character of text
     assert row.raw.startswith("\x1b[31m") and RESET in row.raw
 
 
@@ -282,11 +282,49 @@ def test_coloured_progress_bar_keeps_its_colour_through_long_redraws():
     assert (row.text, row.raw, row.cut) == ("00999", "\x1b[32m00999\x1b[0m", False)
 
 
-def test_each_frame_keeps_max_line_characters():
-    """The text between carriage returns is cut per frame: a later short frame still overwrites the cut one."""
+def test_a_redrawn_line_is_cut_as_shown():
+    """Frames overwrite each other first; the line as a terminal shows it is then cut to max_line."""
     ring = LogRing(max_line=50)
     (row,) = ring.feed(b"x" * 100 + b"\rabc\r" + b"y" * 60 + b"\rZ\n")
-    assert row.cut and row.text == "Z" + "y" * 49 + cut_mark(50 + 10)
+    assert row.cut and row.text == "Z" + "y" * 49 + cut_mark(50)  # shown: Z, 59 y, 40 x
+
+
+def test_colour_codes_never_cost_a_row_its_text():
+    ring = LogRing()  # max_line 16384
+    line = b"".join(b"\x1b[3%dm%c\x1b[0m" % (1 + i % 6, 97 + i % 26) for i in range(3000))
+    (row,) = ring.feed(line + b"\n")
+    assert not row.cut and len(row.text) == 3000 and row.raw.count("\x1b[") == 6000
+    small = LogRing(max_line=20)
+    (row,) = small.feed(b"\x1b[1;31m" + b"abcdefghijklmnopqrstuvwxy" + b"\x1b[0m\n")
+    assert row.text == "abcdefghijklmnopqrst" + cut_mark(5)  # 5 characters shown were lost, not 14
+    assert row.raw == "\x1b[1;31mabcdefghijklmnopqrst\x1b[0m" + cut_mark(5)
+
+
+@pytest.mark.parametrize("step", [1, 7, 4096, 1 << 20])
+def test_a_cut_never_leaves_part_of_a_colour_code_as_text(step):
+    ring = LogRing(max_line=1000)
+    data = b"\x1b[31mx\x1b[0m" * 30000 + b"\n"  # far past what a frame holds, cut somewhere in a code
+    rows = []
+    for i in range(0, len(data), step):
+        rows += ring.feed(data[i : i + step])
+    (row,) = rows
+    # A frame holds 4 x max_line characters as printed: with a code around every character
+    # (10 bytes each) 400 are kept; never a code's parameters ("31") as text.
+    kept, _, mark = row.text.partition(" …[cut: ")
+    assert row.cut and mark and set(kept) == {"x"} and len(kept) >= 400
+    assert strip_ansi(row.raw).startswith(kept + " …[cut: ")
+
+
+@pytest.mark.parametrize(
+    ("line", "text"),
+    [
+        ("ab\x1b[31", "ab"),  # a CSI cut short by the end of the line
+        ("ab\x1b[3\rcd", "cd"),  # or by a carriage return
+        ("a\x1b[31mb\x1b[0", "ab"),
+    ],
+)
+def test_a_control_sequence_cut_short_is_removed_whole(line, text):
+    assert render_line(line)[0] == text
 
 
 @pytest.mark.parametrize("max_line", [40, 200, 16384])

@@ -17,7 +17,7 @@ import pytest
 
 from proctree._containment.spawn import spawn
 from proctree._supervisor.logring import LogRing
-from proctree._supervisor.ports import is_local_host
+from proctree._supervisor.ports import _local_hex_address, is_local_host, local_listener
 from proctree._supervisor.readiness import (
     Detector,
     ReadySpec,
@@ -820,3 +820,97 @@ def test_detector_refuses_bad_arguments():
         Detector(ReadySpec(), "x", port="8000")
     with pytest.raises(TypeError, match="ReadySpec"):
         Detector("tcp:8000", "x")
+
+
+@pytest.fixture
+def other_loopback_listener():
+    """A TCP listener on 127.0.0.2 (another loopback address), somebody else's."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.2", 0))
+    except OSError as exc:
+        sock.close()
+        pytest.skip(f"127.0.0.2 cannot be bound here: {exc}")
+    sock.listen(5)
+    yield sock
+    sock.close()
+
+
+def test_preflight_sees_a_stranger_on_another_loopback_address(other_loopback_listener):
+    port = other_loopback_listener.getsockname()[1]
+    assert local_listener(port)
+    detector = Detector(ReadySpec(), "sleep 30", {}, port=port)
+    assert detector.preflight() and detector.port_preoccupied
+    assert detector.on_line(f"Running on http://127.0.0.2:{port}/") is None
+    assert run(detector.probe()) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "local"),
+    [
+        ("0100007F", True),  # 127.0.0.1 as the kernel prints it (little-endian words)
+        ("0200007F", True),  # 127.0.0.2
+        ("00000000", True),  # 0.0.0.0
+        ("0500000A", False),  # 10.0.0.5
+        ("00000000000000000000000001000000", True),  # ::1
+        ("00000000000000000000000000000000", True),  # ::
+        ("0000000000000000FFFF00000100007F", True),  # ::ffff:127.0.0.1
+        ("0000000000000000FFFF00000500000A", False),  # ::ffff:10.0.0.5
+        ("zz", False),
+    ],
+)
+def test_proc_net_addresses(text, local):
+    if sys.byteorder != "little":
+        pytest.skip("the table is written in little-endian words")
+    assert _local_hex_address(text) is local
+
+
+def test_a_port_another_service_holds_never_proves_readiness(http_server):
+    port = http_server.port
+    held = {port}
+    detector = Detector(ReadySpec(interval=60), "worker", {}, foreign=lambda: held)
+    assert detector.on_line(f"polling jobs from http://127.0.0.1:{port}/jobs") is None
+    assert detector.on_line(f"listening on port {port}") is None
+    assert run(detector.probe()) is None
+    given = Detector(ReadySpec(), "worker", {}, port=port, foreign=lambda: held)
+    assert run(given.probe()) is None
+    held.clear()  # once the other service is gone, the port is anybody's again
+    assert detector.on_line(f"listening on port {port}") == "phrase"
+
+
+def test_a_client_printing_its_servers_url_is_not_ready(servers):
+    web_port = free_port()
+    client = f"sleep 0.5; echo 'polling jobs from http://127.0.0.1:{web_port}/jobs'; sleep 60"
+
+    async def main():
+        from proctree import Supervisor
+
+        async with Supervisor(ready_timeout=2.0, stop_grace=1.0) as sup:
+            web = await sup.start(
+                [sys.executable, "-u", "-m", "http.server", str(web_port), "--bind", "127.0.0.1"], name="web"
+            )
+            assert (await sup.wait(web.id, timeout=20)).status == "ready"
+            worker = await sup.start(client, name="worker")
+            done = await sup.wait(worker.id, timeout=20)
+            assert done.status == "running" and done.ready_by is None, done
+
+    run(asyncio.wait_for(main(), 60))
+
+
+def test_two_services_given_one_port_are_refused():
+    port = free_port()
+
+    async def main():
+        from proctree import ServiceSpec, Supervisor, SupervisorError
+
+        async with Supervisor(stop_grace=1.0) as sup:
+            with pytest.raises(ValueError, match=f"both given port {port}"):
+                await sup.start_all([ServiceSpec("sleep 30", name="a", port=port), ServiceSpec("sleep 30", port=port)])
+            assert sup.list() == []
+            first = await sup.start("sleep 30", name="a", port=port)
+            with pytest.raises(SupervisorError, match=f"port {port} is already live service {first.id}"):
+                await sup.start("sleep 30", name="b", port=port)
+            await sup.stop(first.id)
+            assert (await sup.start("sleep 30", name="b", port=port)).status == "starting"  # free again
+
+    run(asyncio.wait_for(main(), 60))

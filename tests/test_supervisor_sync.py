@@ -1,7 +1,9 @@
 """SyncSupervisor: the Supervisor for synchronous hosts, on real processes."""
 
 import socket
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 import urllib.request
@@ -149,3 +151,33 @@ def test_calls_from_many_threads_at_once():
         assert sorted(r[0] for r in results) == sorted(f"s{i}" for i in range(1, 9))
         assert {r[1:] for r in results} == {("ready", "stopped")}
         assert sup.live_count() == 0
+
+
+def wait_gone(pid, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_sync_supervisor_left_open_at_exit_ends_quietly():
+    """sys.exit() without close(): atexit's reap_sync ends every tree, and nothing is printed about it."""
+    code = textwrap.dedent(
+        """
+        import sys, time, proctree
+        sup = proctree.SyncSupervisor(stop_grace=1)
+        a = sup.start("sh -c 'setsid sleep 300 & sleep 300'", name="a")
+        b = sup.start("sleep 300", name="b")
+        print(a.pid, b.pid, flush=True)
+        time.sleep(0.3)
+        sys.exit(3)
+        """
+    )
+    for _ in range(3):  # the teardown races the interpreter's shutdown: try it a few times
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 3, done
+        assert "Traceback" not in done.stderr and "failed" not in done.stderr, done.stderr
+        for pid in map(int, done.stdout.split()):
+            assert wait_gone(pid), pid

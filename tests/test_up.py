@@ -583,3 +583,23 @@ def test_a_port_taken_by_someone_else_is_said_and_never_proves_ready(tmp_path, u
         assert u.finish() == 130
     finally:
         other.close()
+
+
+def test_a_sigint_while_the_subcommands_load_is_a_quiet_130(tmp_path):
+    """Ctrl+C in up's first moments (its subcommands still importing) ends it as 130, without a traceback."""
+    (tmp_path / "Procfile").write_text("a: sleep 300\n")
+    script = (
+        "import os, signal, sys\n"
+        "import proctree.cli as cli\n"
+        "build = cli.build_parser\n"
+        "def interrupted_build():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT: Python raises it at the next bytecode\n"
+        "    return build()\n"
+        "cli.build_parser = interrupted_build\n"
+        "sys.exit(cli.main(['up', '-f', 'Procfile']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=str(tmp_path), env=env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done
+    assert "Traceback" not in done.stderr and "interrupted" in done.stderr

@@ -200,3 +200,15 @@ def test_system_lines_escape_control_characters():
     view = View(["web.1"], colour=False, timestamps=False)
     assert view.system("why\x1b[2J") == "system | why\\x1b[2J"
     assert os.linesep not in view.system("a")
+
+
+@pytest.mark.parametrize("colour", [True, False])
+def test_a_services_control_sequences_are_removed_and_other_controls_escaped(colour):
+    """Through the real ring: cursor moves and titles go (the row is what a terminal would show), bidi is escaped."""
+    from proctree._supervisor.logring import LogRing
+
+    (got,) = LogRing().feed("A\x1b[2JB\x1b[5AC\x1b]0;title\x07D \u202eE\n".encode())
+    line = View(["c.1"], colour=colour, timestamps=False).output("c.1", got)
+    assert line.endswith(" ABCD \\u202eE")
+    body = line[line.index(" ABCD") :]
+    assert "\x1b" not in body and "title" not in body

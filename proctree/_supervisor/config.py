@@ -115,6 +115,8 @@ def parse_scale(text: str, names: Sequence[str]) -> dict[str, int]:
     (or `all`'s count). Raises ProcfileError (source "-m") for an unknown name,
     a name given twice, a malformed item or count.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"scale must be a string like 'web=2,worker=1', not {type(text).__name__}")
     counts: dict[str, int] = {}
     default = 1
     seen: set[str] = set()
@@ -127,6 +129,9 @@ def parse_scale(text: str, names: Sequence[str]) -> dict[str, int]:
             raise ProcfileError(f"{item!r} is not name=count", source="-m")
         if not _DIGITS.fullmatch(count):
             raise ProcfileError(f"{name}={count!r}: a count is a whole number 0..{MAX_INSTANCES}", source="-m")
+        count = count.lstrip("0") or "0"
+        if len(count) > len(str(MAX_INSTANCES)):  # before int(): a 5000-digit count is just too many
+            raise ProcfileError(f"{name}={count[:20]}...: at most {MAX_INSTANCES} instances of an entry", source="-m")
         number = int(count)
         if number > MAX_INSTANCES:
             raise ProcfileError(f"{name}={count}: at most {MAX_INSTANCES} instances of an entry", source="-m")
@@ -287,6 +292,10 @@ def load_procfile(
     environ: the environment .env values expand against (default os.environ).
     Raises ProcfileError (a ValueError) for anything that cannot be run as written.
     """
+    if scale is not None and not isinstance(scale, str):
+        raise TypeError(f"scale must be a string like 'web=2,worker=1' (foreman's -m), not {type(scale).__name__}")
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be a sequence of entry names (a list of str), not {names!r}")
     procfile = os.fspath(procfile)
     environ = os.environ if environ is None else environ
     entries = read_procfile(procfile)
@@ -300,16 +309,18 @@ def load_procfile(
     for path in files:
         file_env.update(read_dotenv(path, base=environ, known=file_env))
     settings, settings_file = load_settings(directory)
-    base = _base_port(base_port, file_env, environ)
+    base, base_source = _base_port(base_port, file_env, files, environ)
     services = plan_services(
         entries,
         settings,
         counts=parse_scale(scale, [e.name for e in entries]) if scale is not None else None,
         names=names,
         base_port=base,
+        base_source=base_source,
         file_env=file_env,
         directory=directory,
         settings_source=settings_file or "settings",
+        procfile_source=procfile,
     )
     return ProcfilePlan(
         procfile=procfile,
@@ -321,18 +332,22 @@ def load_procfile(
     )
 
 
-def _base_port(given: int | None, file_env: Mapping[str, str], environ: Mapping[str, str]) -> int:
+def _base_port(
+    given: int | None, file_env: Mapping[str, str], files: Sequence[str], environ: Mapping[str, str]
+) -> tuple[int, str]:
+    """The base port and where it came from (-p, the .env files, the environment, the default)."""
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 65535:
             raise ProcfileError(f"the base port must be a whole number 1..65535, not {given!r}", source="-p")
-        return given
-    for source, env in ((".env", file_env), ("the environment", environ)):
+        return given, "-p"
+    env_source = " / ".join(files) or ".env"
+    for source, env in ((env_source, file_env), ("the environment", environ)):
         text = env.get("PORT")
         if text is not None and text != "":
             if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
                 raise ProcfileError(f"PORT={text!r} is not a port number 1..65535", source=source)
-            return int(text)
-    return DEFAULT_BASE_PORT
+            return int(text), f"PORT in {source}"
+    return DEFAULT_BASE_PORT, "the default base port"
 
 
 def plan_services(
@@ -342,11 +357,18 @@ def plan_services(
     counts: Mapping[str, int] | None = None,
     names: Sequence[str] = (),
     base_port: int = DEFAULT_BASE_PORT,
+    base_source: str = "-p",
     file_env: Mapping[str, str] | None = None,
     directory: str = ".",
     settings_source: str = "settings",
+    procfile_source: str = "Procfile",
 ) -> tuple[ProcfileService, ...]:
-    """The instances to start (pure apart from checking that each cwd is a folder)."""
+    """The instances to start (pure apart from checking that each cwd is a folder).
+
+    Each instance's port is the PORT it gets (an entry's env.PORT wins, as in
+    its environment); two instances on one port are refused: a server there
+    would make both look ready.
+    """
     by_name = {e.name: e for e in entries}
     for name in settings:
         if name not in by_name:
@@ -361,6 +383,7 @@ def plan_services(
     if cycle:
         raise ProcfileError(f"a dependency cycle: {' -> '.join(cycle)}", source=settings_source)
     selected = _select(names, by_name, settings)
+    scaled = counts is not None
     counts = dict(counts) if counts is not None else {}
     count_of = {e.name: counts.get(e.name, 1) for e in entries}
     for name in selected:
@@ -371,9 +394,13 @@ def plan_services(
     if total == 0:
         raise ProcfileError("nothing to run: the scale sets every selected entry to 0", source="-m")
     if total > MAX_TOTAL:
-        raise ProcfileError(f"{total} instances: at most {MAX_TOTAL} in one run", source="-m")
+        raise ProcfileError(
+            f"{total} instances: at most {MAX_TOTAL} in one run",
+            source="-m" if scaled else procfile_source,
+        )
     file_env = dict(file_env or {})
     services: list[ProcfileService] = []
+    taken: dict[int, tuple[str, bool]] = {}  # port -> the instance that gets it, and whether a setting chose it
     for entry in entries:
         if entry.name not in selected:
             continue
@@ -382,14 +409,35 @@ def plan_services(
         for instance in range(count_of[entry.name]):
             port = (s.port if s.port is not None else base_port + 100 * entry.index) + instance
             if not 1 <= port <= 65535:
+                if s.port is not None:
+                    why, source = f"services.{entry.name}.port is {s.port}", settings_source
+                else:
+                    why, source = f"the base port {base_port} is {base_source}", base_source
                 raise ProcfileError(
-                    f"{entry.name}.{instance + 1} would get PORT={port}, outside 1..65535 (lower the base port)",
-                    source=settings_source if s.port is not None else "-p",
+                    f"{entry.name}.{instance + 1} would get PORT={port}, outside 1..65535 ({why}; lower it)",
+                    source=source,
                 )
             name = f"{entry.name}.{instance + 1}"
             env = dict(file_env)
             env["PORT"] = str(port)
             env.update(s.env)
+            if "PORT" in s.env:  # the PORT it gets is the port it is watched on
+                text = s.env["PORT"]
+                if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
+                    raise ProcfileError(
+                        f"services.{entry.name}: env.PORT={text!r} is not a port number 1..65535",
+                        source=settings_source,
+                    )
+                port = int(text)
+            set_here = s.port is not None or "PORT" in s.env
+            if port in taken:
+                other, set_there = taken[port]
+                raise ProcfileError(
+                    f"{other} and {name} would both get PORT={port}: a server there would make both look "
+                    "ready (give them different `port` settings, or a base port that keeps them apart)",
+                    source=settings_source if (set_here or set_there) else base_source,
+                )
+            taken[port] = (name, set_here)
             env["PS"] = name
             env["PROCTREE_SERVICE"] = name
             depends_on: dict[str, str] = {}

@@ -5,6 +5,13 @@ it raises is logged (logger "proctree.supervisor") and goes no further: a
 rendering bug must never kill a ten-minute build, nor keep the next listener
 from hearing about it. A listener may be a coroutine function: its coroutine
 runs as a task, isolated the same way.
+
+SystemExit and KeyboardInterrupt (sys.exit() in a listener, a Ctrl+C that
+lands while one runs) are the host's to see, but never in the middle of a
+service's bookkeeping: the dispatch finishes, then the interruption is handed
+to `interrupt` (the Supervisor re-raises it from the event loop, as asyncio
+does for its own callbacks, so leaving `async with` still stops every tree).
+Any other BaseException of a listener is isolated like an Exception.
 """
 
 from __future__ import annotations
@@ -62,10 +69,11 @@ class ServiceEvent:
 class Listeners:
     """The subscribed listeners, called in order of subscription; errors counted and logged, never raised."""
 
-    def __init__(self) -> None:
+    def __init__(self, interrupt: Callable[[BaseException], None] | None = None) -> None:
         self._listeners: dict[int, Listener] = {}
         self._next = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.interrupt = interrupt  # gets a listener's SystemExit / KeyboardInterrupt; None: logged only
         self.errors = 0  # how many times a listener raised
 
     def add(self, listener: Listener) -> Callable[[], None]:
@@ -86,13 +94,19 @@ class Listeners:
 
     def emit(self, event: ServiceEvent) -> None:
         """Call every listener with event; a listener subscribed or removed meanwhile takes effect next time."""
+        interruption: BaseException | None = None
         for listener in list(self._listeners.values()):
             try:
                 result = listener(event)
                 if asyncio.iscoroutine(result):
                     self._run(result, listener, event)
-            except Exception:
+            except (SystemExit, KeyboardInterrupt) as exc:
+                self._failed(listener, event, exc)
+                interruption = interruption or exc
+            except BaseException:
                 self._failed(listener, event)
+        if interruption is not None and self.interrupt is not None:
+            self.interrupt(interruption)
 
     def _run(self, coro: Any, listener: Listener, event: ServiceEvent) -> None:
         try:
@@ -106,6 +120,9 @@ class Listeners:
             self._tasks.discard(t)
             if not t.cancelled() and t.exception() is not None:
                 self._failed(listener, event, t.exception())
+
+        # A coroutine listener's SystemExit / KeyboardInterrupt leaves the loop by itself (asyncio
+        # re-raises those from any task); the callback only logs it.
 
         task.add_done_callback(done)
 
@@ -122,7 +139,22 @@ class Listeners:
             exc_info=exc if exc is not None else True,
         )
 
-    async def drain(self) -> None:
-        """Wait for the coroutine listeners still running."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def drain(self, timeout: float) -> int:
+        """Wait up to timeout seconds for the coroutine listeners still running, then cancel the rest.
+
+        Returns how many were cancelled. A listener that ignores its
+        cancellation is left to the loop (waited for another `timeout` at most).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._tasks and loop.time() < deadline:
+            await asyncio.wait(list(self._tasks), timeout=max(0.0, deadline - loop.time()))
+        late = list(self._tasks)
+        for task in late:
+            task.cancel()
+        if late:
+            log.warning(
+                "%d coroutine listener(s) still running %g s after the services stopped; cancelled", len(late), timeout
+            )
+            await asyncio.wait(late, timeout=timeout)
+        return len(late)

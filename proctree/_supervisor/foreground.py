@@ -13,6 +13,7 @@ This module must never signal anything but the trees it spawned.
 from __future__ import annotations
 
 import asyncio
+import errno
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -94,17 +95,27 @@ class Foreground:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         # A command that cannot start raises here, as subprocess.run does (FileNotFoundError, ...).
-        tree = await spawn_async(
-            cmd if shell else list(cmd),
-            shell=shell,
-            cwd=where,
-            env=full_env,
-            stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            contain=self.contain,
-            grace=self.grace,
-        )
+        try:
+            tree = await spawn_async(
+                cmd if shell else list(cmd),
+                shell=shell,
+                cwd=where,
+                env=full_env,
+                stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                contain=self.contain,
+                grace=self.grace,
+            )
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            # Name the user's program, as subprocess.run would, not the keeper it runs through.
+            raise OSError(
+                errno.E2BIG,
+                "Argument list too long (the command and its environment together exceed the kernel's limit)",
+                "/bin/sh" if shell else cmd[0],
+            ) from None
         job = _Job(tree)
         self._jobs.add(job)
         ring = LogRing(self.log_rows, self.log_line)

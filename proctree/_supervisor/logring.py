@@ -68,7 +68,7 @@ class LogPage:
 # title must never leak into a row, nor swallow the frames a \r starts); CSI (ESC [ or the C1 byte 0x9b, parameters, intermediates, one final byte);
 # the other escapes (ESC, intermediates, one final byte). An ESC that starts none of them is
 # dropped alone.
-_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*(?:[@-~]|(?=\r)|$)"
 _STRING_CMD = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\r]*(?:\x07|\x1b\\|\x9c|(?=[\x1b\r])|$)"
 _OTHER_ESC = r"\x1b[ -/]*[0-~]"
 _SEQUENCE = re.compile(f"{_STRING_CMD}|{_CSI}|{_OTHER_ESC}|\x1b")
@@ -79,7 +79,10 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _MOVES = re.compile(r"[\r\b]")
 # The controls left to remove once SGR sequences are isolated: all but \b, \t, \r and the ESC of an SGR.
 _CONTROLS_BUT_MOVES = re.compile(r"[\x00-\x07\x0a-\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+_SGR_SPLIT = re.compile(r"((?:\x1b\[|\x9b)[0-9;:]*m)")
 _RESET = "\x1b[0m"
+# How many characters as printed (control sequences included) a frame may hold, per max_line.
+_FRAME_FACTOR = 4
 
 
 def strip_ansi(text: str) -> str:
@@ -200,6 +203,28 @@ def _compact(line: str, max_colours: int) -> str:
     return shown + line[last:]
 
 
+def _cut_shown(raw: str, n: int) -> str:
+    """raw (printable characters and SGR sequences) with its first n printable characters, colours whole."""
+    out: list[str] = []
+    shown = 0
+    coloured = False
+    for part in _SGR_SPLIT.split(raw):
+        if not part:
+            continue
+        if _SGR.fullmatch(part):
+            out.append(part)
+            coloured = True
+            continue
+        take = part[: n - shown]
+        out.append(take)
+        shown += len(take)
+        if shown >= n:
+            break
+    if coloured:
+        out.append(_RESET)
+    return "".join(out)
+
+
 def cut_mark(dropped_chars: int) -> str:
     """The mark that ends a cut row: how many characters of the line were dropped."""
     return f" …[cut: {dropped_chars} more characters]"
@@ -249,8 +274,12 @@ class LogRing:
         self._held_len = 0
         self._frame_len = 0
         self._held_cut = 0
-        self._held_limit = 2 * self.max_line
-        self._overlong_frame = re.compile(f"\r([^\r]{{{self.max_line + 1},}})")
+        # A frame holds up to _FRAME_FACTOR * max_line characters as printed (colour codes
+        # included), so that colours never cost a row its text: the row is cut to max_line
+        # characters as shown once it is rendered.
+        self._frame_limit = _FRAME_FACTOR * self.max_line
+        self._held_limit = 2 * self._frame_limit
+        self._overlong_frame = re.compile(f"\r([^\r]{{{self._frame_limit + 1},}})")
         self._lock = threading.Lock()
 
     # -- writing
@@ -281,7 +310,7 @@ class LogRing:
         with self._lock:
             if not self._held_len:
                 return None
-            return render_line("".join(self._held))[0]
+            return render_line("".join(self._held))[0][: self.max_line]
 
     def _take(self, chunk: str) -> list[Row]:
         rows: list[Row] = []
@@ -306,7 +335,7 @@ class LogRing:
         """
         first_cr = piece.find("\r")
         first = piece if first_cr < 0 else piece[:first_cr]
-        room = self.max_line - self._frame_len
+        room = self._frame_limit - self._frame_len
         if len(first) > room:
             self._held_cut += len(first) - room
             first = first[:room]
@@ -317,17 +346,17 @@ class LogRing:
             kept = 0
             for m in self._overlong_frame.finditer(rest):
                 start, end = m.span(1)
-                self._add(rest[kept : start + self.max_line])
-                self._held_cut += end - start - self.max_line
+                self._add(rest[kept : start + self._frame_limit])
+                self._held_cut += end - start - self._frame_limit
                 kept = end
             self._add(rest[kept:])
-            self._frame_len = min(self.max_line, len(rest) - rest.rfind("\r") - 1)
+            self._frame_len = min(self._frame_limit, len(rest) - rest.rfind("\r") - 1)
         if self._held_len > self._held_limit:
             # A progress bar redrawn with \r on one endless line: overlay its finished frames.
-            line = _compact("".join(self._held), 4 * self.max_line)
+            line = _compact("".join(self._held), 4 * self._frame_limit)
             self._held = [line]
             self._held_len = len(line)
-            self._held_limit = len(line) + self.max_line
+            self._held_limit = len(line) + self._frame_limit
 
     def _add(self, text: str) -> None:
         if text:
@@ -341,8 +370,14 @@ class LogRing:
         self._held_len = 0
         self._frame_len = 0
         self._held_cut = 0
-        self._held_limit = 2 * self.max_line
+        self._held_limit = 2 * self._frame_limit
         text, raw = render_line(line)
+        if len(text) > self.max_line:  # cut as shown: colour codes never count
+            cut += len(text) - self.max_line
+            text = text[: self.max_line]
+            raw = text if raw == text or len(raw) == len(text) else _cut_shown(raw, self.max_line)
+        if raw is not text and len(text) + len(raw) + 2 * len(cut_mark(cut)) > self.max_chars:
+            raw = text  # so many colours that the row would not fit the ring's budget: its text stays whole
         if cut:
             mark = cut_mark(cut)
             text += mark

@@ -14,11 +14,20 @@ import ipaddress
 import re
 import shlex
 import socket
+import sys
 from collections.abc import Mapping, Sequence
 
 from .._validate import check_seconds
 
-__all__ = ["check_port", "is_local_host", "loopback_answers", "port_answers", "port_from_command", "tcp_probe"]
+__all__ = [
+    "check_port",
+    "is_local_host",
+    "local_listener",
+    "loopback_answers",
+    "port_answers",
+    "port_from_command",
+    "tcp_probe",
+]
 
 # --- hosts a server answers on loopback for ---------------------------------------------------
 
@@ -218,6 +227,55 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
             if sock.connect_ex(address) == 0:
                 return True
     return False
+
+
+_TCP_LISTEN = "0A"
+_PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def local_listener(port: int) -> bool:
+    """Whether a socket of this network namespace listens on port at a loopback or wildcard address.
+
+    Reads /proc/net/tcp and tcp6 (the kernel's own table, no connect): it
+    finds a server on any of 127.0.0.0/8 (127.0.0.2 as well as 127.0.0.1),
+    ::1 or a wildcard, which a connect to 127.0.0.1 and ::1 alone would
+    miss. False where the tables cannot be read.
+    """
+    check_port(port, "port")
+    suffix = f":{port:04X}"
+    for path in _PROC_NET_TCP:
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                next(f, None)  # the header
+                for line in f:
+                    fields = line.split()
+                    if len(fields) < 4 or fields[3] != _TCP_LISTEN or not fields[1].endswith(suffix):
+                        continue
+                    if _local_hex_address(fields[1].rpartition(":")[0]):
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+def _local_hex_address(text: str) -> bool:
+    """Whether a /proc/net/tcp{,6} address (hex, in the kernel's word order) is loopback or a wildcard."""
+    try:
+        raw = bytes.fromhex(text)
+        if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+        if len(raw) == 4:
+            ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv4Address(raw)
+        elif len(raw) == 16:
+            ip = ipaddress.IPv6Address(raw)
+            mapped = ip.ipv4_mapped
+            if mapped is not None:
+                ip = mapped
+        else:
+            return False
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
 
 
 async def loopback_answers(port: int, timeout: float) -> bool:

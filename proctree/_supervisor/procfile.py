@@ -51,12 +51,17 @@ class ProcfileEntry:
     index: int
 
 
+RESERVED_NAME = "all"  # -m all=N
+
+
 def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, ...]:
     """The entries of a Procfile's text, in file order.
 
     Raises ProcfileError for a line that is not an entry, a comment or blank;
-    a name that is too long; an empty command; a duplicate name (both lines
-    named); a NUL character; or a Procfile with no entries at all.
+    a name that is too long, or `all` (reserved by -m all=N); an empty
+    command; a duplicate name (both lines named); a NUL character or a
+    carriage return inside a line (only CRLF line ends are read as such); or
+    a Procfile with no entries at all.
     """
     if not isinstance(text, str):
         raise TypeError(f"Procfile text must be a str, not {type(text).__name__}")
@@ -70,6 +75,13 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
             continue
         if "\0" in line:
             raise ProcfileError("a NUL character cannot be part of a command", source=source, line=number)
+        if "\r" in line:  # a CRLF's CR was stripped with the line's end: this one is inside it
+            raise ProcfileError(
+                "a carriage return inside the line (old Mac line ends, or a stray CR): "
+                "it would join what follows into this command; use \\n or \\r\\n line ends",
+                source=source,
+                line=number,
+            )
         match = _ENTRY.fullmatch(line)
         if match is None:
             raise ProcfileError(_why_not_an_entry(line), source=source, line=number)
@@ -79,6 +91,10 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
         if len(name) > MAX_NAME:
             raise ProcfileError(
                 f"the name {name[:20]!r}... is longer than {MAX_NAME} characters", source=source, line=number
+            )
+        if name == RESERVED_NAME:
+            raise ProcfileError(
+                f"{name!r} cannot name an entry: `-m {name}=N` sets every entry's count", source=source, line=number
             )
         if not command:
             raise ProcfileError(f"{name!r} has no command after the colon", source=source, line=number)

@@ -8,7 +8,9 @@ an HTTP GET with an expected status, or a command whose exit 0 means ready.
 A port that already answered before the service started (the pre-flight
 check) proves nothing: somebody else's server is there. The Detector then
 ignores that port entirely (no port probe, no URL or phrase confirmed on it),
-so a stranger's server never makes ours look ready.
+so a stranger's server never makes ours look ready. Likewise a port that
+belongs to another service of the same supervisor (the `foreign` ports): a
+client printing its server's URL is not that server.
 
 The port a command names, the pre-flight check and the TCP probe live in
 ports.py (and are named here too). The parsing is pure and table-tested; the
@@ -26,13 +28,21 @@ import re
 import ssl
 import subprocess
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._validate import check_seconds
 from .logring import strip_ansi
-from .ports import check_port, is_local_host, loopback_answers, port_answers, port_from_command, tcp_probe
+from .ports import (
+    check_port,
+    is_local_host,
+    local_listener,
+    loopback_answers,
+    port_answers,
+    port_from_command,
+    tcp_probe,
+)
 
 __all__ = [
     "KINDS",
@@ -551,12 +561,14 @@ class Detector:
         port: int | None = None,
         preoccupied: bool = False,
         cwd: str | os.PathLike[str] | None = None,
+        foreign: Callable[[], Collection[int]] | None = None,
     ) -> None:
         if not isinstance(spec, ReadySpec):
             raise TypeError(f"spec must be a ReadySpec (see parse_ready), not {type(spec).__name__}")
         self.spec = spec
         self.env = env
         self.cwd = cwd
+        self._foreign = foreign  # the ports other services hold (asked each time: they change)
         if port is not None:
             if isinstance(port, bool) or not isinstance(port, int):
                 raise TypeError(f"port must be an int, not {type(port).__name__}")
@@ -589,6 +601,9 @@ class Detector:
 
         Only a local port is checked: a remote host's (tcp:db.example:5432)
         cannot be the service's own, so it answering proves nothing either way.
+        A local port counts as taken when the host the service will be probed
+        on answers, or when anything listens on it at any loopback or
+        wildcard address (127.0.0.2 too: a URL there would count).
         """
         if self.port is None or self._taken is not None:
             return self._taken is not None
@@ -598,12 +613,14 @@ class Detector:
             host = _url_target(self.spec.url)[0]
         else:
             host = "localhost"
-        if is_local_host(host) and port_answers(host, self.port, timeout):
+        if is_local_host(host) and (local_listener(self.port) or port_answers(host, self.port, timeout)):
             self._taken = self.port
         return self._taken is not None
 
     def _trusted(self, port: int) -> bool:
-        return port != self._taken
+        if port == self._taken:
+            return False
+        return self._foreign is None or port not in self._foreign()
 
     def on_line(self, text: str) -> str | None:
         """How this output line proves readiness ("url", "phrase", "log"), or None."""

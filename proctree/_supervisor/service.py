@@ -16,7 +16,9 @@ killnow.kill_now on that Tree, in reap()).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -50,6 +52,12 @@ log = logging.getLogger("proctree.supervisor")
 STOP = "stop"
 RESTART = "restart"
 
+# What sh / dash / bash print when they cannot run a command, by the status they then exit with.
+_SHELL_FAILURES = {
+    127: re.compile(r"\bnot found\b|No such file or directory"),
+    126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
+}
+
 # After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
 _LATE_PROBE_FACTOR = 4
 _LATE_PROBE_MIN = 1.0
@@ -80,6 +88,8 @@ class Host(Protocol):
 
     async def next_change(self) -> None: ...
 
+    def foreign_ports(self, service: Service) -> set[int]: ...
+
 
 def describe_exit(code: int | None, sig: str | None) -> str:
     if sig is not None:
@@ -90,6 +100,9 @@ def describe_exit(code: int | None, sig: str | None) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
+        # The filename would be the keeper proctree runs the command through: not the user's concern.
+        return "Argument list too long (the command and its environment together exceed the kernel's limit)"
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename!r}" if exc.filename else ""
         return f"{exc.strerror}{where}"
@@ -142,6 +155,7 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
         self._out_cursor = 0
+        self._run_first_seq = 0  # the ring's last seq when the current run was spawned
         self._out_handle: asyncio.TimerHandle | None = None
 
     # -- what callers see ---------------------------------------------------------------------
@@ -176,6 +190,13 @@ class Service:
             mode=self.mode,
             depends_on=self.spec.depends_on,
         )
+
+    @property
+    def claimed_port(self) -> int | None:
+        """The port this service holds for readiness: the one it was given, else the one it proved."""
+        if self.spec.port is not None:
+            return self.spec.port
+        return self.port if self.status == READY else None
 
     # -- what the supervisor asks -------------------------------------------------------------
 
@@ -230,7 +251,10 @@ class Service:
                 return
             while True:
                 if self.intent == STOP:
-                    self._finish(STOPPED)
+                    # Stopped between runs (a restart's backoff): the restart it announced never comes.
+                    last = describe_exit(self.exit_code, self.exit_signal)
+                    between = self.status == RESTARTING
+                    self._finish(STOPPED, f"stopped before its restart (its last run {last})" if between else None)
                     return
                 self.intent = None
                 self._poke.clear()
@@ -255,7 +279,12 @@ class Service:
                 self.ended_at = time.time()
             raise
         except Exception as exc:  # a bug here must not leave the tree running nor the service live
-            log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
+            if self.reaped:
+                # reap_sync() already SIGKILLed the tree: the host is going away (at interpreter exit
+                # the executors a teardown needs are shut down first), so what fails now is expected.
+                log.debug("service %s (%s): teardown after reap_sync failed", self.id, self.name, exc_info=True)
+            else:
+                log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
             self._abort()
             self.kill_incomplete = self.tree is not None
             # Still by intent: a service we were stopping is stopped, whatever failed on the way.
@@ -273,7 +302,7 @@ class Service:
         failed = end.code != 0
         if end.code == 0:
             self.completed = True
-        if isinstance(self.spec.command, str) and end.code in (126, 127) and self.ready_at is None:
+        if self._shell_could_not_run(end):
             # The shell's "command not found" / "cannot execute": restarting cannot help.
             what = "not found" if end.code == 127 else "cannot be run"
             self._finish(FAILED, f"the command {what} (the shell's exit status {end.code}; see its output)")
@@ -307,6 +336,22 @@ class Service:
         self._emit(_ev.RESTARTING)
         await self._sleep_unless_poked(decision.delay)
         return True
+
+    def _shell_could_not_run(self, end: _RunEnd) -> bool:
+        """The run's 126 / 127 is the shell's own: it could not run a command, and said so last.
+
+        A program (or a later step of a script) may exit 127 itself after
+        working for a while: that is an ordinary failure, restarted as any
+        other. Only a shell line's exit whose last output row is the shell's
+        diagnostic ("not found", "Permission denied", ...) counts, before
+        readiness.
+        """
+        if not isinstance(self.spec.command, str) or end.code not in _SHELL_FAILURES or self.ready_at is not None:
+            return False
+        last = self.ring.tail(1)
+        if not last or last[0].seq <= self._run_first_seq:
+            return False  # the run printed nothing: whatever exited so, it was not the shell complaining
+        return _SHELL_FAILURES[end.code].search(last[0].text) is not None
 
     async def _sleep_unless_poked(self, delay: float) -> None:
         if self.intent is not None:
@@ -367,7 +412,9 @@ class Service:
         spec = self.spec
         loop = asyncio.get_running_loop()
         env = build_env(spec.env)
-        detector = Detector(spec.ready, spec.command, env, spec.port, cwd=spec.cwd)
+        detector = Detector(
+            spec.ready, spec.command, env, spec.port, cwd=spec.cwd, foreign=lambda: self.host.foreign_ports(self)
+        )
         if detector.port is not None:
             # Before the spawn: somebody else's server on our port must never make us look ready.
             await asyncio.to_thread(detector.preflight)
@@ -398,6 +445,7 @@ class Service:
             self._finish(FAILED, f"cannot start: {describe_error(exc)}")
             return None
         self.tree = tree
+        self._run_first_seq = self.ring.last_seq
         self.mode = tree.mode
         self.pid = tree.pid
         self.started_at = time.time()

@@ -34,6 +34,19 @@ def check_name(value: object) -> str:
     return value
 
 
+# Linux's MAX_ARG_STRLEN: no one argument (a shell line is one, after sh -c) may be longer, NUL included.
+MAX_ARG_BYTES = 32 * 4096 - 1
+
+
+def _check_arg_size(arg: str, what: str) -> None:
+    size = len(os.fsencode(arg)) if len(arg) > MAX_ARG_BYTES // 4 else 0
+    if size > MAX_ARG_BYTES:
+        raise ValueError(
+            f"{what} is {size} bytes: the kernel takes at most {MAX_ARG_BYTES} in one argument "
+            "(write a script and run that)"
+        )
+
+
 def check_command(value: object) -> str | tuple[str, ...]:
     """A shell command line (str) or an argv (a sequence of str or path); TypeError/ValueError if empty or malformed."""
     if isinstance(value, str):
@@ -41,6 +54,7 @@ def check_command(value: object) -> str | tuple[str, ...]:
             raise ValueError("command is empty")
         if "\0" in value:
             raise ValueError("command contains a NUL character")
+        _check_arg_size(value, "the command")
         return value
     if isinstance(value, (bytes, bytearray)) or not isinstance(value, Sequence):
         raise TypeError(f"command must be a str (a shell line) or a list of str (an argv), not {type(value).__name__}")
@@ -52,6 +66,7 @@ def check_command(value: object) -> str | tuple[str, ...]:
             raise TypeError(f"command[{i}] must be a str, not {type(arg).__name__}")
         if "\0" in arg:
             raise ValueError(f"command[{i}] contains a NUL character")
+        _check_arg_size(arg, f"command[{i}]")
         argv.append(arg)
     if not argv or not argv[0]:
         raise ValueError("command is empty" if not argv else "command[0] (the program) is empty")

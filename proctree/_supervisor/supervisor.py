@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
+import collections
 import concurrent.futures
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
 from .spec import ALL, ServiceSpec
 
 _ID = re.compile(r"s([0-9]+)")
+_FORGOTTEN_SEQS = 65536  # forgotten services whose last row seq read() still knows
 
 
 class Supervisor:
@@ -91,9 +93,11 @@ class Supervisor:
             backoff=backoff or _restart.Backoff(),
         )
         self._services: dict[str, Service] = {}
+        # A forgotten service's last row seq, so that read() can count what a pager never saw (bounded).
+        self._forgotten: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._by_name: dict[str, Service] = {}
         self._next_id = 1
-        self._listeners = Listeners()
+        self._listeners = Listeners(interrupt=_reraise_soon)
         self._foreground = Foreground(
             contain=contain, grace=self.settings.stop_grace, log_rows=log_rows, log_line=log_line
         )
@@ -114,12 +118,16 @@ class Supervisor:
         await self.close()
 
     async def close(self) -> None:
-        """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once."""
+        """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once.
+
+        Coroutine listeners still running then get stop_grace seconds to end;
+        the rest are cancelled (a listener never holds the host's exit).
+        """
         self._closed = True
         try:
             self._foreground.kill()
             await self.stop(ALL)
-            await self._listeners.drain()
+            await self._listeners.drain(self.settings.stop_grace)
         except BaseException:
             self.reap_sync()
             raise
@@ -223,6 +231,7 @@ class Supervisor:
             for i, spec in enumerate(batch)
         }
         _deps.check_graph(graph, known=self._by_name)
+        self._check_ports(batch)
         live = [s.id for s in self._services.values() if s.live]
         if len(live) + len(batch) > self.max_services:
             want = f"{len(batch)} more" if len(batch) > 1 else "another"
@@ -252,6 +261,24 @@ class Supervisor:
             service.launch()
         return ordered
 
+    def _check_ports(self, batch: list[ServiceSpec]) -> None:
+        """Refuse a port= another live service (or another of the batch) was given: one port, one server."""
+        held = {s.spec.port: s for s in self._services.values() if s.live and s.spec.port is not None}
+        in_batch: dict[int, str] = {}
+        for i, spec in enumerate(batch):
+            if spec.port is None:
+                continue
+            who = spec.name or f"specs[{i}]"
+            other = held.get(spec.port)
+            if other is not None:
+                raise SupervisorError(
+                    f"{who}: port {spec.port} is already live service {other.id}'s ({other.name}); "
+                    "two services on one port would prove each other ready"
+                )
+            if spec.port in in_batch:
+                raise ValueError(f"{in_batch[spec.port]} and {who} are both given port {spec.port}")
+            in_batch[spec.port] = who
+
     def _new_id(self) -> str:
         sid = f"s{self._next_id}"
         self._next_id += 1
@@ -270,6 +297,9 @@ class Supervisor:
             if any(dep is service for other in self._services.values() if other.live for dep, _ in other.needs):
                 continue  # a live service still reads its dependency's record
             del self._services[sid]
+            self._forgotten[sid] = service.ring.last_seq
+            while len(self._forgotten) > _FORGOTTEN_SEQS:
+                self._forgotten.popitem(last=False)
             if self._by_name.get(service.name) is service:
                 del self._by_name[service.name]
             excess -= 1
@@ -311,12 +341,26 @@ class Supervisor:
         return sum(1 for s in self._services.values() if s.live)
 
     def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
-        """A page of a service's log: rows with seq > since, oldest first (see LogRing.read). Empty for a forgotten id."""
+        """A page of a service's log: rows with seq > since, oldest first (see LogRing.read).
+
+        For a forgotten id the page is empty and every row after since counts
+        in dropped (next is its last row's seq), so a pager sees each row once
+        or counts it; a since past that last row is a ValueError, as for a
+        remembered service.
+        """
         service = self._find(id_or_name)
         if service is None:
             if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
                 raise ValueError(f"since must be an int >= 0 or None, got {since!r}")
-            return LogPage((), since or 0, 0)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
+            last = self._forgotten.get(id_or_name)
+            if last is None:  # forgotten too long ago to know: nothing can be said but "no rows"
+                return LogPage((), since or 0, 0)
+            since = since or 0
+            if since > last:
+                raise ValueError(f"since={since} is past {id_or_name}'s last row ({last}); it was forgotten")
+            return LogPage((), last, last - since)
         return service.ring.read(since, limit)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -330,7 +374,17 @@ class Supervisor:
 
         asyncio.TimeoutError after timeout seconds. None for a forgotten id.
         """
-        wanted = {until} if isinstance(until, str) else set(until)
+        if isinstance(until, str):
+            wanted = {until}
+        elif isinstance(until, Iterable) and not isinstance(until, (bytes, bytearray)):
+            wanted = set(until)
+            if not all(isinstance(status, str) for status in wanted):
+                raise TypeError(f"until must hold status names (str), got {sorted(map(repr, wanted))}")
+        else:
+            raise TypeError(
+                f"until must be a status or a collection of statuses ({', '.join(STATUSES)}; () for the end), "
+                f"not {type(until).__name__}"
+            )
         bad = wanted - set(STATUSES)
         if bad:
             raise ValueError(f"until: unknown statuses {sorted(bad)} (statuses: {', '.join(STATUSES)})")
@@ -465,6 +519,16 @@ class Supervisor:
     def emit(self, event: ServiceEvent) -> None:
         self._listeners.emit(event)
 
+    def foreign_ports(self, service: Service) -> set[int]:
+        """The ports other live services hold: none of them ever proves service ready."""
+        ports = set()
+        for other in self._services.values():
+            if other is not service and other.live:
+                port = other.claimed_port
+                if port is not None:
+                    ports.add(port)
+        return ports
+
     def changed(self) -> None:
         change, self._change = self._change, None
         if change is not None and not change.done():
@@ -475,6 +539,24 @@ class Supervisor:
         if self._change is None or self._change.done():
             self._change = asyncio.get_running_loop().create_future()
         await asyncio.wait([self._change])
+
+
+def _reraise_soon(exc: BaseException) -> None:
+    """Re-raise a listener's SystemExit / KeyboardInterrupt from the event loop, once the dispatch is over.
+
+    asyncio lets exactly these out of a callback: asyncio.run() then raises
+    it, after cancelling the tasks left (the block's `async with` exits and
+    stops every service). Without a running loop it can only be logged.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+
+    def reraise() -> None:
+        raise exc
+
+    loop.call_soon(reraise)
 
 
 def _settled(service: Service) -> bool:

@@ -37,6 +37,9 @@ class SyncSupervisor:
 
     def __init__(self, **settings: Any) -> None:
         self._sup = Supervisor(**settings)  # bad settings raise here, in the caller's thread
+        # Listeners run in this object's thread, where sys.exit() could not end the program anyway:
+        # a listener's SystemExit / KeyboardInterrupt is logged and ignored like any other error.
+        self._sup._listeners.interrupt = None
         self._loop = asyncio.new_event_loop()
         self._closed = False
         self._lock = threading.Lock()

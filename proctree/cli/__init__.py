@@ -123,9 +123,11 @@ def main(argv=None):
         # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
         sys.stdout = open(os.devnull, "w")
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)  # imports every subcommand: a Ctrl+C may land here
     except CliError as error:
         return report(error, json_stream_of(argv))
+    except KeyboardInterrupt:
+        return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), json_stream_of(argv))
     stream = _json_stream_of(args)
     try:
         return args.run(args)
