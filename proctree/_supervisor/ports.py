@@ -230,7 +230,9 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
 
 
 _TCP_LISTEN = "0A"
-_PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+_LINUX = sys.platform.startswith("linux")
+# The kernel's socket tables (Linux); elsewhere only the pre-flight's connects see a listener.
+_PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6") if _LINUX else ()
 
 
 def local_listener(port: int) -> bool:
