@@ -526,3 +526,18 @@ def test_interrupted_session_spawn_ends_what_left_the_keepers_children(keepers, 
         os.close(w)
     assert orphan and wait_gone(orphan, 2)
     assert_nothing_left(keepers, before)
+
+
+def test_a_discarded_tree_whose_teardown_fails_still_leaves_nothing(monkeypatch):
+    """A cancelled spawn_async's Tree is discarded; if its teardown raises, the keeper and the command still end."""
+    t = spawn(["sleep", "60"])
+    cmd = t.pid
+
+    def failing(self, grace, stop):
+        raise OSError(5, "teardown failed")
+
+    monkeypatch.setattr(Tree, "_terminate", failing)
+    with pytest.raises(OSError, match="teardown failed"):
+        t._discard()
+    assert t._popen.returncode is not None  # the keeper: killed and reaped
+    assert wait_gone([cmd], 5)

@@ -1342,9 +1342,16 @@ class Tree:
             _close_fds((fd,))
 
     def _discard(self):
-        """End a tree its caller will never see (its spawn_async was cancelled): kill it and close its pipes."""
+        """End a tree its caller will never see (its spawn_async was cancelled): kill it and close its pipes.
+
+        If the teardown itself fails, the keeper and what it started are still
+        ended (stopped, killed below, killed and reaped) before the error propagates.
+        """
         try:
             self.kill()
+        except BaseException:
+            self._abandon()
+            raise
         finally:
             self._release_fds()
 
