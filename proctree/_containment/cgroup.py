@@ -277,8 +277,13 @@ def _events(path):
         return {}
 
 
-def remove(path, timeout=1.0):
-    """rmdir the tree cgroup (waiting for the kernel to let go), then its parent if empty. True if gone."""
+def remove(path, timeout=5.0):
+    """rmdir the tree cgroup (waiting for the kernel to let go), then its parent if empty. True if gone.
+
+    The wait ends as soon as the kernel lets go (exiting members still charged to
+    the cgroup hold it busy); timeout only bounds a machine so loaded that they
+    take seconds (1 s was seen to be too short with 200 trees on 2 busy CPUs).
+    """
     _require_ours(path)
     deadline = time.monotonic() + timeout
     gone = False
