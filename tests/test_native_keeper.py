@@ -332,7 +332,7 @@ def test_a_go_fd_that_is_not_open_is_err_ebadf(native):
 
 
 # ---------------------------------------------------------------------------
-# The Python keeper's defects, absent here (issue 11)
+# Defects a keeper must not have (issue 11)
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ from support.leakcheck import MARKER
 from support.spawnkit import ALL_MODES, KeeperRun, alive, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
-BUILD = os.path.join(ROOT, "tools", "build_keeper.sh")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty tests drive Linux /proc")
 
