@@ -530,6 +530,7 @@ def test_interrupted_session_spawn_ends_what_left_the_keepers_children(keepers, 
 
 def test_a_discarded_tree_whose_teardown_fails_still_leaves_nothing(monkeypatch):
     """A cancelled spawn_async's Tree is discarded; if its teardown raises, the keeper and the command still end."""
+    before = cgroup_dirs()
     t = spawn(["sleep", "60"])
     cmd = t.pid
 
@@ -541,3 +542,4 @@ def test_a_discarded_tree_whose_teardown_fails_still_leaves_nothing(monkeypatch)
         t._discard()
     assert t._popen.returncode is not None  # the keeper: killed and reaped
     assert wait_gone([cmd], 5)
+    assert cgroup_dirs() == before

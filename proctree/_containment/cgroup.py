@@ -282,7 +282,7 @@ def remove(path, timeout=5.0):
 
     The wait ends as soon as the kernel lets go (exiting members still charged to
     the cgroup hold it busy); timeout only bounds a machine so loaded that they
-    take seconds (1 s was seen to be too short with 200 trees on 2 busy CPUs).
+    take seconds.
     """
     _require_ours(path)
     deadline = time.monotonic() + timeout

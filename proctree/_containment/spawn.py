@@ -1351,6 +1351,8 @@ class Tree:
             self.kill()
         except BaseException:
             self._abandon()
+            if self.cgroup is not None:
+                _cgroup.remove(self.cgroup)
             raise
         finally:
             self._release_fds()
