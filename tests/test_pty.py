@@ -349,8 +349,11 @@ class Tmux:
     def __init__(self, tmp):
         self.sock = str(tmp / "sock")
         self.env = {**env(), "TERM": "xterm", "HISTFILE": "/dev/null"}
-        rc = tmp / "outer.rc"  # the outer shell reads nothing but its prompt
-        rc.write_text("PS1='out$ '\n")
+        rc = tmp / "outer.rc"  # the outer shell reads nothing but its prompt and a short name for the CLI
+        # Typed lines stay short whatever the checkout's path: a line that fills the pane's width exactly is
+        # marked wrapped, and capture-pane -J would join the command's first output line onto it.
+        cli = " ".join(shlex.quote(a) for a in proctree_cli())
+        rc.write_text(f"PS1='out$ '\nproctree() {{ {cli} \"$@\"; }}\n")
         outer = f"bash --noprofile --rcfile {shlex.quote(str(rc))}"
         self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "100", "-y", "30", outer)
 
@@ -368,8 +371,8 @@ class Tmux:
         self.tmux("send-keys", "-t", "t", *keys)
 
     def screen(self):
-        """The visible pane, each line without its trailing blanks (capture-pane drops them anyway)."""
-        return "\n".join(line.rstrip() for line in self.tmux("capture-pane", "-p", "-J", "-t", "t").splitlines())
+        """The visible pane row by row (a wrapped line stays split), each without its trailing blanks."""
+        return "\n".join(line.rstrip() for line in self.tmux("capture-pane", "-p", "-t", "t").splitlines())
 
     def wait_for(self, pattern, timeout=30.0):
         """The screen once pattern (a regex, multiline) matches it; AssertionError with the screen on timeout."""
@@ -410,8 +413,8 @@ def tmux(native, tmp_path):
 
 
 def run_line(*argv, options=()):
-    """The shell line that starts `proctree run [options] -- argv`."""
-    return " ".join(shlex.quote(a) for a in [*proctree_cli(), "run", *options, "--", *argv])
+    """The shell line that starts `proctree run [options] -- argv` (proctree: the outer shell's function)."""
+    return " ".join(shlex.quote(a) for a in ["proctree", "run", *options, "--", *argv])
 
 
 def start_inner_bash(tmux):
