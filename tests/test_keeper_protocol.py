@@ -62,6 +62,8 @@ def args(**kw):
         args(exe="/bin/bash", argv=("sh", "-c", "echo -- - ''")),
         args(argv=("-",), exe=None),
         args(argv=("--", "-", "", " a b ", "é"), exe="--"),
+        args(exe="-"),  # a program named "-": the exe field has no placeholder
+        args(exe=""),  # refused by the keeper at exec, as by Popen (PermissionError)
         args(grace=1e-3),
         args(grace=12345.678),
         args(receipts="/run/user/1000/proctree"),
@@ -94,7 +96,8 @@ def _with(i, value):
         (["v1"] + GOOD[1:], "not the supported"),  # v1 had no receipts field
         (["v2"] + GOOD[1:], "not the supported"),  # v2 had no pty field
         (["v3"] + GOOD[1:], "not the supported"),  # v3 had no done line, and cgroup mode needed a go fd
-        (["v5"] + GOOD[1:], "not the supported"),
+        (["v4"] + GOOD[1:], "not the supported"),  # v4's exe field had "-" for argv[0]
+        (["v6"] + GOOD[1:], "not the supported"),
         (GOOD[:12], "need"),  # no command after "--"
         (GOOD[:13], "need"),
         (_with(12, "++"), "need"),
@@ -143,7 +146,6 @@ def test_argv_rejected(argv, why):
         dict(argv=()),
         dict(argv=["sleep"]),
         dict(argv=("a\0",)),
-        dict(exe="-"),
         dict(mode="session", cgroup="/c"),
         dict(go_fd=5),  # a go fd outside cgroup mode
         dict(receipts=""),
@@ -174,6 +176,7 @@ def test_argv_fuzz_never_crashes_the_decoder():
         "v2",
         "v3",
         "v4",
+        "v5",
         "0",
         "1",
         "-1",

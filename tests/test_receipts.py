@@ -311,7 +311,7 @@ def _waiting(trees, mode, **kw):
 
 
 def _environ_once_execed(pid, timeout=10.0):
-    """pid's environment block; empty while it is between posix_spawn and exec (no mm of its own yet)."""
+    """pid's environment block, read until it is not empty (a process may have none of its own yet just after clone)."""
     deadline = time.monotonic() + timeout
     while True:
         with open(f"/proc/{pid}/environ", "rb") as f:

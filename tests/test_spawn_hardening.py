@@ -309,13 +309,14 @@ def test_argv0_and_executable_match_popen(args, kw):
 
 @pytest.mark.parametrize("shell", [True, False])
 def test_empty_executable_fails_as_popen(shell):
-    # Popen tries "" in each PATH directory (EACCES on a directory); the keeper's
-    # posix_spawnp says ENOENT: both an OSError naming "", and nothing started.
+    # Popen tries "" in each PATH directory (EACCES on a directory), and so does the
+    # keeper: the same OSError naming "", and nothing started.
     with pytest.raises(OSError) as popen_err:
         subprocess.Popen("true", shell=shell, executable="")
     with pytest.raises(OSError) as ours:
         spawn("true", shell=shell, executable="")
     assert ours.value.filename == popen_err.value.filename == ""
+    assert (type(ours.value), ours.value.errno) == (type(popen_err.value), popen_err.value.errno)
 
 
 def test_pathlike_args_with_shell_is_refused_as_popen():

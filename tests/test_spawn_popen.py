@@ -351,3 +351,92 @@ def test_a_huge_grace_or_timeout_is_no_overflow(trees):
     t = spawn(["sleep", "60"], grace=1e10)
     trees.append(t)
     assert t.kill().ok
+
+
+def test_a_tiny_grace_is_a_grace(trees):
+    """A subnormal grace (1e-310) is a valid float >= 0: the keeper reads it as Python does."""
+    t = spawn(["sh", "-c", "exit 3"], grace=1e-310)
+    trees.append(t)
+    assert t.wait(timeout=30) == 3
+
+
+def _ignored(status_text):
+    return int(status_text.split()[1], 16)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_the_command_ignores_what_a_popen_child_ignores(trees, mode):
+    """No signal ignored that Popen's child has at default (glibc's internal 32/33 included)."""
+    cmd = ["grep", "SigIgn", "/proc/self/status"]
+    popen = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    t = spawn(cmd, contain=mode, stdout=subprocess.PIPE, text=True)
+    trees.append(t)
+    out = t.communicate(timeout=30)[0]
+    assert _ignored(out) == _ignored(popen), (out, popen)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("on_path", [False, True])
+def test_a_script_without_a_shebang_fails_as_with_popen(trees, tmp_path, mode, on_path):
+    """ENOEXEC is an error, as Popen reports it; never handed to /bin/sh as execvp would."""
+    script = tmp_path / "no-shebang"
+    script.write_text("echo ran-by-sh\n")
+    script.chmod(0o755)
+    argv, env = (
+        ([script.name], {**os.environ, "PATH": f"/nonexistent:{tmp_path}"}) if on_path else ([str(script)], None)
+    )
+    with pytest.raises(OSError) as popen_err:
+        subprocess.Popen(argv, env=env)
+    with pytest.raises(OSError) as ours:
+        trees.append(spawn(argv, env=env, contain=mode))
+    assert (type(ours.value), ours.value.errno, ours.value.filename) == (
+        type(popen_err.value),
+        popen_err.value.errno,
+        popen_err.value.filename,
+    )
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_path_lookup_as_with_popen(trees, tmp_path, mode):
+    """The first directory on PATH holding the program wins; a non-executable match is skipped for a later one."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for d, text in ((first, "exit 9"), (second, "exit 7")):
+        d.mkdir()
+        (d / "prog").write_text(f"#!/bin/sh\n{text}\n")
+    (first / "prog").chmod(0o644)  # not executable: EACCES, and the search goes on
+    (second / "prog").chmod(0o755)
+    env = {**os.environ, "PATH": f"/nonexistent:{first}:{second}"}
+    assert subprocess.run(["prog"], env=env).returncode == 7
+    t = spawn(["prog"], env=env, contain=mode)
+    trees.append(t)
+    assert t.wait(timeout=30) == 7
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_program_named_dash_is_a_program(trees, tmp_path, mode):
+    """executable="-" names a program, as with Popen: no protocol placeholder leaks into the API."""
+    (tmp_path / "-").write_text("#!/bin/sh\nexit 6\n")
+    (tmp_path / "-").chmod(0o755)
+    env = {**os.environ, "PATH": str(tmp_path)}
+    assert subprocess.run(["ignored-name"], executable="-", env=env).returncode == 6
+    t = spawn(["ignored-name"], executable="-", env=env, contain=mode)
+    trees.append(t)
+    assert t.wait(timeout=30) == 6
+    with pytest.raises(FileNotFoundError) as err:
+        spawn(["x"], executable="-", env={**os.environ, "PATH": "/nonexistent"}, contain=mode)
+    assert err.value.filename == "-"
+
+
+def test_an_argv_too_long_names_the_command_as_popen_does():
+    argv = ["true", "x" * 300_000]
+    with pytest.raises(OSError) as popen_err:
+        subprocess.Popen(argv)
+    before = cgroup_dirs()
+    with pytest.raises(OSError) as ours:
+        spawn(argv)
+    assert (ours.value.errno, ours.value.filename, str(ours.value)) == (
+        popen_err.value.errno,
+        popen_err.value.filename,
+        str(popen_err.value),
+    )
+    assert cgroup_dirs() == before

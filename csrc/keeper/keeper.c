@@ -16,9 +16,11 @@
  *   on macOS) or PR_SET_PDEATHSIG only wakes us to look.
  * - Every buffer is static and sized by MAX_PROCS: only the pages a scan
  *   touches are resident, and a fork bomb cannot make the keeper grow.
- * - pty mode forks instead of posix_spawn: the child must make its new group
- *   the terminal's foreground (tcsetpgrp) before it execs, which no spawn
- *   attribute does portably.
+ * - The command is started with fork (clone3 into its cgroup on Linux) and
+ *   exec, never posix_spawn: the child may have to join a cgroup or make its
+ *   group the terminal's foreground before it execs, which no spawn attribute
+ *   does, and glibc's posix_spawn leaves signals ignored in a static program's
+ *   child that Popen's child has at default.
  */
 #if defined(__linux__)
 #define _GNU_SOURCE
@@ -34,7 +36,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -209,6 +210,8 @@ static int parse_seconds(const char *s, double *out)
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
+    if (errno == ERANGE && v < 1.0)
+        errno = 0; /* underflow (1e-310, 1e-400): a valid, tiny number of seconds, as Python's float() reads it */
     if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
         return -EINVAL;
     *out = v;
@@ -247,8 +250,8 @@ static int parse_args(int argc, char **argv)
     long long v;
     if (n < 1 || a[0][0] != 'v')
         return refuse("keeper arguments must start with a protocol version%s", "");
-    if (strcmp(a[0], "v4") != 0)
-        return refuse("keeper protocol version '%s' is not the supported 4", a[0] + 1);
+    if (strcmp(a[0], "v5") != 0)
+        return refuse("keeper protocol version '%s' is not the supported 5", a[0] + 1);
     if (n <= FIXED + 1 || strcmp(a[FIXED], "--") != 0)
         return refuse("keeper arguments need 11 fields, '--' and a command%s", "");
     if (parse_uint(a[1], INT_MAX, &v) < 0)
@@ -277,7 +280,7 @@ static int parse_args(int argc, char **argv)
         return refuse("cgroup must be a path or -, not '%s'", a[7]);
     if (parse_flag(a[8], &K.restore_signals) < 0)
         return refuse("restore_signals must be 0 or 1, not '%s'", a[8]);
-    K.exe = opt(a[9]);
+    K.exe = a[9]; /* always the program to run: no placeholder, so a program may be named "-" */
     K.receipts = opt(a[10]);
     if (K.receipts && K.receipts[0] != '/')
         return refuse("receipts must be an absolute directory or -, not '%s'", a[10]);
@@ -1044,7 +1047,42 @@ static void detach_stdio(void)
     }
 }
 
-/* Returns nothing (never returns): the pty mode child between fork and exec; reports {stage, errno} on fd w if it
+/* Returns errno once exec failed (it does not return otherwise): exe run as Popen runs it. A name without a slash is
+ * looked up in the command's PATH (unset: /bin:/usr/bin, Python's os.defpath), every directory tried in turn; the
+ * error is the first that is not ENOENT/ENOTDIR, else the last. Unlike execvp, a file the kernel cannot execute
+ * (ENOEXEC: a script without #!) is an error, never handed to /bin/sh. */
+static int exec_as_popen(const char *exe)
+{
+    if (strchr(exe, '/')) {
+        execv(exe, K.argv);
+        return errno;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/bin:/usr/bin";
+    int first = 0, last = ENOENT;
+    char buf[PATH_MAX];
+    for (const char *dir = path;; dir++) {
+        const char *colon = strchr(dir, ':');
+        size_t len = colon ? (size_t)(colon - dir) : strlen(dir);
+        /* os.path.join("", exe) is exe itself: an empty PATH entry is the working directory */
+        int n = snprintf(buf, sizeof buf, "%.*s%s%s", (int)len, dir, len && dir[len - 1] != '/' ? "/" : "", exe);
+        if (n < 0 || (size_t)n >= sizeof buf) {
+            last = ENAMETOOLONG;
+        } else {
+            execv(buf, K.argv);
+            last = errno;
+        }
+        if (last != ENOENT && last != ENOTDIR && first == 0)
+            first = last;
+        if (colon == NULL)
+            break;
+        dir = colon;
+    }
+    return first ? first : last;
+}
+
+/* Returns nothing (never returns): the child between fork and exec; reports {stage, errno} on fd w if it
  * cannot exec. */
 static void exec_child(const char *exe, int w, bool join_cgroup)
 {
@@ -1069,8 +1107,7 @@ static void exec_child(const char *exe, int w, bool join_cgroup)
             signal(SIGXFSZ, SIG_DFL);
         }
         sigprocmask(SIG_SETMASK, &K.orig_mask, NULL);
-        execvp(exe, K.argv);
-        report[1] = errno;
+        report[1] = exec_as_popen(exe);
     }
     ssize_t r;
     do {
@@ -1125,9 +1162,9 @@ static pid_t fork_child(bool into_cgroup, bool *born_inside)
     return pid < 0 ? -errno : pid;
 }
 
-/* Returns 0 once the command runs in pty mode or born in the tree's cgroup (K.cmd set), or -errno (nothing is left
- * running; *stage says which step failed): fork (clone3 into the cgroup where it can), then exec_child; a
- * close-on-exec pipe carries the child's errno if a step before exec, or exec itself, fails. */
+/* Returns 0 once the command runs (K.cmd set), or -errno (nothing is left running; *stage says which step failed):
+ * fork (clone3 into the tree's cgroup where it must start there and can), then exec_child; a close-on-exec pipe
+ * carries the child's errno if a step before exec, or exec itself, fails. */
 static int start_command_forked(const char *exe, const char **stage)
 {
     int p[2];
@@ -1165,42 +1202,16 @@ static int start_command_forked(const char *exe, const char **stage)
     return 0;
 }
 
-/* Returns 0 once the command runs (K.cmd set), or -errno from the spawn (nothing was started; *stage names the step
- * for the err line). */
+/* Returns 0 once the command runs (K.cmd set), or -errno (nothing was started; *stage names the step for the err
+ * line). Always fork + exec, never posix_spawn: glibc's posix_spawn leaves its internal signals (32, 33) ignored in
+ * the child of a static program, and the command must start with nothing ignored that Popen's child would not. */
 static int start_command(const char **stage)
 {
-    const char *exe = K.exe ? K.exe : K.argv[0];
+    const char *exe = K.exe;
     *stage = "exec";
     if (exe[0] == '\0')
         return -EACCES; /* as Popen: PATH's directories joined with "" are directories */
-    if (K.pty || (K.cgroup && !K.in_cgroup))
-        return start_command_forked(exe, stage);
-    posix_spawnattr_t attr;
-    int rc = posix_spawnattr_init(&attr);
-    if (rc != 0)
-        return -rc;
-    sigset_t def;
-    sigemptyset(&def);
-    if (K.restore_signals) { /* as Popen: the interpreter's ignored SIGPIPE/SIGXFSZ back to default */
-        sigaddset(&def, SIGPIPE);
-        sigaddset(&def, SIGXFSZ);
-    }
-    short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-    rc = posix_spawnattr_setflags(&attr, flags);
-    if (rc == 0)
-        rc = posix_spawnattr_setpgroup(&attr, 0); /* its own group: forwarded signals reach its children */
-    if (rc == 0)
-        rc = posix_spawnattr_setsigmask(&attr, &K.orig_mask);
-    if (rc == 0)
-        rc = posix_spawnattr_setsigdefault(&attr, &def);
-    pid_t pid = 0;
-    if (rc == 0)
-        rc = posix_spawnp(&pid, exe, NULL, &attr, K.argv, environ);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0)
-        return -rc;
-    K.cmd = pid;
-    return 0;
+    return start_command_forked(exe, stage);
 }
 
 /* Returns 0 once the keeper's signals are blocked and readable (signalfd or kqueue) and the owner is watched, or

@@ -13,7 +13,7 @@ speaks it can be driven by the same owner and the same conformance tests
 Command line (after the program)::
 
     v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
-    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe|-> <receipts|-> <pty 0|1>
+    <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe> <receipts|-> <pty 0|1>
     -- <argv...>
 
 Status lines (ASCII, one per line)::
@@ -23,6 +23,9 @@ Status lines (ASCII, one per line)::
     stopped <signal>           pty mode: the command stopped (Ctrl+Z at its terminal, SIGSTOP, ...)
     exit <wait status>         it ended (a raw waitpid status)
     done <clean 0|1>           the keeper ended the tree and is about to exit (v4)
+
+The exe field always names the program (v5): it has no placeholder, so a
+program may be called "-".
 
 ``done`` is the keeper's last line; a keeper that exits without it was
 killed, and its owner ends what is left of the tree (it may be dropped on a
@@ -58,10 +61,10 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 MODES = ("cgroup", "subreaper", "session")
 STAGES = ("exec", "cgroup", "subreaper", "owner", "pty")
-NONE = "-"  # an absent go fd or cgroup
+NONE = "-"  # an absent go fd, cgroup or receipt directory
 _FIXED = 12  # fields before "--"
 
 # The signals the keeper forwards to the command's process group; any other
@@ -102,7 +105,11 @@ class _Record:
             raise TypeError(f"{type(self).__name__}: missing {', '.join(missing)}")
         for k in self.__slots__:
             object.__setattr__(self, k, values[k])
+        self._complete()
         self._check()
+
+    def _complete(self) -> None:
+        """Fill fields whose absence means another field's value."""
 
     def _check(self) -> None:
         pass
@@ -134,7 +141,8 @@ class KeeperArgs(_Record):
     keep_orphans:    when the command exits, leave what it started running
     cgroup:          the tree's cgroup directory (cgroup mode), else None
     restore_signals: reset SIGPIPE/SIGXFSZ to default for the command, as Popen does
-    exe:             the program to run (None: argv[0], looked up in PATH)
+    exe:             the program to run, looked up in PATH as Popen does (None given: argv[0]);
+                     always written out (v5), so any name, "-" included, is a program
     receipts:        the receipt directory (absolute) where the owner wrote the tree's receipt,
                      <keeper pid>-<keeper start>.json, which the keeper removes when it ends
                      the tree itself; None: no receipt
@@ -166,10 +174,14 @@ class KeeperArgs(_Record):
     keep_orphans: bool
     cgroup: str | None
     restore_signals: bool
-    exe: str | None
+    exe: str
     receipts: str | None
     pty: bool
     argv: tuple[str, ...]
+
+    def _complete(self) -> None:
+        if self.exe is None and isinstance(self.argv, tuple) and self.argv:
+            object.__setattr__(self, "exe", self.argv[0])
 
     def _check(self) -> None:
         _check(_is_fd(self.status_fd), f"status_fd must be an fd number, not {self.status_fd!r}")
@@ -186,8 +198,8 @@ class KeeperArgs(_Record):
             "cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup",
         )
         _check(
-            self.exe is None or (isinstance(self.exe, str) and self.exe != NONE and "\0" not in self.exe),
-            f"exe must be a path or None, not {self.exe!r}",
+            isinstance(self.exe, str) and "\0" not in self.exe,
+            f"exe must be a program name or path without NUL, not {self.exe!r}",
         )
         _check(
             self.receipts is None or (_is_word(self.receipts) and self.receipts.startswith("/")),
@@ -212,7 +224,7 @@ class KeeperArgs(_Record):
             _flag(self.keep_orphans),
             _opt(self.cgroup),
             _flag(self.restore_signals),
-            _opt(self.exe),
+            self.exe,
             _opt(self.receipts),
             _flag(self.pty),
             "--",
@@ -244,7 +256,7 @@ class KeeperArgs(_Record):
                 keep_orphans=_bool(keep, "keep_orphans"),
                 cgroup=None if cgroup == NONE else cgroup,
                 restore_signals=_bool(restore, "restore_signals"),
-                exe=None if exe == NONE else exe,
+                exe=exe,
                 receipts=None if receipts == NONE else receipts,
                 pty=_bool(pty, "pty"),
                 argv=tuple(argv[_FIXED + 1 :]),

@@ -530,7 +530,13 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         # before its interpreter even starts, so a Ctrl-C at the terminal in
         # those ~15 ms cannot reach it (a fresh child never leads a group, so this
         # setsid cannot fail; the keeper still tries setsid/setpgid itself).
-        popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
+        try:
+            popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            # The command's argv (or environment) is what is too long: name it, as Popen does.
+            raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), launch.exe) from None
         tree = Tree(launch, popen, r)
         ours.remove(r)  # the Tree's now
         ours.remove(w)
