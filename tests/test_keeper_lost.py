@@ -228,3 +228,23 @@ def test_a_forked_child_cannot_use_its_parents_tree(trees):
         os.waitpid(pid, 0)
     assert t.poll() is None  # untouched by the child
     assert t.terminate().ok
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("when", ["at_once", "later"])
+def test_a_member_that_stops_its_keeper_does_not_wedge_the_tree(trees, mode, when):
+    """SIGSTOP to the keeper (a member may send it) is undone: wait() still gets the command's status."""
+    pause = "" if when == "at_once" else "sleep 0.5; "  # at once: maybe before the keeper's `ok`
+    t = proctree.spawn(["sh", "-c", f"{pause}kill -STOP $PPID; sleep 0.5; exit 3"], contain=mode, grace=0.5)
+    trees.append(t)
+    assert t.wait(timeout=30) == 3
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_tree_whose_keeper_was_stopped_is_still_torn_down(trees, mode):
+    t = proctree.spawn(["sh", "-c", "kill -STOP $PPID; exec sleep 300"], contain=mode, grace=0.5)
+    trees.append(t)
+    pid = t.pid
+    rep = t.terminate()
+    assert rep.ok, rep
+    assert wait_gone([pid], 10)

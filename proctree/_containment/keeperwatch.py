@@ -9,6 +9,13 @@ each on Linux, kqueue NOTE_EXIT on macOS, a 0.2 s look at the process table
 elsewhere) and calls back the moment one exits. The callback (Tree's) decides
 whether the exit was the keeper's own, from its status line and exit status.
 
+A keeper stopped by SIGSTOP (any member may send it: same user) would
+leave its tree unwatched and wait() hanging; where keepers have pidfds the
+thread also looks twice a second for a stopped one and continues it (a
+keeper never stops by design, and leads an orphaned process group, for
+which the kernel discards SIGTSTP, SIGTTIN and SIGTTOU: SIGSTOP is what is
+left).
+
 The thread runs while there is a keeper to watch (and 2 s after the last,
 so that a loop of short spawns starts it once), waits with poll() (no limit
 on descriptor numbers: a supervisor may hold thousands), holds each tree
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -32,6 +40,7 @@ from .. import _fds
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
 _LINGER = 2.0  # seconds the thread waits for a next keeper before it ends (a spawn loop starts it once)
+_STOP_CHECK = 0.5  # seconds between looks for a stopped keeper
 _KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 
 
@@ -129,9 +138,30 @@ class KeeperWatch:
                     return
             for fd in closing:
                 _close(fd)
-            proven, maybe = self._wait(watched, None if watched else _LINGER)
+            can_resume = _CAN_RESUME and any(w.pidfd is not None for w in watched)
+            proven, maybe = self._wait(watched, _STOP_CHECK if can_resume else None if watched else _LINGER)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
+            if can_resume:
+                self._resume_stopped([w for w in watched if w not in proven])
+
+    def _resume_stopped(self, watched: list[_Watched]) -> None:
+        """SIGCONT each keeper that is stopped, by its pidfd, while it is still watched.
+
+        Under the lock, after checking it is still watched: forget() comes
+        before any deliberate stop of a keeper (spawn's cleanup stops one to
+        end what is below it), so that stop is never undone here.
+        """
+        for w in watched:
+            with self._lock:
+                if self._watched.get(w.pid) is not w or w.pidfd is None:
+                    continue
+                try:
+                    info = os.waitid(os.P_PIDFD, w.pidfd, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+                    if info is not None and info.si_code == os.CLD_STOPPED:
+                        signal.pidfd_send_signal(w.pidfd, signal.SIGCONT)
+                except OSError:
+                    pass  # it exited meanwhile (its pidfd says so next time round)
 
     def _wait(self, watched: list[_Watched], timeout: float | None) -> tuple[list[_Watched], list[_Watched]]:
         """Sleep until a keeper may have exited, the set changed, or timeout (None: no limit) passed.
@@ -216,6 +246,9 @@ class _Unraisable:
         self.exc_traceback = exc.__traceback__
         self.err_msg = "proctree: a keeper watch callback failed"
         self.object = obj
+
+
+_CAN_RESUME = all(hasattr(m, n) for m, n in ((os, "P_PIDFD"), (os, "waitid"), (signal, "pidfd_send_signal")))
 
 
 def _pidfd(pid: int) -> int | None:

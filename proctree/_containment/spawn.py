@@ -79,6 +79,8 @@ _UNIX_SHELL = "/bin/sh"  # what Popen runs for shell=True (outside Android)
 
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0
+# Seconds between looks, while spawn() waits, for a keeper that something stopped.
+_STOPPED_KEEPER_CHECK = 0.5
 _counter = itertools.count(1)
 # The PROCTREE_TREE value of the next tree (tests replace it to fix one).
 _new_tree_id = _marker.new_tree_id
@@ -484,6 +486,16 @@ def _end_keeper(popen, cgroup, mode):
             popen.wait()
 
 
+def _continue_if_stopped(pid: int) -> None:
+    """SIGCONT pid, our unreaped child (so its pid is ours), if it is stopped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        if info is not None and info.si_code == os.CLD_STOPPED:
+            os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass  # reaped or gone: nothing to continue
+
+
 def _close_stdio(obj):
     """Close the stdin/stdout/stderr pipes of a Popen or Tree (those it has)."""
     for f in (obj.stdin, obj.stdout, obj.stderr):
@@ -733,8 +745,17 @@ class Tree:
         """The keeper's first status record (Ok or Err), None if it exited without one.
 
         A line that breaks the protocol is an error of the keeper: SubprocessError.
+        A keeper stopped meanwhile (the command may SIGSTOP its parent at once) is
+        continued: the keeper watch, which does that later, starts after this line.
         """
-        line = self._next_line(deadline, stop)
+        while True:
+            try:
+                line = self._next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+                break
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                _continue_if_stopped(self._popen.pid)
         if line is None:
             return None
         try:
