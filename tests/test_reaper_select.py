@@ -187,7 +187,7 @@ def test_a_dead_cgroup_holding_a_protected_process_is_not_ended_whole():
 
 
 def _receipt(**kw):
-    base = dict(path="/r/1.json", owner=(99, 90), keeper=(98, 95), sid=98, pgid=97, tag=None, command=97, tree="t" * 32)
+    base = dict(path="/r/1.json", owner=(99, 90), keeper=(98, 95), sid=98, pgid=97, tag=None, command=97, tree="a" * 32)
     base.update(kw)
     return ReceiptFact(**base)
 
@@ -227,11 +227,19 @@ def test_receipt_ids_that_are_not_the_keepers_session_or_the_commands_group_prov
 
 
 def test_receipt_members_whose_environment_is_readable_must_carry_the_trees_id():
-    rows = ["300 1 98 100", "301 1 98 110", "302 1 98 120", "303 1 98 130"]
-    trees = {300: b"t" * 32, 301: b"u" * 32, 302: "absent", 303: "denied"}
+    rows = ["300 1 98 100", "301 1 98 110", "302 1 98 120", "303 1 98 130", "304 1 98 140", "305 1 98 150"]
+    trees = {
+        300: b"a" * 32,
+        301: b"b" * 32,
+        302: "absent",
+        303: "denied",
+        304: b"c" * 32 + b":" + b"a" * 32,  # a tree spawned inside the receipt's: its chain names it
+        305: b"A" * 32,  # not a tree id at all
+    }
     f = facts(rows, receipts=[_receipt()], gone=frozenset({99, 98}), trees=trees)
-    # 301 carries another tree's id and 302 none (a reused session id); 303 cannot be read: the receipt stands.
-    assert set(picked(select(f))) == {300, 303}
+    # 301 carries another tree's id, 302 none (a reused session id) and 305 garbage; 303 cannot be read:
+    # the receipt stands.
+    assert set(picked(select(f))) == {300, 303, 304}
 
 
 def test_the_reapers_own_subtree_is_protected():

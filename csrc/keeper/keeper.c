@@ -76,6 +76,7 @@ extern char **environ;
 #define MAX_CG_DEPTH 32
 #define TREE_KEY     "PROCTREE_TREE"
 #define TREE_ID_LEN  32
+#define TREE_CHAIN   7 /* ids in one PROCTREE_TREE value, innermost first (marker.MAX_TREE_CHAIN) */
 #define PENDING_MAX  64
 #ifdef __APPLE__
 #define ENV_SCRATCH (PT_ENV_SCAN_MAX + 65536) /* macOS reads the whole KERN_PROCARGS2 area */
@@ -632,12 +633,34 @@ static bool started_after_us(const struct pt_proc *row)
     return row->start_time > K.self_start || (row->start_time == K.self_start && row->pid > K.self);
 }
 
-/* Returns true if pid's environment carries PROCTREE_TREE=<our tree id> (false if it cannot be read). */
+/* Returns true if v[0..len) is a PROCTREE_TREE value (1 to TREE_CHAIN ids of 32 lowercase hex digits joined by ':')
+ * that names id (marker.carries_tree). */
+static bool chain_names(const char *v, size_t len, const char *id)
+{
+    bool named = false;
+    for (size_t at = 0, n = 1; n <= TREE_CHAIN; at += TREE_ID_LEN + 1, n++) {
+        if (len < at + TREE_ID_LEN)
+            return false;
+        for (size_t i = at; i < at + TREE_ID_LEN; i++) {
+            if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
+                return false;
+        }
+        named = named || memcmp(v + at, id, TREE_ID_LEN) == 0;
+        if (len == at + TREE_ID_LEN)
+            return named;
+        if (v[at + TREE_ID_LEN] != ':')
+            return false;
+    }
+    return false;
+}
+
+/* Returns true if pid's environment carries a PROCTREE_TREE naming our tree, its own or an enclosing one's chain
+ * (false if it cannot be read). */
 static bool carries_marker(pid_t pid)
 {
-    char val[TREE_ID_LEN + 2];
+    char val[TREE_CHAIN * (TREE_ID_LEN + 1) + 1];
     int rc = pt_env_find(pid, TREE_KEY, sizeof TREE_KEY - 1, val, sizeof val, g_env_scratch, sizeof g_env_scratch);
-    return rc == TREE_ID_LEN && memcmp(val, K.tree_id, TREE_ID_LEN) == 0;
+    return rc > 0 && chain_names(val, (size_t)rc, K.tree_id);
 }
 
 /* Returns nothing: adds the rows of g_snap[0..n) that carry the tree's marker and started after us, each read again
@@ -1268,17 +1291,15 @@ static int setup_events(void)
     return 0;
 }
 
-/* Returns nothing: K.tree_id set from our PROCTREE_TREE (32 lowercase hex digits) in session mode, else left "". */
+/* Returns nothing: K.tree_id set in session mode from our PROCTREE_TREE (its first id: ours; those after it are
+ * enclosing trees'), else left "". */
 static void read_tree_id(void)
 {
     const char *v = getenv(TREE_KEY);
-    if (K.mode != M_SESSION || !v || strlen(v) != TREE_ID_LEN)
+    if (K.mode != M_SESSION || !v || !chain_names(v, strlen(v), v))
         return;
-    for (int i = 0; i < TREE_ID_LEN; i++) {
-        if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
-            return;
-    }
-    memcpy(K.tree_id, v, TREE_ID_LEN + 1);
+    memcpy(K.tree_id, v, TREE_ID_LEN);
+    K.tree_id[TREE_ID_LEN] = '\0';
 }
 
 /* Returns nothing: K.self_start read from the core (0 if unreadable: then no receipt and no marker is trusted). */

@@ -152,6 +152,8 @@ class KeeperWatch:
         before any deliberate stop of a keeper (spawn's cleanup stops one to
         end what is below it), so that stop is never undone here.
         """
+        if not _CAN_RESUME:
+            return
         for w in watched:
             with self._lock:
                 if self._watched.get(w.pid) is not w or w.pidfd is None:
@@ -248,7 +250,8 @@ class _Unraisable:
         self.object = obj
 
 
-_CAN_RESUME = all(hasattr(m, n) for m, n in ((os, "P_PIDFD"), (os, "waitid"), (signal, "pidfd_send_signal")))
+# waitid(P_PIDFD) and pidfd_send_signal: Linux only (CPython has no os.waitid on macOS at all).
+_CAN_RESUME = _LINUX and hasattr(os, "P_PIDFD") and hasattr(os, "waitid") and hasattr(signal, "pidfd_send_signal")
 
 
 def _pidfd(pid: int) -> int | None:

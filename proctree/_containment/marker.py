@@ -10,7 +10,11 @@ time) tells a live owner from a reused pid without any external oracle.
 All trees of one owner share its PROCTREE_OWNER value, so every tree also
 carries ``PROCTREE_TREE=<32 lowercase hex chars>``, random per spawn: the
 one handle that names a single tree (session mode follows it to daemons
-that left the keeper's session).
+that left the keeper's session). A tree spawned from inside another tree
+(its owner carries a PROCTREE_TREE itself) carries a chain,
+``<its own id>:<the enclosing tree's id>:...`` (at most MAX_TREE_CHAIN ids,
+the outermost dropped first), so that the enclosing tree still finds the
+inner tree's daemons after the inner owner and keeper were killed.
 
 Stdlib only and no relative imports: the keeper process loads this file
 directly, without importing the proctree package.
@@ -22,6 +26,7 @@ from typing import NamedTuple
 
 ENV = "PROCTREE_OWNER"
 TREE_ENV = "PROCTREE_TREE"
+MAX_TREE_CHAIN = 7  # ids in one PROCTREE_TREE value: 7 * 33 - 1 = 230 bytes, within the core's 256-byte value slot
 
 TAG_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TREE_RE = re.compile(r"[0-9a-f]{32}")
@@ -106,10 +111,38 @@ def parse_tree_id(value):
     return value
 
 
+def parse_tree_chain(value):
+    """A PROCTREE_TREE value (str or bytes) as its tree ids, innermost first, or None. Never raises on garbage."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(value, str):
+        return None
+    ids = value.split(":")
+    if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(_TREE_RE.fullmatch(i) for i in ids):
+        return None
+    return tuple(ids)
+
+
+def tree_chain(tree_id, enclosing=None):
+    """The PROCTREE_TREE value of a new tree: tree_id, then the enclosing value's ids (if it is one), bounded."""
+    outer = parse_tree_chain(enclosing) if enclosing is not None else None
+    return ":".join((tree_id, *(outer or ())[: MAX_TREE_CHAIN - 1]))
+
+
+def carries_tree(value, tree_id):
+    """True if the PROCTREE_TREE value (str or bytes, as read from an environment) names tree_id anywhere."""
+    ids = parse_tree_chain(value)
+    return ids is not None and tree_id in ids
+
+
 def tree_from_environ_block(data):
-    """The PROCTREE_TREE value in a raw NUL-separated environment block, or None."""
+    """The innermost tree id of the PROCTREE_TREE value in a raw NUL-separated environment block, or None."""
     key = TREE_ENV.encode() + b"="
     for entry in bytes(data).split(b"\0"):
         if entry.startswith(key):
-            return parse_tree_id(entry[len(key) :])
+            ids = parse_tree_chain(entry[len(key) :])
+            return None if ids is None else ids[0]
     return None

@@ -307,7 +307,8 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     marker = _marker.format_marker(owner_pid, owner_start, tag)
     env[_marker.ENV] = marker
     tree_id = _new_tree_id()
-    env[_marker.TREE_ENV] = tree_id
+    # Inside another tree (the caller carries its marker), the chain keeps the enclosing tree's id too.
+    env[_marker.TREE_ENV] = _marker.tree_chain(tree_id, os.environ.get(_marker.TREE_ENV))
     _keeper_program()  # a broken installation says so before anything is made
     if stop is not None:
         stop.check()
@@ -367,7 +368,7 @@ class _Launch:
     keep_orphans: bool
     restore_signals: bool
     marker: str
-    tree_id: str  # the PROCTREE_TREE value
+    tree_id: str  # this tree's own id (its members' PROCTREE_TREE starts with it)
     tag: str | None
     owner: tuple[int, int]  # (pid, start time) of the caller of spawn()
     receipts: str | None  # the receipt directory, or None
@@ -487,13 +488,12 @@ def _end_keeper(popen, cgroup, mode):
 
 
 def _continue_if_stopped(pid: int) -> None:
-    """SIGCONT pid, our unreaped child (so its pid is ours), if it is stopped."""
+    """SIGCONT pid, our unreaped child (so its pid is ours), if it is stopped (read from the table: portable)."""
     try:
-        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
-        if info is not None and info.si_code == os.CLD_STOPPED:
+        if _binding.proc(pid).state == "T":
             os.kill(pid, signal.SIGCONT)
-    except OSError:
-        pass  # reaped or gone: nothing to continue
+    except (NoSuchProcess, AccessDenied, OSError):
+        pass  # gone, or unreadable: nothing to continue
 
 
 def _close_stdio(obj):
@@ -618,7 +618,8 @@ class Tree:
 
     pid is the command's own pid; mode the containment in force ("cgroup",
     "subreaper" or "session"); marker the PROCTREE_OWNER value its members
-    carry, tree_id their PROCTREE_TREE value (this tree's alone); receipt the
+    carry, tree_id this tree's own id (its members' PROCTREE_TREE value, or the
+    first id of it when the tree was spawned inside another tree); receipt the
     path of its receipt file (or None); stdin/stdout/stderr the pipes asked
     for, as with Popen. As a context manager, leaving the block tears the
     whole tree down.
@@ -1188,9 +1189,8 @@ class Tree:
             and p.pid not in (me, 0, 1)
             and not p.is_zombie
         }
-        want = self.tree_id.encode("ascii")
         found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
-        marked = {pid: p for pid, p in candidates.items() if found.get(pid) == want}
+        marked = {pid: p for pid, p in candidates.items() if _marker.carries_tree(found.get(pid), self.tree_id)}
 
         def under_another(p: Proc) -> bool:
             seen = set()
@@ -1213,8 +1213,7 @@ class Tree:
         if any(p.sid == self.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
             return True
         recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
-        want = self.tree_id.encode("ascii")
-        return any(v == want for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
+        return any(_marker.carries_tree(v, self.tree_id) for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
 
     def _on_keeper_exit(self) -> None:
         """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .._containment import marker as _marker
 from .._containment.leftovers import LeftoverCgroup
 from .._containment.marker import Marker
 from .._table.model import Proc
@@ -255,7 +256,7 @@ def select(
                 # Where the environment can be read it must carry the tree's id: a session or
                 # group id reused by a leader that has since exited is not this tree's.
                 tid = facts.trees.get(p.pid)
-                if isinstance(tid, bytes) and r.tree is not None and tid.decode("ascii", "replace") != r.tree:
+                if isinstance(tid, bytes) and r.tree is not None and not _marker.carries_tree(tid, r.tree):
                     continue
                 if tid in ("absent", "gone"):
                     continue
