@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from support.ports import answers as listening
+from support.ports import free_port
 from support.spawnkit import CGROUP_OK, LINUX, alive
 
 MODES = [
@@ -31,18 +33,6 @@ def need(binary):
     if path is None:
         pytest.skip(f"{binary} is not installed (apt-get install it; CI does, from .ci/apt-packages)")
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port):
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def port_is_free(port):

@@ -7,7 +7,6 @@ fails a test that leaves a process behind.
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,30 +15,11 @@ import urllib.request
 
 import pytest
 
-import proctree
 from proctree import Supervisor
-from support.spawnkit import ALL_MODES
+from support.ports import answers, free_port
+from support.spawnkit import ALL_MODES, alive
 
 PY = sys.executable
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def answers(port):
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def alive(pid):
-    try:
-        return not proctree.proc(pid).is_zombie
-    except proctree.NoSuchProcess:
-        return False
 
 
 def wait_gone(pids, timeout=10.0):

@@ -1,31 +1,17 @@
 """Restarts, crash loops and dependency order on real processes."""
 
 import asyncio
-import socket
 import sys
 import textwrap
 import time
 
 import pytest
 
-import proctree
 from proctree import Backoff, ServiceSpec, Supervisor
-from support.spawnkit import ALL_MODES
+from support.ports import free_port
+from support.spawnkit import ALL_MODES, alive
 
 PY = sys.executable
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def alive(pid):
-    try:
-        return not proctree.proc(pid).is_zombie
-    except proctree.NoSuchProcess:
-        return False
 
 
 def run(coro, timeout=90):

@@ -30,6 +30,7 @@ from proctree._supervisor.readiness import (
     port_from_command,
     tcp_probe,
 )
+from support.ports import free_port
 
 # --- find_url --------------------------------------------------------------------------------------
 
@@ -378,12 +379,6 @@ def test_ready_spec_built_by_hand_is_checked(kwargs, error, match):
 
 
 # --- real servers ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_answers(port: int, timeout: float = 20.0) -> None:

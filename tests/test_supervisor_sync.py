@@ -1,6 +1,5 @@
 """SyncSupervisor: the Supervisor for synchronous hosts, on real processes."""
 
-import socket
 import subprocess
 import sys
 import textwrap
@@ -12,21 +11,10 @@ import pytest
 
 import proctree
 from proctree import ServiceSpec, SupervisorError, SyncSupervisor
+from support.ports import free_port
+from support.spawnkit import alive
 
 PY = sys.executable
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def alive(pid):
-    try:
-        return not proctree.proc(pid).is_zombie
-    except proctree.NoSuchProcess:
-        return False
 
 
 def test_the_same_calls_blocking():

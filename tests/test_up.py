@@ -22,6 +22,7 @@ import time
 import pytest
 
 import proctree
+from support.ports import answers, free_base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 PY = shlex.quote(sys.executable)
@@ -31,33 +32,6 @@ TERM_IGNORER = (
     f"{PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
     'print("ignoring TERM", flush=True); time.sleep(300)\''
 )
-
-
-def free_base(offsets=(0, 1, 100, 200, 300)):
-    """A base port B with B + each offset free on loopback right now (and no server of ours answering)."""
-    for _ in range(200):
-        base = 20000 + int.from_bytes(os.urandom(2), "big") % 30000
-        socks = []
-        try:
-            for off in offsets:
-                s = socket.socket()
-                s.bind(("127.0.0.1", base + off))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free base port")
-
-
-def answers(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def env(**extra):

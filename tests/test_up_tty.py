@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import time
 import pytest
 
 import proctree
+from support.ports import answers, free_base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 TMUX = shutil.which("tmux")
@@ -29,33 +29,6 @@ PY = shlex.quote(sys.executable)
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (.ci/apt-packages installs it)")
 
 SERVER = f"{PY} -m http.server $PORT --bind 127.0.0.1"
-
-
-def free_base(offsets=(0, 100, 200)):
-    """A base port B with B + each offset free on loopback right now."""
-    for _ in range(200):
-        base = 20000 + int.from_bytes(os.urandom(2), "big") % 30000
-        socks = []
-        try:
-            for off in offsets:
-                s = socket.socket()
-                s.bind(("127.0.0.1", base + off))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free base port")
-
-
-def answers(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class Tmux:

@@ -166,24 +166,36 @@ class _CgroupTeardown:
         return stop_fd is not None and stop_fd in ready
 
     def kill(self) -> None:
-        """SIGKILL what is left: cgroup.kill (or the freeze-kill fallback) and each member by identity."""
+        """SIGKILL what is left: cgroup.kill (or the freeze-kill fallback) and each member by identity.
+
+        Each member is sent its SIGKILL once; after that the loop only waits
+        for the exits. It kills again only for a late joiner (cgroup.kill
+        reaches every process in the cgroup when it is written, and the
+        kernel kills a child forked meanwhile at birth) or when cgroup.kill
+        itself failed: re-sending to the dying members would cost a write and
+        a signal per member on every wake-up while 100 processes exit.
+        """
         deadline = time.monotonic() + KILL_PATIENCE
+        cgroup_killed = False
         while True:
             self.collect()
             self.admit(late=True, polite=False)  # a late joiner now: killed with the rest
             live = [m for m in self.live() if m.target is not None or not m.denied]
             if not live:
                 return
+            unsent = [m for m in live if not m.killed]
             # Whatever is still alive now ends by this kill, whichever of the
             # two sends reaches it first (cgroup.kill can leave the per-member
             # send nothing but a reaped pid).
-            for m in live:
+            for m in unsent:
                 m.killed = True
-            try:
-                _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
-            except (OSError, ValueError):
-                pass  # the members are still killed one by one below
-            for m in live:
+            if unsent or not cgroup_killed:
+                try:
+                    _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
+                    cgroup_killed = True
+                except (OSError, ValueError):
+                    pass  # the members are still killed one by one below, and cgroup.kill tried again
+            for m in unsent:
                 if m.target is None:
                     continue
                 if _signals.send(m.target, signal.SIGKILL, self.guard) == _signals.DENIED:
