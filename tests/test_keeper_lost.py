@@ -20,8 +20,9 @@ import pytest
 
 import proctree
 from proctree._containment import keeperwatch
+from proctree._containment import protocol as _protocol
 from proctree._containment import spawn as _spawn
-from support.spawnkit import ALL_MODES, alive, cgroup_dirs, start_daemonizer, wait_gone
+from support.spawnkit import ALL_MODES, DAEMONIZER, alive, cgroup_dirs, read_lines, start_daemonizer, wait_gone
 
 GRACE = 0.5
 
@@ -248,3 +249,35 @@ def test_a_tree_whose_keeper_was_stopped_is_still_torn_down(trees, mode):
     rep = t.terminate()
     assert rep.ok, rep
     assert wait_gone([pid], 10)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_keeper_killed_before_its_first_line_leaves_nothing(monkeypatch, pipe, mode):
+    """The command started (a TERM-ignoring setsid daemon too), then the keeper died before the owner read `ok`.
+
+    The first line is read for real, then the keeper is SIGKILLed and the read
+    reported as end-of-file: what a keeper killed between its start of the
+    command and its first line looks like. spawn() ends what was started and
+    raises KeeperLost, never "exited before starting the command".
+    """
+    r, w = pipe
+    real = _spawn.Tree._first_status
+    seen = []
+
+    def first_status(self, deadline, stop):
+        assert isinstance(real(self, deadline, stop), _protocol.Ok)
+        pids = read_lines(r, 2)
+        seen.extend([pids["cmd"], pids["daemon"]])
+        os.kill(self.keeper_pid, signal.SIGKILL)  # our own unreaped child
+        return None
+
+    monkeypatch.setattr(_spawn.Tree, "_first_status", first_status)
+    before = cgroup_dirs()
+    with pytest.raises(proctree.KeeperLost, match="killed by signal 9") as info:
+        proctree.spawn(
+            [sys.executable, "-c", DAEMONIZER, str(w), "1", "sleep"], contain=mode, pass_fds=(w,), grace=GRACE
+        )
+    os.close(w)
+    assert seen and wait_gone(seen, 10), f"{mode}: the tree outlived its keeper killed at the start"
+    assert set(seen) <= {p.pid for p in info.value.report.found}
+    assert cgroup_dirs() == before

@@ -23,6 +23,7 @@ from proctree._containment import marker as _marker
 from support.spawnkit import ALL_MODES, alive, end_daemon, wait_gone
 
 ID_A, ID_B, ID_C = "a" * 32, "b" * 32, "0123456789abcdef" * 2
+OUTER8 = [f"{i:032x}" for i in range(1, 9)]
 
 
 # ---------------------------------------------------------------------------
@@ -61,7 +62,8 @@ def test_parse_tree_chain(value, ids):
         (ID_B, f"{ID_A}:{ID_B}"),
         (f"{ID_B}:{ID_C}", f"{ID_A}:{ID_B}:{ID_C}"),
         ("not a tree id", ID_A),  # garbage in the caller's environment is not carried on
-        (":".join([ID_B] * 7), ":".join([ID_A] + [ID_B] * 6)),  # bounded: the outermost dropped
+        # bounded: the middle ids are dropped, the enclosing and the outermost trees kept
+        (":".join(OUTER8[:7]), ":".join([ID_A, *OUTER8[:5], OUTER8[6]])),
     ],
 )
 def test_tree_chain(enclosing, value):

@@ -13,6 +13,7 @@ import inspect
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -544,3 +545,80 @@ def test_a_discarded_tree_whose_teardown_fails_still_leaves_nothing(monkeypatch)
     assert t._popen.returncode is not None  # the keeper: killed and reaped
     assert wait_gone([cmd], 5)
     assert cgroup_dirs() == before
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_ctrl_c_inside_popens_fork_leaves_nothing(keepers, monkeypatch, mode):
+    """SIGINT arriving after the keeper's fork, before Popen has stored its pid, is held back until it has.
+
+    The fork is wrapped so that a real SIGINT is delivered to us the moment
+    it returns: without the hold the KeyboardInterrupt would be raised there
+    and the pid lost with it (the keeper and the command running on).
+    """
+    assert threading.current_thread() is threading.main_thread()
+    import _posixsubprocess
+
+    real = _posixsubprocess.fork_exec
+
+    def fork_then_sigint(*a, **kw):
+        pid = real(*a, **kw)
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next bytecode, here
+        time.sleep(0.01)
+        return pid
+
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", fork_then_sigint)
+    if hasattr(subprocess, "_fork_exec"):  # 3.12+: imported by name
+        monkeypatch.setattr(subprocess, "_fork_exec", fork_then_sigint)
+    before = cgroup_dirs()
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            spawn(["sleep", "60"], contain=mode)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert_nothing_left(keepers, before)
+    assert signal.getsignal(signal.SIGINT) is old
+
+
+def test_held_back_handlers_run_in_order_and_are_restored():
+    """_handlers_deferred records what arrives and hands each signal to its own handler afterwards."""
+    got = []
+    old_usr1 = signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+    old_usr2 = signal.signal(signal.SIGUSR2, lambda s, f: got.append(s))
+    try:
+        with _spawn._handlers_deferred():
+            os.kill(os.getpid(), signal.SIGUSR2)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.01)
+            assert got == []
+        assert got == [signal.SIGUSR2, signal.SIGUSR1]
+        assert signal.getsignal(signal.SIGUSR1) is not None and signal.getsignal(signal.SIGUSR1) != old_usr1
+    finally:
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_an_interrupted_spawn_ends_a_setsid_daemon_the_command_started(keepers, monkeypatch, mode):
+    """Interrupted once the command has double-forked a TERM-ignoring setsid daemon: found by its marker, ended."""
+    from support.spawnkit import DAEMONIZER, read_lines
+
+    before = cgroup_dirs()
+    r, w = os.pipe()
+    daemon = []
+    real = Tree._took_root
+
+    def took_root_then_interrupted(self, *a):
+        real(self, *a)
+        daemon.append(read_lines(r, 2)["daemon"])  # it left the keeper's session and reparented away
+        raise Interrupt
+
+    monkeypatch.setattr(Tree, "_took_root", took_root_then_interrupted)
+    try:
+        with pytest.raises(Interrupt):
+            spawn([sys.executable, "-c", DAEMONIZER, str(w), "1", "sleep"], contain=mode, pass_fds=(w,))
+    finally:
+        os.close(r)
+        os.close(w)
+    assert daemon and wait_gone(daemon, 2)
+    assert_nothing_left(keepers, before)

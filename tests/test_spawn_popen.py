@@ -440,3 +440,14 @@ def test_an_argv_too_long_names_the_command_as_popen_does():
         str(popen_err.value),
     )
     assert cgroup_dirs() == before
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, float("inf")])
+def test_communicate_refuses_the_timeouts_wait_refuses(trees, timeout):
+    t = spawn(["sleep", "30"])
+    trees.append(t)
+    with pytest.raises(ValueError):
+        t.wait(timeout)
+    with pytest.raises(ValueError):
+        t.communicate(timeout=timeout)
+    assert t.poll() is None  # refused before anything was waited for

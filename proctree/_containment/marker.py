@@ -12,8 +12,8 @@ carries ``PROCTREE_TREE=<32 lowercase hex chars>``, random per spawn: the
 one handle that names a single tree (session mode follows it to daemons
 that left the keeper's session). A tree spawned from inside another tree
 (its owner carries a PROCTREE_TREE itself) carries a chain,
-``<its own id>:<the enclosing tree's id>:...`` (at most MAX_TREE_CHAIN ids,
-the outermost dropped first), so that the enclosing tree still finds the
+``<its own id>:<the enclosing tree's id>:...`` (at most MAX_TREE_CHAIN ids;
+past that the middle ones are dropped), so that the enclosing tree still finds the
 inner tree's daemons after the inner owner and keeper were killed.
 
 Stdlib only and no relative imports: the keeper process loads this file
@@ -127,9 +127,17 @@ def parse_tree_chain(value):
 
 
 def tree_chain(tree_id, enclosing=None):
-    """The PROCTREE_TREE value of a new tree: tree_id, then the enclosing value's ids (if it is one), bounded."""
+    """The PROCTREE_TREE value of a new tree: tree_id, then the enclosing value's ids (if it is one), bounded.
+
+    Past MAX_TREE_CHAIN ids the middle ones are dropped: a tree always names
+    itself, the tree it was spawned in and the outermost tree (a test run
+    under `proctree run`, a supervisor), whose teardown is the last resort.
+    """
     outer = parse_tree_chain(enclosing) if enclosing is not None else None
-    return ":".join((tree_id, *(outer or ())[: MAX_TREE_CHAIN - 1]))
+    outer = outer or ()
+    if len(outer) > MAX_TREE_CHAIN - 1:
+        outer = outer[: MAX_TREE_CHAIN - 2] + outer[-1:]
+    return ":".join((tree_id, *outer))
 
 
 def carries_tree(value, tree_id):

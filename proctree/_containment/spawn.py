@@ -23,6 +23,7 @@ that started it; no teardown engine reaps it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import errno
@@ -449,6 +450,51 @@ class _KeeperPopen(subprocess.Popen):
         super()._execute_child(*args, **kwargs)  # type: ignore[misc]  # private in typeshed, present in CPython
 
 
+# Signals whose Python handlers (KeyboardInterrupt's, an application's SIGTERM handler that raises
+# SystemExit, ...) are held back while the keeper is forked.
+_DEFERRED_SIGNALS = tuple(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+)
+
+
+@contextlib.contextmanager
+def _handlers_deferred():
+    """Hold back Python signal handlers while the keeper's Popen forks; run them, in order, afterwards.
+
+    Popen stores the child's pid only after its fork returns: an exception
+    raised by a handler in between (a Ctrl-C's KeyboardInterrupt) loses the
+    pid, and the keeper and the command would run on with nobody to end them.
+    Only the main thread runs Python handlers, so only there is each one
+    replaced, for the call, by one that records the signal. A handler that
+    then raises does so with the keeper's Popen complete, so spawn()'s cleanup
+    ends what was started.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: dict[int, Any] = {}
+    caught: list[tuple[int, Any]] = []
+
+    def record(signum: int, frame: Any) -> None:
+        caught.append((signum, frame))
+
+    try:
+        for sig in _DEFERRED_SIGNALS:
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                held[sig] = handler
+                signal.signal(sig, record)
+    except ValueError:  # not the main interpreter: handlers run elsewhere
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+        for signum, frame in caught:
+            held[signum](signum, frame)
+
+
 def _keeper_program() -> str:
     """The keeper's path, or ContainmentUnavailable naming it when it is missing or not executable."""
     if not os.path.isfile(_KEEPER):
@@ -494,6 +540,68 @@ def _continue_if_stopped(pid: int) -> None:
             os.kill(pid, signal.SIGCONT)
     except (NoSuchProcess, AccessDenied, OSError):
         pass  # gone, or unreadable: nothing to continue
+
+
+def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> list[Proc]:
+    """The live processes whose PROCTREE_TREE names tree_id, as roots of their own trees (a marked
+    process below another marked one is left to that one's teardown).
+
+    after: (start time, pid) of the keeper: only processes started after it
+    count (in its clock tick: with a higher pid, as pids are handed out in
+    order). keeper: a live keeper whose members (descendants, session) are
+    left out, or None. The caller is never among them.
+    """
+    me = os.getpid()
+    snap = _binding.snapshot()
+    members = set()
+    if keeper is not None:
+        members.add(keeper)
+        if keeper in snap:
+            members.update(snap.descendant_pids(keeper))
+    candidates = {
+        p.pid: p
+        for p in snap.values()
+        if (p.start_time, p.pid) > after
+        and p.pid not in members
+        and (keeper is None or p.sid != keeper)
+        and p.pid not in (me, 0, 1)
+        and not p.is_zombie
+    }
+    found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
+    marked = {pid: p for pid, p in candidates.items() if _marker.carries_tree(found.get(pid), tree_id)}
+
+    def under_another(p: Proc) -> bool:
+        seen = set()
+        q = p
+        while q.ppid in snap and q.ppid not in seen and q.ppid > 1:
+            seen.add(q.ppid)
+            if q.ppid in marked:
+                return True
+            q = snap[q.ppid]
+        return False
+
+    return sorted((p for p in marked.values() if not under_another(p)), key=lambda p: p.pid)
+
+
+def _kill_marked(tree_id: str, after: tuple[int, int]) -> list[TeardownReport]:
+    """SIGKILL, as trees of their own, what carries tree_id and started after the (dead) keeper: twice, for late forks."""
+    reports: list[TeardownReport] = []
+    for _ in range(2):
+        roots = _marked_roots(tree_id, after, None)
+        if not roots:
+            break
+        reports += _many.end_trees(roots, grace=0, signal_group=False)
+    return reports
+
+
+def _start_time(pid: int | None) -> int | None:
+    """pid's start time, or None if it cannot be read (gone, or no pid)."""
+    if pid is None:
+        return None
+    try:
+        return _binding.proc(pid).start_time
+    except (NoSuchProcess, AccessDenied, OSError):
+        return None
 
 
 def _close_stdio(obj):
@@ -543,7 +651,8 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         # those ~15 ms cannot reach it (a fresh child never leads a group, so this
         # setsid cannot fail; the keeper still tries setsid/setpgid itself).
         try:
-            popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
+            with _handlers_deferred():
+                popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
         except OSError as exc:
             if exc.errno != errno.E2BIG:
                 raise
@@ -569,7 +678,17 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     except BaseException:
         _give_up(ours, tree, started, launch)
         raise
-    tree._abandon(patience=5.0)  # it reported (or exited): it ends by itself at once
+    try:
+        _wait_keeper(popen, 5.0)  # it reported (or exited): it ends by itself at once
+    except subprocess.TimeoutExpired:
+        pass  # ended below
+    if first is None and popen.returncode is not None and popen.returncode < 0:
+        # Killed before its first line: it may have started the command, which (and whatever it
+        # started) runs on without it. End that as after any lost keeper, then say so.
+        lost = KeeperLost(popen.pid, popen.returncode, tree._end_leftovers())
+        tree._abandon()
+        raise lost
+    tree._abandon()
     raise _start_error(first, launch, popen)
 
 
@@ -579,10 +698,14 @@ def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen]
     if tree is not None:
         tree._abandon(patience=0)
     elif started:
+        keeper = started[0]
+        keeper_start = _start_time(keeper.pid) if keeper.returncode is None else None
         try:
-            _end_keeper(started[0], launch.cgroup, launch.mode)
+            _end_keeper(keeper, launch.cgroup, launch.mode)
+            if launch.cgroup is None and keeper_start is not None:
+                _kill_marked(launch.tree_id, (keeper_start, keeper.pid))
         finally:
-            _close_stdio(started[0])
+            _close_stdio(keeper)
 
 
 def _hand_to_keeper(pass_fds: tuple[int, ...], fds: tuple[int, ...], kw: dict[str, Any]) -> tuple[int, ...]:
@@ -653,7 +776,9 @@ class Tree:
         self._report: TeardownReport | None = None
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()  # the process whose child the keeper is: the only one that may use this Tree
-        self._keeper_start: int | None = None
+        # The keeper's start time, read while it is our unreaped child (its pid is its own): what
+        # "started after the keeper" means for the marker sweeps, even if it dies before its first line.
+        self._keeper_start: int | None = _start_time(popen.pid)
         self._receipt: str | None = None
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
@@ -966,6 +1091,8 @@ class Tree:
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
         self._check_owner()
+        if timeout is not None:
+            check_seconds(timeout, "timeout")  # the rule wait() applies: NaN, negative and inf are refused
         try:
             out = self._popen.communicate(input, timeout)
         except subprocess.TimeoutExpired as exc:
@@ -1173,36 +1300,7 @@ class Tree:
         since = self._keeper_start
         if since is None:
             since = self._root.start_time if self._root is not None else 0
-        me = os.getpid()
-        snap = _binding.snapshot()
-        members = set()
-        if keeper is not None:
-            members.add(keeper)
-            if keeper in snap:
-                members.update(snap.descendant_pids(keeper))
-        candidates = {
-            p.pid: p
-            for p in snap.values()
-            if (p.start_time, p.pid) > (since, self.keeper_pid)
-            and p.pid not in members
-            and (keeper is None or p.sid != keeper)
-            and p.pid not in (me, 0, 1)
-            and not p.is_zombie
-        }
-        found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
-        marked = {pid: p for pid, p in candidates.items() if _marker.carries_tree(found.get(pid), self.tree_id)}
-
-        def under_another(p: Proc) -> bool:
-            seen = set()
-            q = p
-            while q.ppid in snap and q.ppid not in seen and q.ppid > 1:
-                seen.add(q.ppid)
-                if q.ppid in marked:
-                    return True
-                q = snap[q.ppid]
-            return False
-
-        return sorted((p for p in marked.values() if not under_another(p)), key=lambda p: p.pid)
+        return _marked_roots(self.tree_id, (since, self.keeper_pid), keeper)
 
     def _may_have_leftovers(self) -> bool:
         """Session mode with keep_orphans: something of the tree may still run after the keeper ended."""
@@ -1248,7 +1346,7 @@ class Tree:
             finally:
                 self._recovered.set()
 
-    def _end_leftovers(self) -> TeardownReport:
+    def _end_leftovers(self, grace: float | None = None) -> TeardownReport:
         """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
 
         Outside a cgroup the members were reparented (to init, or to a
@@ -1257,11 +1355,12 @@ class Tree:
         its start time. A member that scrubbed its environment is beyond reach.
         """
         t0 = time.monotonic()
+        grace = self.grace if grace is None else grace
         if self.cgroup is not None:
-            rep = _owner.end_cgroup(self.cgroup, self.grace)
+            rep = _owner.end_cgroup(self.cgroup, grace)
         else:
             roots = self._marked(None)
-            first = _many.end_trees(roots, grace=self.grace, signal_group=False) if roots else []
+            first = _many.end_trees(roots, grace=grace, signal_group=False) if roots else []
             late = self._marked(None)  # forked while the first ones ended
             again = _many.end_trees(late, grace=0, signal_group=False) if late else []
             rep = _merge_reports(
@@ -1343,6 +1442,10 @@ class Tree:
             try:
                 if self._popen.returncode is None:
                     _end_keeper(self._popen, self.cgroup, self.mode)
+                if self.cgroup is None and self._keeper_start is not None:
+                    # A daemon that left the keeper's session, or was reparented away while the keeper
+                    # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
+                    _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))
             finally:
                 self._remove_receipt()
                 self._release_fds()
