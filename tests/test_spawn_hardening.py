@@ -143,8 +143,23 @@ def test_spawn_async_cancelled_at_each_stage_leaves_nothing(keepers, trees, monk
     assert_nothing_left(keepers, before)
 
 
-def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers):
+def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers, monkeypatch):
     before = cgroup_dirs()
+    cancelled = threading.Event()
+    real_set, real_fork = _spawn._Stop.set, _spawn._KeeperPopen._execute_child
+
+    def stop_set(self):
+        cancelled.set()
+        real_set(self)
+
+    def fork_then_wait_for_the_cancel(self, *a, **kw):
+        real_fork(self, *a, **kw)
+        # The keeper runs; Popen returns only once asyncio.run has cancelled the spawn. Without
+        # this hold a fast worker could finish the spawn first, and its Tree would just be dropped.
+        assert cancelled.wait(30)
+
+    monkeypatch.setattr(_spawn._Stop, "set", stop_set)
+    monkeypatch.setattr(_spawn._KeeperPopen, "_execute_child", fork_then_wait_for_the_cancel)
 
     async def main():
         asyncio.ensure_future(spawn_async(["sleep", "60"]))
@@ -154,6 +169,7 @@ def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers):
         # main ends with the keeper starting: asyncio.run cancels the spawn
 
     asyncio.run(main())
+    assert cancelled.is_set()
     assert_nothing_left(keepers, before)
 
 
