@@ -479,14 +479,14 @@ def _handlers_deferred():
         caught.append((signum, frame))
 
     try:
-        for sig in _DEFERRED_SIGNALS:
-            handler = signal.getsignal(sig)
-            if callable(handler):
-                held[sig] = handler
-                signal.signal(sig, record)
-    except ValueError:  # not the main interpreter: handlers run elsewhere
-        pass
-    try:
+        try:
+            for sig in _DEFERRED_SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    held[sig] = handler  # before the swap: a handler that raises meanwhile still gets restored
+                    signal.signal(sig, record)
+        except ValueError:  # not the main interpreter: handlers run elsewhere
+            pass
         yield
     finally:
         for sig, handler in held.items():
