@@ -22,10 +22,21 @@ import time
 
 import pytest
 
+from proctree._containment import cgroup as _cgroup
 from proctree._containment import protocol
 from proctree._containment import spawn as _spawn
 from proctree._containment.protocol import Done, Err, Exit, Ok
-from support.spawnkit import ALL_MODES, DAEMONIZER, KeeperRun, alive, end_daemon, new_cgroup, read_lines, wait_gone
+from support.spawnkit import (
+    ALL_MODES,
+    CGROUP_OK,
+    DAEMONIZER,
+    KeeperRun,
+    alive,
+    end_daemon,
+    new_cgroup,
+    read_lines,
+    wait_gone,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.join(ROOT, "tests")
@@ -329,6 +340,27 @@ def test_a_go_fd_that_is_not_open_is_err_ebadf(native):
     ).to_argv()  # fmt: skip
     rc, lines, _ = _run_keeper(native[0], argv)
     assert lines == [Err(errno.EBADF, "cgroup")] and rc != 0
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason="no writable cgroup v2")
+def test_an_owner_gone_before_the_keeper_watches_it_leaves_no_cgroup(native):
+    """The owner made the tree's cgroup and died before its keeper could watch it: the keeper removes the cgroup.
+
+    A parent that is not the owner named on the command line is what a dead
+    owner looks like to the keeper (it was reparented away).
+    """
+    cgroup = new_cgroup("owner-gone")
+    try:
+        argv = protocol.KeeperArgs(
+            status_fd=STATUS_FD, go_fd=None, mode="cgroup", owner_pid=os.getpid() + 1, grace=0.5, keep_orphans=False,
+            cgroup=cgroup, restore_signals=True, exe=None, receipts=None, argv=("sleep", "60"),
+        ).to_argv()  # fmt: skip
+        rc, lines, _ = _run_keeper(native[0], argv)
+        assert lines == [Err(0, "owner")] and rc != 0
+        assert not os.path.exists(cgroup), "the dead owner's tree cgroup was left behind"
+    finally:
+        if os.path.exists(cgroup):
+            _cgroup.remove(cgroup)
 
 
 # ---------------------------------------------------------------------------

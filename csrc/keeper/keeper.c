@@ -1339,10 +1339,13 @@ static int run(void)
     int rc = setup_events();
     if (rc < 0) {
         say("err %d owner", -rc);
+        if (!owner_alive()) /* nobody else will remove the cgroup it made */
+            cleanup_cgroup();
         return 1;
     }
-    if (!owner_alive()) { /* it died before we could watch it */
+    if (!owner_alive()) { /* it died before we could watch it: nobody else will remove the cgroup it made */
         say("err 0 owner");
+        cleanup_cgroup();
         return 1;
     }
     if (K.go_fd >= 0) { /* cgroup mode: the owner moves us into the cgroup, then says go */
