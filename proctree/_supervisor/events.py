@@ -34,7 +34,7 @@ EXITED = "exited"  # ended by itself, and will not be restarted
 STOPPED = "stopped"  # we stopped it
 RESTARTING = "restarting"  # its tree ended (a crash, or a restart asked for) and it starts again
 CRASH_LOOP = "crash-loop"  # it kept crashing and its restart budget is spent ("failed" follows)
-FAILED = "failed"  # could not start, a dependency failed, or its restart budget is spent
+FAILED = "failed"  # could not start, a dependency failed, its restart budget is spent, or its keeper was killed
 KINDS = (STARTED, OUTPUT, READY, RUNNING, EXITED, STOPPED, RESTARTING, CRASH_LOOP, FAILED)
 
 log = logging.getLogger("proctree.supervisor")

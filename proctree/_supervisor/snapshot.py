@@ -18,7 +18,7 @@ RUNNING = "running"  # alive past ready_timeout with nothing that proved readine
 RESTARTING = "restarting"  # its tree ended; the next start is scheduled (backoff) or under way
 # Terminal statuses: nothing further happens unless it is restarted on request.
 EXITED = "exited"  # ended by itself
-FAILED = "failed"  # could not start, a dependency failed, or it crashed past its restart budget
+FAILED = "failed"  # could not start, a dependency failed, it crashed past its restart budget, or its keeper was killed
 STOPPED = "stopped"  # we stopped it: decided by intent, never by how the exit looked
 
 LIVE = frozenset({WAITING, STARTING, READY, RUNNING, RESTARTING})
