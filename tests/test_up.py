@@ -426,6 +426,12 @@ def run_up(folder, *args):
             "cycle",
         ),
         ({"Procfile": "web: a\n"}, ["--grace", "-1"], "not a number of seconds"),
+        (
+            {"Procfile": "web: a\n", "pyproject.toml": '[tool.proctree.service.web]\nrestart = "always"\n'},
+            [],
+            "pyproject.toml: unknown keys under [tool.proctree] ['service']",
+        ),
+        ({"Procfile": "web: a\n", "pyproject.toml": "[tool.proctree]\nfoo = 1\n"}, [], "['foo']"),
     ],
 )
 def test_bad_input_is_refused_before_anything_starts(tmp_path, files, args, words):
