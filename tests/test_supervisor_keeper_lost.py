@@ -165,3 +165,24 @@ def test_a_tree_call_that_fails_ends_the_service_not_the_task(monkeypatch, caplo
     with caplog.at_level(logging.ERROR, logger="proctree.supervisor"):
         run(main())
     assert "the supervisor failed running it" in caplog.text
+
+
+def test_a_readiness_watcher_that_fails_is_logged_and_the_run_goes_on(monkeypatch, caplog):
+    from proctree._supervisor import service as _service
+
+    async def broken(self, detector):
+        raise RuntimeError("watcher broke")
+
+    monkeypatch.setattr(_service.Service, "_watch_readiness", broken)
+
+    async def main():
+        async with Supervisor(stop_grace=0.5) as sup:
+            snap = await sup.start("echo hello; exec sleep 30", ready="tcp:1")
+            await asyncio.sleep(0.3)
+            assert sup.get(snap.id).status == "starting"  # nothing proves it ready, and nothing broke
+            return (await sup.stop(snap.id))[0]
+
+    with caplog.at_level(logging.ERROR, logger="proctree.supervisor"):
+        final = run(main())  # run() fails on "Task exception was never retrieved"
+    assert final.status == "stopped" and not alive(final.pid)
+    assert "watching its readiness failed" in caplog.text and "watcher broke" in caplog.text

@@ -514,7 +514,7 @@ class Service:
         watcher = exit_wait = None
         try:
             transport, eof = await open_reader(tree, self.take_output)
-            watcher = loop.create_task(self._watch_readiness(detector))
+            watcher = loop.create_task(self._watch_readiness_guarded(detector))
             exit_wait = loop.create_task(wait_exit(tree))
             while not exit_wait.done() and self.intent is None:
                 poke = loop.create_task(self._poke.wait())
@@ -548,6 +548,13 @@ class Service:
         if lost is not None and not self.reaped:
             self.note(describe_keeper_lost(lost))
         return _RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+
+    async def _watch_readiness_guarded(self, detector: Detector) -> None:
+        """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
+        try:
+            await self._watch_readiness(detector)
+        except Exception:
+            log.error("service %s (%s): watching its readiness failed", self.id, self.name, exc_info=True)
 
     async def _watch_readiness(self, detector: Detector) -> None:
         loop = asyncio.get_running_loop()
