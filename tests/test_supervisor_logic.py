@@ -237,3 +237,40 @@ def test_errors_name_what_to_do_and_pickle():
     assert "no service named 'x'" in str(err)
     again = pickle.loads(pickle.dumps(err))
     assert type(again) is UnknownServiceError and str(again) == str(err)
+
+
+# --- the stop grace's bound -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        (0, True),
+        (0.5, True),
+        (86400, True),
+        (86400.0, True),
+        (86400.001, False),
+        (1e26, False),
+        (1e300, False),
+        (10**30, False),
+        (10**400, False),  # beyond float range: refused, never an OverflowError
+    ],
+)
+def test_stop_grace_is_bounded_by_one_day(value, ok):
+    from proctree import ServiceSpec, Supervisor
+    from proctree._validate import MAX_STOP_GRACE
+
+    assert MAX_STOP_GRACE == 86400
+    makers = [lambda: Supervisor(stop_grace=value), lambda: ServiceSpec("true", stop_grace=value)]
+    for make in makers:
+        if ok:
+            make()
+        else:
+            with pytest.raises(ValueError, match="stop_grace must be (at most 86400 seconds|a finite number)"):
+                make()
+
+
+def test_spawn_grace_is_not_bounded_by_the_supervisors():
+    from proctree._validate import check_seconds
+
+    assert check_seconds(1e10, "grace") == 1e10  # spawn()'s own check: what its callers rely on

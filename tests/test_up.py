@@ -426,6 +426,8 @@ def run_up(folder, *args):
             "cycle",
         ),
         ({"Procfile": "web: a\n"}, ["--grace", "-1"], "not a number of seconds"),
+        ({"Procfile": "web: a\n"}, ["--grace", "99999999999999999999999999"], "too many seconds"),
+        ({"Procfile": "web: a\n"}, ["--grace", "86400.5"], "at most 86400, one day"),
         (
             {"Procfile": "web: a\n", "pyproject.toml": '[tool.proctree.service.web]\nrestart = "always"\n'},
             [],

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_seconds
+from .._validate import check_seconds, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
 
@@ -170,7 +170,7 @@ class ServiceSpec:
         fix(self, "restart", check_policy)
         _restart.check_max_restarts(self.max_restarts)
         fix(self, "ready_timeout", _seconds_or_none(self.ready_timeout, "ready_timeout"))
-        fix(self, "stop_grace", _seconds_or_none(self.stop_grace, "stop_grace"))
+        fix(self, "stop_grace", None if self.stop_grace is None else check_stop_grace(self.stop_grace))
 
 
 def build_env(overlay: tuple[tuple[str, str | None], ...], base: Mapping[str, str] | None = None) -> dict[str, str]:

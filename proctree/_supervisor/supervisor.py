@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._containment.spawn import MODES
-from .._validate import check_positive_int, check_seconds
+from .._validate import check_positive_int, check_seconds, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
 from .errors import SupervisorError, UnknownServiceError
@@ -48,7 +48,7 @@ class Supervisor:
 
     max_services: live services at most (a start beyond is refused, naming
     them). stop_grace: seconds between SIGTERM and SIGKILL when stopping a
-    service. ready_timeout: seconds a service may take to prove readiness
+    service (at most one day, MAX_STOP_GRACE). ready_timeout: seconds a service may take to prove readiness
     before it is reported `running`. contain: the containment mode of every
     tree (see proctree.spawn). log_rows / log_line: each service's log ring
     (rows kept, characters per row). tail_rows: rows in a snapshot's
@@ -83,7 +83,7 @@ class Supervisor:
             max(64, 4 * self.max_services) if max_records is None else max_records, "max_records"
         )
         self.settings = Settings(
-            stop_grace=check_seconds(stop_grace, "stop_grace"),
+            stop_grace=check_stop_grace(stop_grace),
             ready_timeout=check_seconds(ready_timeout, "ready_timeout"),
             contain=contain,
             log_rows=check_positive_int(log_rows, "log_rows"),
