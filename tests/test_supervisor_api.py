@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from proctree import ServiceSpec, Supervisor, SupervisorError, UnknownServiceError
+from proctree import ServiceSpec, Supervisor, SupervisorError, SyncSupervisor, UnknownServiceError
+from support.spawnkit import alive
 
 PY = sys.executable
 
@@ -237,6 +238,57 @@ def test_a_closed_supervisor_refuses_work():
             await sup.run_foreground("true")
 
     run(main())
+
+
+@pytest.mark.parametrize("call", ["start_all", "restart"])
+def test_a_start_or_restart_that_close_interrupts_raises_closed(call):
+    """close() meanwhile: SupervisorError, never snapshots of services the close is stopping."""
+
+    async def main():
+        sup = Supervisor(stop_grace=0.3)
+        async with sup:
+            db = ServiceSpec("sleep 60", name="db", ready="log:never")
+            web = ServiceSpec("sleep 60", name="web", depends_on={"db": "ready"})
+            if call == "start_all":
+                work = asyncio.ensure_future(sup.start_all([db, web]))
+            else:  # a restart waits out the grace of a TERM-ignorer
+                ignorer = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+                await sup.start([PY, "-c", ignorer], name="web", stop_grace=1.5, ready="log:^up$")
+                await sup.wait("web", timeout=20)
+                work = asyncio.ensure_future(sup.restart("web"))
+            await asyncio.sleep(0.2)
+            await sup.close()
+            with pytest.raises(SupervisorError, match="the supervisor is closed"):
+                await work
+        assert {s.status for s in sup.list()} == {"stopped"} and sup.live_count() == 0
+        assert not any(alive(s.pid) for s in sup.list() if s.pid)
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "specs, words",
+    [
+        ({"a": ServiceSpec("true")}, "not a mapping: give each its name with ServiceSpec(..., name=NAME)"),
+        (ServiceSpec("true"), "not one: pass [spec], or use start()"),
+        ("true", "not str"),
+        (None, "not NoneType"),
+        (["true"], "specs[0] must be a ServiceSpec, not str"),
+    ],
+)
+def test_start_all_says_it_takes_a_list_of_specs(specs, words):
+    async def main():
+        async with Supervisor() as sup:
+            with pytest.raises(TypeError) as info:
+                await sup.start_all(specs)
+            assert words in str(info.value)
+            assert sup.list() == []
+
+    run(main())
+    with SyncSupervisor() as sync:
+        with pytest.raises(TypeError) as info:
+            sync.start_all(specs)
+        assert words in str(info.value)
 
 
 def test_a_cancelled_foreground_command_and_a_failing_host_leave_nothing():

@@ -34,7 +34,7 @@ from .foreground import Foreground, ForegroundResult
 from .logring import LogPage
 from .service import RESTART, STOP, Service, Settings
 from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
-from .spec import ALL, ServiceSpec
+from .spec import ALL, ServiceSpec, check_specs
 
 _ID = re.compile(r"s([0-9]+)")
 _FORGOTTEN_SEQS = 65536  # forgotten services whose last row seq read() still knows
@@ -199,10 +199,8 @@ class Supervisor:
         cycles, the max_services limit. Services that do not depend on each
         other start at once. Cancelled, it stops the services it admitted.
         """
-        batch = list(specs)
-        for i, spec in enumerate(batch):
-            if not isinstance(spec, ServiceSpec):
-                raise TypeError(f"specs[{i}] must be a ServiceSpec, not {type(spec).__name__}")
+        batch = check_specs(specs)
+        self._refuse_if_closed()
         self._prepare()
         services = self._admit(batch)
         try:
@@ -211,12 +209,16 @@ class Supervisor:
             for service in services:
                 service.request(STOP)
             raise
+        self._refuse_if_closed()  # close() stopped them meanwhile: their snapshots would tell of an undone start
         return [s.snapshot() for s in services]
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise SupervisorError("the supervisor is closed")
 
     def _admit(self, batch: list[ServiceSpec]) -> list[Service]:
         """Check the batch whole, then register and launch it. Synchronous: nothing interleaves."""
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         names = [spec.name for spec in batch if spec.name is not None]
         seen: set[str] = set()
         for name in names:
@@ -437,8 +439,7 @@ class Supervisor:
         there is room under max_services. Returns the snapshots once each new
         run is spawned (or has failed).
         """
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         if id_or_name == ALL:
             targets = [s for s in self._services.values() if s.live]
         else:
@@ -462,6 +463,7 @@ class Supervisor:
                 await service.settled()
                 service.launch()
         await self._until(targets, lambda s: s.runs > before[s.id] or s.status == "waiting")
+        self._refuse_if_closed()  # close() stopped them meanwhile
         return [s.snapshot() for s in targets]
 
     # -- foreground commands ------------------------------------------------------------------
@@ -482,8 +484,7 @@ class Supervisor:
         result.timed_out). Cancelled, it kills the tree and re-raises. A
         command that cannot start raises (FileNotFoundError, ...).
         """
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         self._prepare()
         return await self._foreground.run(command, cwd=cwd, env=env, timeout=timeout, input=input)
 
