@@ -226,7 +226,8 @@ def test_a_snapshot_is_immutable_and_serialises():
     out = json.loads(json.dumps(snap.to_dict()))
     assert out["command"] == ["python", "-m", "http.server"]
     assert out["depends_on"] == {"db": "ready"} and out["last_rows"] == ["a", "b"]
-    assert snap.live
+    assert snap.live and out["live"] is True
+    assert ServiceSnapshot(id="s2", name="x", command="true", status="exited").to_dict()["live"] is False
 
 
 def test_errors_name_what_to_do_and_pickle():

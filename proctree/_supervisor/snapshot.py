@@ -81,8 +81,9 @@ class ServiceSnapshot:
         return self.status in LIVE
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the argv as a list, depends_on as a mapping)."""
+        """A JSON-ready dict of every field and live (the argv as a list, depends_on as a mapping)."""
         out = dataclasses.asdict(self)
+        out["live"] = self.live  # a property, so asdict() leaves it out; readers of --json need it
         if isinstance(self.command, tuple):
             out["command"] = list(self.command)
         out["last_rows"] = list(self.last_rows)
