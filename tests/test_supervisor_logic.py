@@ -158,8 +158,13 @@ def test_delays_grow_whatever_the_jitter_until_the_cap():
         ("on-failure", 5, False, 0.1, 0, restart.Decision(False, streak=0)),
         ("on-failure", 5, True, 0.1, 0, restart.Decision(True, 1.0, streak=1)),
         ("on-failure", 5, True, 0.1, 2, restart.Decision(True, 4.0, streak=3)),
-        ("on-failure", 3, True, 0.1, 3, restart.Decision(False, crash_loop=True, streak=3)),
-        ("on-failure", 0, True, 0.1, 0, restart.Decision(False, crash_loop=True, streak=0)),
+        ("on-failure", 3, True, 0.1, 3, restart.Decision(False, crash_loop=True, streak=3, spent=True)),
+        ("on-failure", 1, True, 0.1, 1, restart.Decision(False, crash_loop=True, streak=1, spent=True)),
+        # max_restarts=0: one failure, no restart, and no loop to speak of
+        ("on-failure", 0, True, 0.1, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("on-failure", 0, True, 60.0, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("always", 0, False, 0.1, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("on-failure", 0, False, 0.1, 0, restart.Decision(False, streak=0)),
         ("on-failure", 3, True, 6.0, 3, restart.Decision(True, 1.0, streak=1)),  # a long run resets the count
         ("always", 3, False, 0.1, 1, restart.Decision(True, 2.0, streak=2)),
         ("always", None, True, 0.1, 1000, restart.Decision(True, 10.0, streak=1001)),

@@ -363,6 +363,9 @@ class Service:
         self.streak = decision.streak
         what = end.describe()
         self._flush_output()
+        if decision.spent and not decision.crash_loop:
+            self._finish(FAILED, f"{what}; not restarted (max_restarts={self.spec.max_restarts})")
+            return False
         if decision.crash_loop:
             self.status = FAILED
             self.ended_at = self.ended_at or time.time()
