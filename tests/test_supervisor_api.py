@@ -365,3 +365,25 @@ def test_bad_until_and_oversized_commands_get_clear_errors():
             await sup.stop(snap.id)
 
     run(main())
+
+
+def test_a_listener_that_swallows_its_cancellation_is_named_in_a_warning(caplog):
+    """It cannot be taken off the host's loop: the warning says asyncio.run() waits for it."""
+    release = asyncio.Event()
+
+    async def stubborn(event):
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass  # what the warning is about
+
+    async def main():
+        async with Supervisor(stop_grace=0.2) as sup:
+            sup.subscribe(stubborn)
+            await sup.start("true")
+        release.set()  # so that this test's asyncio.run() ends
+
+    with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
+        run(main())
+    assert "ignored their cancellation and still run" in caplog.text

@@ -121,7 +121,8 @@ class Supervisor:
         """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once.
 
         Coroutine listeners still running then get stop_grace seconds to end;
-        the rest are cancelled (a listener never holds the host's exit).
+        the rest are cancelled. One that swallows its CancelledError goes on
+        running on the host's loop, and asyncio.run() waits for it (logged).
         """
         self._closed = True
         try:
