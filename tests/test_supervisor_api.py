@@ -387,3 +387,38 @@ def test_a_listener_that_swallows_its_cancellation_is_named_in_a_warning(caplog)
     with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
         run(main())
     assert "ignored their cancellation and still run" in caplog.text
+
+
+def test_a_wait_that_times_out_raises_and_leaves_the_service_alone():
+    async def main():
+        async with Supervisor(stop_grace=0.3) as sup:
+            snap = await sup.start("exec sleep 60", ready="none")
+            with pytest.raises(asyncio.TimeoutError):
+                await sup.wait(snap.id, until=(), timeout=0.2)
+            assert sup.get(snap.id).status == "running" and alive(snap.pid)
+
+    run(main())
+    with SyncSupervisor(stop_grace=0.3) as sync:
+        snap = sync.start("exec sleep 60", ready="none")
+        with pytest.raises(asyncio.TimeoutError):
+            sync.wait(snap.id, until=(), timeout=0.2)
+        assert sync.get(snap.id).live
+
+
+def test_a_cancelled_stop_carries_on_and_the_snapshot_keeps_its_status_meanwhile():
+    ignorer = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
+
+    async def main():
+        async with Supervisor(stop_grace=1.0) as sup:
+            snap = await sup.start([PY, "-c", ignorer], ready="log:^up$")
+            await sup.wait(snap.id, timeout=20)
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(sup.stop(snap.id), 0.2)
+            during = sup.get(snap.id)
+            assert during.status == "ready" and during.live  # no `stopping` status
+            done = await sup.wait(snap.id, until=(), timeout=20)
+            assert done.status == "stopped" and not alive(snap.pid)
+
+    run(main())

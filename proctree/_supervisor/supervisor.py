@@ -375,7 +375,8 @@ class Supervisor:
     ) -> ServiceSnapshot | None:
         """Wait until the service's status is one of until, or terminal; return its snapshot.
 
-        asyncio.TimeoutError after timeout seconds. None for a forgotten id.
+        asyncio.TimeoutError (TimeoutError from 3.11) after timeout seconds, the
+        service untouched. None for a forgotten id.
         """
         if isinstance(until, str):
             wanted = {until}
@@ -414,6 +415,8 @@ class Supervisor:
         Each is ended within its stop_grace (SIGTERM, then SIGKILL), its whole
         tree with it; its status is then `stopped`, whatever its exit looked
         like. A finished service is left as it is; a forgotten id gives [].
+        Cancelled, only the waiting ends: the stop carries on in the background
+        (the snapshot keeps its status until the tree is ended).
         """
         if id_or_name == ALL:
             targets = [s for s in self._services.values() if s.live or not _settled(s)]
