@@ -33,6 +33,20 @@ def check_seconds(value: object, what: str) -> float:
     return seconds + 0.0  # -0.0 becomes 0.0
 
 
+# The supervisor's (and `proctree up`'s) bound on a service's stop grace. More is a mistake, not a
+# wish: a TERM-ignorer would outlive every stop, and with the host SIGKILLed its keeper would wait
+# that long before ending it. spawn()'s own grace is not bounded by it.
+MAX_STOP_GRACE = 86400.0
+
+
+def check_stop_grace(value: object, what: str = "stop_grace") -> float:
+    """A service's seconds between SIGTERM and SIGKILL: finite, 0 to MAX_STOP_GRACE (one day)."""
+    seconds = check_seconds(value, what)
+    if seconds > MAX_STOP_GRACE:
+        raise ValueError(f"{what} must be at most {MAX_STOP_GRACE:g} seconds (one day), got {_brief(value)}")
+    return seconds
+
+
 def _brief(value: object) -> str:
     """repr(value) cut short, so an error about a 400-digit int stays one line
     (and an int too long for repr(), past Python's 4300 digits, still has a message)."""

@@ -464,6 +464,17 @@ def test_load_procfile_env_files_in_order(tmp_path):
         ({"Procfile": "web: a", "proctree.toml": "[servces.web]\n"}, {}, "unknown top-level keys ['servces']"),
         ({"Procfile": "web: a", "proctree.toml": "[services.db]\n"}, {}, "services.db: no such entry"),
         (
+            {"Procfile": "web: a", "pyproject.toml": "[tool.proctree.service.web]\nport = 43999\n"},
+            {},
+            "pyproject.toml: unknown keys under [tool.proctree] ['service'] (settings go under [tool.proctree.services.NAME])",
+        ),
+        (
+            {"Procfile": "web: a", "pyproject.toml": "[tool.proctree]\nfoo = 1\n[tool.proctree.services.web]\n"},
+            {},
+            "pyproject.toml: unknown keys under [tool.proctree] ['foo']",
+        ),
+        ({"Procfile": "web: a", "pyproject.toml": "[tool]\nproctree = 1\n"}, {}, "tool.proctree must be a table"),
+        (
             {
                 "Procfile": "web: a",
                 "proctree.toml": "[services.web]\n",

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from proctree import ServiceSpec, Supervisor, SupervisorError, UnknownServiceError
+from proctree import ServiceSpec, Supervisor, SupervisorError, SyncSupervisor, UnknownServiceError
+from support.spawnkit import alive
 
 PY = sys.executable
 
@@ -239,6 +240,57 @@ def test_a_closed_supervisor_refuses_work():
     run(main())
 
 
+@pytest.mark.parametrize("call", ["start_all", "restart"])
+def test_a_start_or_restart_that_close_interrupts_raises_closed(call):
+    """close() meanwhile: SupervisorError, never snapshots of services the close is stopping."""
+
+    async def main():
+        sup = Supervisor(stop_grace=0.3)
+        async with sup:
+            db = ServiceSpec("sleep 60", name="db", ready="log:never")
+            web = ServiceSpec("sleep 60", name="web", depends_on={"db": "ready"})
+            if call == "start_all":
+                work = asyncio.ensure_future(sup.start_all([db, web]))
+            else:  # a restart waits out the grace of a TERM-ignorer
+                ignorer = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+                await sup.start([PY, "-c", ignorer], name="web", stop_grace=1.5, ready="log:^up$")
+                await sup.wait("web", timeout=20)
+                work = asyncio.ensure_future(sup.restart("web"))
+            await asyncio.sleep(0.2)
+            await sup.close()
+            with pytest.raises(SupervisorError, match="the supervisor is closed"):
+                await work
+        assert {s.status for s in sup.list()} == {"stopped"} and sup.live_count() == 0
+        assert not any(alive(s.pid) for s in sup.list() if s.pid)
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "specs, words",
+    [
+        ({"a": ServiceSpec("true")}, "not a mapping: give each its name with ServiceSpec(..., name=NAME)"),
+        (ServiceSpec("true"), "not one: pass [spec], or use start()"),
+        ("true", "not str"),
+        (None, "not NoneType"),
+        (["true"], "specs[0] must be a ServiceSpec, not str"),
+    ],
+)
+def test_start_all_says_it_takes_a_list_of_specs(specs, words):
+    async def main():
+        async with Supervisor() as sup:
+            with pytest.raises(TypeError) as info:
+                await sup.start_all(specs)
+            assert words in str(info.value)
+            assert sup.list() == []
+
+    run(main())
+    with SyncSupervisor() as sync:
+        with pytest.raises(TypeError) as info:
+            sync.start_all(specs)
+        assert words in str(info.value)
+
+
 def test_a_cancelled_foreground_command_and_a_failing_host_leave_nothing():
     async def main():
         async with Supervisor(stop_grace=0.2) as sup:
@@ -311,5 +363,62 @@ def test_bad_until_and_oversized_commands_get_clear_errors():
             assert failed.status == "failed" and "keeper" not in failed.reason
             assert "Argument list too long" in failed.reason
             await sup.stop(snap.id)
+
+    run(main())
+
+
+def test_a_listener_that_swallows_its_cancellation_is_named_in_a_warning(caplog):
+    """It cannot be taken off the host's loop: the warning says asyncio.run() waits for it."""
+    release = asyncio.Event()
+
+    async def stubborn(event):
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass  # what the warning is about
+
+    async def main():
+        async with Supervisor(stop_grace=0.2) as sup:
+            sup.subscribe(stubborn)
+            await sup.start("true")
+        release.set()  # so that this test's asyncio.run() ends
+
+    with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
+        run(main())
+    assert "ignored their cancellation and still run" in caplog.text
+
+
+def test_a_wait_that_times_out_raises_and_leaves_the_service_alone():
+    async def main():
+        async with Supervisor(stop_grace=0.3) as sup:
+            snap = await sup.start("exec sleep 60", ready="none")
+            with pytest.raises(asyncio.TimeoutError):
+                await sup.wait(snap.id, until=(), timeout=0.2)
+            assert sup.get(snap.id).status == "running" and alive(snap.pid)
+
+    run(main())
+    with SyncSupervisor(stop_grace=0.3) as sync:
+        snap = sync.start("exec sleep 60", ready="none")
+        with pytest.raises(asyncio.TimeoutError):
+            sync.wait(snap.id, until=(), timeout=0.2)
+        assert sync.get(snap.id).live
+
+
+def test_a_cancelled_stop_carries_on_and_the_snapshot_keeps_its_status_meanwhile():
+    ignorer = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
+
+    async def main():
+        async with Supervisor(stop_grace=1.0) as sup:
+            snap = await sup.start([PY, "-c", ignorer], ready="log:^up$")
+            await sup.wait(snap.id, timeout=20)
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(sup.stop(snap.id), 0.2)
+            during = sup.get(snap.id)
+            assert during.status == "ready" and during.live  # no `stopping` status
+            done = await sup.wait(snap.id, until=(), timeout=20)
+            assert done.status == "stopped" and not alive(snap.pid)
 
     run(main())

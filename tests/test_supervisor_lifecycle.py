@@ -46,6 +46,20 @@ def test_a_crashing_service_restarts_with_growing_delays_then_reports_a_crash_lo
     run(main())
 
 
+def test_max_restarts_zero_fails_once_without_a_crash_loop():
+    async def main():
+        async with Supervisor() as sup:
+            events = []
+            sup.subscribe(lambda e: events.append(e.kind))
+            snap = await sup.start("echo boom; exit 3", restart="on-failure", max_restarts=0)
+            final = await sup.wait(snap.id, until=(), timeout=30)
+            assert [k for k in events if k != "output"] == ["started", "failed"]
+            assert (final.status, final.exit_code, final.restarts) == ("failed", 3, 0)
+            assert final.reason == "exited with status 3; not restarted (max_restarts=0)"
+
+    run(main())
+
+
 def test_restart_policies():
     async def main():
         async with Supervisor(backoff=Backoff(initial=0.05, reset_after=30)) as sup:

@@ -158,8 +158,13 @@ def test_delays_grow_whatever_the_jitter_until_the_cap():
         ("on-failure", 5, False, 0.1, 0, restart.Decision(False, streak=0)),
         ("on-failure", 5, True, 0.1, 0, restart.Decision(True, 1.0, streak=1)),
         ("on-failure", 5, True, 0.1, 2, restart.Decision(True, 4.0, streak=3)),
-        ("on-failure", 3, True, 0.1, 3, restart.Decision(False, crash_loop=True, streak=3)),
-        ("on-failure", 0, True, 0.1, 0, restart.Decision(False, crash_loop=True, streak=0)),
+        ("on-failure", 3, True, 0.1, 3, restart.Decision(False, crash_loop=True, streak=3, spent=True)),
+        ("on-failure", 1, True, 0.1, 1, restart.Decision(False, crash_loop=True, streak=1, spent=True)),
+        # max_restarts=0: one failure, no restart, and no loop to speak of
+        ("on-failure", 0, True, 0.1, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("on-failure", 0, True, 60.0, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("always", 0, False, 0.1, 0, restart.Decision(False, crash_loop=False, streak=0, spent=True)),
+        ("on-failure", 0, False, 0.1, 0, restart.Decision(False, streak=0)),
         ("on-failure", 3, True, 6.0, 3, restart.Decision(True, 1.0, streak=1)),  # a long run resets the count
         ("always", 3, False, 0.1, 1, restart.Decision(True, 2.0, streak=2)),
         ("always", None, True, 0.1, 1000, restart.Decision(True, 10.0, streak=1001)),
@@ -226,7 +231,8 @@ def test_a_snapshot_is_immutable_and_serialises():
     out = json.loads(json.dumps(snap.to_dict()))
     assert out["command"] == ["python", "-m", "http.server"]
     assert out["depends_on"] == {"db": "ready"} and out["last_rows"] == ["a", "b"]
-    assert snap.live
+    assert snap.live and out["live"] is True
+    assert ServiceSnapshot(id="s2", name="x", command="true", status="exited").to_dict()["live"] is False
 
 
 def test_errors_name_what_to_do_and_pickle():
@@ -237,3 +243,40 @@ def test_errors_name_what_to_do_and_pickle():
     assert "no service named 'x'" in str(err)
     again = pickle.loads(pickle.dumps(err))
     assert type(again) is UnknownServiceError and str(again) == str(err)
+
+
+# --- the stop grace's bound -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        (0, True),
+        (0.5, True),
+        (86400, True),
+        (86400.0, True),
+        (86400.001, False),
+        (1e26, False),
+        (1e300, False),
+        (10**30, False),
+        (10**400, False),  # beyond float range: refused, never an OverflowError
+    ],
+)
+def test_stop_grace_is_bounded_by_one_day(value, ok):
+    from proctree import ServiceSpec, Supervisor
+    from proctree._validate import MAX_STOP_GRACE
+
+    assert MAX_STOP_GRACE == 86400
+    makers = [lambda: Supervisor(stop_grace=value), lambda: ServiceSpec("true", stop_grace=value)]
+    for make in makers:
+        if ok:
+            make()
+        else:
+            with pytest.raises(ValueError, match="stop_grace must be (at most 86400 seconds|a finite number)"):
+                make()
+
+
+def test_spawn_grace_is_not_bounded_by_the_supervisors():
+    from proctree._validate import check_seconds
+
+    assert check_seconds(1e10, "grace") == 1e10  # spawn()'s own check: what its callers rely on

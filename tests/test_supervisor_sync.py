@@ -169,3 +169,42 @@ def test_a_sync_supervisor_left_open_at_exit_ends_quietly():
         assert "Traceback" not in done.stderr and "failed" not in done.stderr, done.stderr
         for pid in map(int, done.stdout.split()):
             assert wait_gone(pid), pid
+
+
+def test_start_all_racing_close_from_another_thread_raises_closed(caplog):
+    """close() while start_all waits on a dependency: SupervisorError, not snapshots of what close stopped."""
+    for delay in (0.05, 0.3, 0.6):
+        sup = SyncSupervisor(stop_grace=0.3)
+        closer = threading.Timer(delay, sup.close)
+        closer.start()
+        try:
+            with pytest.raises(SupervisorError, match="the supervisor is closed"):
+                sup.start_all(
+                    [
+                        ServiceSpec("sleep 60", name="db", ready="log:never"),
+                        ServiceSpec("sleep 60", name="web", depends_on={"db": "ready"}),
+                    ]
+                )
+        finally:
+            closer.join()
+        # After close, the reads answer from the final state, as the async Supervisor's do.
+        final = sup.list()
+        assert {s.status for s in final} <= {"stopped"} and sup.live_count() == 0
+        assert not any(alive(s.pid) for s in final if s.pid)
+        if final:
+            assert sup.get("db").status == "stopped" and sup.read("db").rows == ()
+    assert "failed running it" not in caplog.text and "cannot schedule" not in caplog.text
+
+
+def test_reads_answer_after_close_and_the_rest_refuse():
+    with SyncSupervisor(stop_grace=0.3) as sup:
+        snap = sup.start("echo hello; exec sleep 60", ready="log:hello")
+        sup.wait(snap.id, timeout=20)
+    assert sup.get(snap.id).status == "stopped" and sup.get(snap.id).pid == snap.pid
+    assert [s.status for s in sup.list()] == ["stopped"] and sup.live_count() == 0
+    assert [row.text for row in sup.read(snap.id).rows] == ["hello"]
+    for refused in (lambda: sup.start("true"), lambda: sup.wait(snap.id), lambda: sup.stop(), lambda: sup.restart()):
+        with pytest.raises(SupervisorError, match="closed"):
+            refused()
+    assert sup.kill_foreground() == 0
+    sup.reap_sync()  # no-ops, never errors

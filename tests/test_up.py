@@ -224,6 +224,24 @@ def test_a_signal_death_ends_the_run_with_128_plus_n(tmp_path, ups):
     assert "killed.1 was ended by SIGKILL" in u.text()
 
 
+def test_an_entry_whose_keeper_is_killed_ends_the_run_as_a_failure(tmp_path, ups):
+    """An OOM kill of web.1's keeper: foreman's rule applies (the rest stops, status 1), in one clear line."""
+    from proctree._containment import owner as _owner
+
+    procfile(tmp_path, "web: echo keeper=$PPID; exec sleep 300\nworker: sleep 300\n")
+    u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", "--no-timestamp")
+    line = u.wait_for(r"web\.1 +\| keeper=\d+")
+    keeper = proctree.proc(int(line.rsplit("=", 1)[1]))
+    assert keeper.ppid == u.proc.pid and keeper.name == "proctree-keeper", keeper  # checked, then by pid + start time
+    assert _owner.signal_member(keeper, signal.SIGKILL) == "sent"
+    assert u.finish() == 1
+    text = u.text()
+    assert re.search(r"web\.1 failed: its keeper \(pid \d+\) was killed by SIGKILL.*tree was ended", text), text
+    assert "stopped worker.1" in text and "nothing left running" in text
+    err = u.proc.stderr.read()
+    assert "Traceback" not in err and "never retrieved" not in err, err
+
+
 def test_can_die_entry_does_not_stop_the_rest(tmp_path, ups):
     base = free_base()
     procfile(
@@ -408,6 +426,14 @@ def run_up(folder, *args):
             "cycle",
         ),
         ({"Procfile": "web: a\n"}, ["--grace", "-1"], "not a number of seconds"),
+        ({"Procfile": "web: a\n"}, ["--grace", "99999999999999999999999999"], "too many seconds"),
+        ({"Procfile": "web: a\n"}, ["--grace", "86400.5"], "at most 86400, one day"),
+        (
+            {"Procfile": "web: a\n", "pyproject.toml": '[tool.proctree.service.web]\nrestart = "always"\n'},
+            [],
+            "pyproject.toml: unknown keys under [tool.proctree] ['service']",
+        ),
+        ({"Procfile": "web: a\n", "pyproject.toml": "[tool.proctree]\nfoo = 1\n"}, [], "['foo']"),
     ],
 )
 def test_bad_input_is_refused_before_anything_starts(tmp_path, files, args, words):

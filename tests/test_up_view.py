@@ -170,12 +170,13 @@ def test_output_event_tells_lost_rows():
     "stopped, expected",
     [
         ([snap(status="stopped"), snap(name="w.1", status="stopped")], ["stopped web.1, w.1", "nothing left running"]),
-        ([snap(status="exited")], ["nothing was still running", "nothing left running"]),
+        ([snap(status="exited")], ["nothing left running"]),  # one line: nothing was stopped, nothing is left
+        ([snap(status="exited", kill_incomplete=True)], ["could not confirm that everything of web.1 is gone"]),
         (
             [snap(status="stopped", kill_incomplete=True)],
             ["stopped web.1", "could not confirm that everything of web.1 is gone"],
         ),
-        ([], ["nothing was still running", "nothing left running"]),
+        ([], ["nothing left running"]),
     ],
 )
 def test_closing_lines(stopped, expected):

@@ -163,12 +163,7 @@ def load_settings(directory: str) -> tuple[dict[str, EntrySettings], str | None]
         if not os.path.exists(path):
             continue
         document = _read_toml(path)
-        if filename == "proctree.toml":
-            unknown = sorted(set(document) - {"services"})
-            if unknown:
-                raise ProcfileError(
-                    f"unknown top-level keys {unknown} (settings go under [services.NAME])", source=path
-                )
+        _check_known_keys(document, path_in_file, path)
         table: Any = document
         for key in path_in_file:
             table = table.get(key) if isinstance(table, dict) else None
@@ -182,6 +177,28 @@ def load_settings(directory: str) -> tuple[dict[str, EntrySettings], str | None]
         )
     path, table = found[0]
     return parse_settings(table, source=path), path
+
+
+def _check_known_keys(document: Mapping[str, Any], path_in_file: tuple[str, ...], source: str) -> None:
+    """Refuse keys beside `services` in proctree's own table (the whole proctree.toml, or [tool.proctree]).
+
+    A mistyped table (`[tool.proctree.service.web]`) would otherwise be
+    ignored without a word, its settings never applied. The rest of
+    pyproject.toml belongs to other tools and is not looked at.
+    """
+    *outer, services = path_in_file
+    table: Any = document
+    for key in outer:
+        table = table.get(key) if isinstance(table, dict) else None
+    if table is None:
+        return  # no [tool.proctree] at all: nothing of ours here
+    if not isinstance(table, dict):
+        raise ProcfileError(f"{'.'.join(outer) or 'the file'} must be a table", source=source)
+    unknown = sorted(set(table) - {services})
+    if unknown:
+        where = "top-level keys" if not outer else f"keys under [{'.'.join(outer)}]"
+        table_name = ".".join([*outer, services])
+        raise ProcfileError(f"unknown {where} {unknown} (settings go under [{table_name}.NAME])", source=source)
 
 
 def _read_toml(path: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ EXITED = "exited"  # ended by itself, and will not be restarted
 STOPPED = "stopped"  # we stopped it
 RESTARTING = "restarting"  # its tree ended (a crash, or a restart asked for) and it starts again
 CRASH_LOOP = "crash-loop"  # it kept crashing and its restart budget is spent ("failed" follows)
-FAILED = "failed"  # could not start, a dependency failed, or its restart budget is spent
+FAILED = "failed"  # could not start, a dependency failed, its restart budget is spent, or its keeper was killed
 KINDS = (STARTED, OUTPUT, READY, RUNNING, EXITED, STOPPED, RESTARTING, CRASH_LOOP, FAILED)
 
 log = logging.getLogger("proctree.supervisor")
@@ -143,7 +143,11 @@ class Listeners:
         """Wait up to timeout seconds for the coroutine listeners still running, then cancel the rest.
 
         Returns how many were cancelled. A listener that ignores its
-        cancellation is left to the loop (waited for another `timeout` at most).
+        cancellation is left to the loop (waited for another `timeout` at most)
+        and a warning says so: it is a task of the host's loop like any other,
+        and asyncio.run() waits for every task before it returns. Taking it off
+        the loop would take private asyncio calls, or running listeners off
+        the loop's thread, which they are promised.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -157,4 +161,11 @@ class Listeners:
                 "%d coroutine listener(s) still running %g s after the services stopped; cancelled", len(late), timeout
             )
             await asyncio.wait(late, timeout=timeout)
+        stubborn = [task for task in late if not task.done()]
+        if stubborn:
+            log.warning(
+                "%d coroutine listener(s) ignored their cancellation and still run; the event loop's end "
+                "(asyncio.run(), a SyncSupervisor's close()) waits for them: a listener must let CancelledError through",
+                len(stubborn),
+            )
         return len(late)

@@ -69,8 +69,9 @@ _URL = re.compile(
     rf"(?<![\w.+-])(?P<scheme>https?)://(?P<host>{_LOOPBACK_HOST})"
     r"(?::(?P<port>\d{1,5}))?"
     # The host (and port) must end there: not localhost.example.com, 127.0.0.1.nip.io,
-    # localhost@evil.example or :8000abc.
-    r"(?![\w.@:-])"
+    # localhost@evil.example or :8000abc. A '.' or ':' that ends the text or is followed by a
+    # space or closing punctuation ends a sentence ("Open http://127.0.0.1:8000."), not the host.
+    r"(?![\w@-])(?![.:][^\s)\]}>\"',;!?.])"
     r"(?P<path>/[\w\-./~%?#=&+:@!$,;*']*)?",
     re.IGNORECASE | re.ASCII,
 )

@@ -80,14 +80,17 @@ class Backoff:
 class Decision:
     """What to do after a run ended by itself.
 
-    restart: start it again after delay seconds. crash_loop: it would restart
-    but its budget is spent. streak: the quick restarts in a row, counting this one.
+    restart: start it again after delay seconds. spent: the policy would
+    restart it but max_restarts allows no more. crash_loop: spent after at
+    least one quick restart (a single failure under max_restarts=0 is not a
+    loop). streak: the quick restarts in a row, counting this one.
     """
 
     restart: bool
     delay: float = 0.0
     crash_loop: bool = False
     streak: int = 0
+    spent: bool = False
 
 
 def wants_restart(policy: str, failed: bool) -> bool:
@@ -111,5 +114,5 @@ def decide(
     if not wants_restart(policy, failed):
         return Decision(False, streak=streak)
     if max_restarts is not None and streak >= max_restarts:
-        return Decision(False, crash_loop=True, streak=streak)
+        return Decision(False, crash_loop=streak > 0, streak=streak, spent=True)
     return Decision(True, backoff.delay(streak, draw()), streak=streak + 1)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._containment.spawn import Tree, spawn_async
+from .._containment.spawn import KeeperLost, Tree, spawn_async
 from . import deps as _deps
 from . import events as _ev
 from . import restart as _restart
@@ -45,7 +45,17 @@ from .snapshot import (
     ServiceSnapshot,
 )
 from .spec import ServiceSpec, build_env
-from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit, wake
+from .treeio import (
+    close_reader,
+    exit_fields,
+    open_reader,
+    quietly,
+    raise_unexpected,
+    signal_name,
+    stop_waiting,
+    wait_exit,
+    wake,
+)
 
 log = logging.getLogger("proctree.supervisor")
 
@@ -99,6 +109,13 @@ def describe_exit(code: int | None, sig: str | None) -> str:
     return f"exited with status {code}"
 
 
+def describe_keeper_lost(lost: KeeperLost) -> str:
+    """Why a run ended with no status: its keeper was killed (an OOM kill, kill -9), and the owner ended the tree."""
+    code = lost.keeper_returncode
+    how = f"was killed by {signal_name(-code)}" if code is not None and code < 0 else "died"
+    return f"its keeper (pid {lost.keeper_pid}) {how}, so the command's status is unknown; its tree was ended"
+
+
 def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
         # The filename would be the keeper proctree runs the command through: not the user's concern.
@@ -114,6 +131,10 @@ class _RunEnd:
     code: int | None
     sig: str | None
     uptime: float
+    keeper_lost: KeeperLost | None = None  # the keeper was killed: no status, the tree ended by the owner
+
+    def describe(self) -> str:
+        return describe_keeper_lost(self.keeper_lost) if self.keeper_lost else describe_exit(self.code, self.sig)
 
 
 class Service:
@@ -267,7 +288,7 @@ class Service:
                 if self.intent == RESTART:
                     self._flush_output()
                     self.status = RESTARTING
-                    self.reason = f"restart requested ({describe_exit(end.code, end.sig)})"
+                    self.reason = f"restart requested ({end.describe()})"
                     self._emit(_ev.RESTARTING)
                     continue
                 if not await self._after_exit(end):
@@ -279,27 +300,51 @@ class Service:
                 self.ended_at = time.time()
             raise
         except Exception as exc:  # a bug here must not leave the tree running nor the service live
-            if self.reaped:
-                # reap_sync() already SIGKILLed the tree: the host is going away (at interpreter exit
-                # the executors a teardown needs are shut down first), so what fails now is expected.
-                log.debug("service %s (%s): teardown after reap_sync failed", self.id, self.name, exc_info=True)
-            else:
-                log.exception("service %s (%s): the supervisor failed running it", self.id, self.name)
-            self._abort()
-            self.kill_incomplete = self.tree is not None
-            # Still by intent: a service we were stopping is stopped, whatever failed on the way.
-            self._finish(STOPPED if self.intent == STOP else FAILED, f"internal error in the supervisor: {exc!r}")
+            self._give_up(exc)
         finally:
             self.host.changed()  # whoever waits for this task to be over
 
+    def _give_up(self, exc: Exception) -> None:
+        """The lifecycle failed: kill the tree and end the service in a terminal status. Never raises.
+
+        The task must never die with the service still live: nobody could
+        stop, restart or wait for it, and it would hold its slot for good.
+        """
+        if self.reaped:
+            # reap_sync() already SIGKILLed the tree: the host is going away (at interpreter exit
+            # the executors a teardown needs are shut down first), so what fails now is expected.
+            log.debug("service %s (%s): teardown after reap_sync failed", self.id, self.name, exc_info=exc)
+        else:
+            log.error("service %s (%s): the supervisor failed running it", self.id, self.name, exc_info=exc)
+        self._abort()
+        self.kill_incomplete = self.tree is not None
+        # Still by intent: a service we were stopping is stopped, whatever failed on the way.
+        status = STOPPED if self.intent == STOP else FAILED
+        reason = f"internal error in the supervisor: {exc!r}"
+        try:
+            self._finish(status, reason)
+        except Exception:  # even the bookkeeping failed: the status must still become terminal
+            log.debug("service %s: finishing after an internal error failed", self.id, exc_info=True)
+            self.status, self.reason = status, reason
+            self.ended_at = self.ended_at or time.time()
+
     def _abort(self) -> None:
+        """SIGKILL what is left of the tree now, if anything. Never raises."""
         tree = self.tree
-        if tree is not None and tree.returncode is None:
-            kill_now(tree)
+        if tree is None:
+            return
+        try:
+            if tree.returncode is not None:
+                return
+        except KeeperLost:
+            return  # the owner has ended what its killed keeper left
+        except Exception:
+            pass  # unsure whether it ended: kill whatever the tree still reports
+        kill_now(tree)
 
     async def _after_exit(self, end: _RunEnd) -> bool:
         """The run ended by itself: restart (after the backoff) -> True; a final status -> False."""
-        failed = end.code != 0
+        failed = end.code != 0  # a lost keeper (no status) counts as a crash
         if end.code == 0:
             self.completed = True
         if self._shell_could_not_run(end):
@@ -316,8 +361,11 @@ class Service:
             streak=self.streak,
         )
         self.streak = decision.streak
-        what = describe_exit(end.code, end.sig)
+        what = end.describe()
         self._flush_output()
+        if decision.spent and not decision.crash_loop:
+            self._finish(FAILED, f"{what}; not restarted (max_restarts={self.spec.max_restarts})")
+            return False
         if decision.crash_loop:
             self.status = FAILED
             self.ended_at = self.ended_at or time.time()
@@ -329,7 +377,10 @@ class Service:
             self._finish(FAILED, self.reason)
             return False
         if not decision.restart:
-            self._finish(EXITED)
+            if end.keeper_lost is not None:
+                self._finish(FAILED, what)  # not an exit of its own: its status was never known
+            else:
+                self._finish(EXITED)
             return False
         self.status = RESTARTING
         self.reason = f"{what}; restarting in {decision.delay:.2f} s"
@@ -466,7 +517,7 @@ class Service:
         watcher = exit_wait = None
         try:
             transport, eof = await open_reader(tree, self.take_output)
-            watcher = loop.create_task(self._watch_readiness(detector))
+            watcher = loop.create_task(self._watch_readiness_guarded(detector))
             exit_wait = loop.create_task(wait_exit(tree))
             while not exit_wait.done() and self.intent is None:
                 poke = loop.create_task(self._poke.wait())
@@ -475,6 +526,7 @@ class Service:
                 finally:
                     poke.cancel()
             await stop_waiting(exit_wait)
+            raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
             # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
             report = await tree.terminate_async(self.stop_grace)
             self.kill_incomplete = not report.ok
@@ -491,8 +543,21 @@ class Service:
             self._take_rows(self.ring.close())
         uptime = loop.time() - t0
         self.ended_at = time.time()
-        self.exit_code, self.exit_signal = exit_fields(tree.returncode)
-        return _RunEnd(self.exit_code, self.exit_signal, uptime)
+        try:
+            returncode, lost = tree.returncode, None
+        except KeeperLost as exc:
+            returncode, lost = None, exc
+        self.exit_code, self.exit_signal = exit_fields(returncode)
+        if lost is not None and not self.reaped:
+            self.note(describe_keeper_lost(lost))
+        return _RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+
+    async def _watch_readiness_guarded(self, detector: Detector) -> None:
+        """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
+        try:
+            await self._watch_readiness(detector)
+        except Exception:
+            log.error("service %s (%s): watching its readiness failed", self.id, self.name, exc_info=True)
 
     async def _watch_readiness(self, detector: Detector) -> None:
         loop = asyncio.get_running_loop()

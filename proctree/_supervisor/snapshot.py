@@ -18,7 +18,7 @@ RUNNING = "running"  # alive past ready_timeout with nothing that proved readine
 RESTARTING = "restarting"  # its tree ended; the next start is scheduled (backoff) or under way
 # Terminal statuses: nothing further happens unless it is restarted on request.
 EXITED = "exited"  # ended by itself
-FAILED = "failed"  # could not start, a dependency failed, or it crashed past its restart budget
+FAILED = "failed"  # could not start, a dependency failed, it crashed past its restart budget, or its keeper was killed
 STOPPED = "stopped"  # we stopped it: decided by intent, never by how the exit looked
 
 LIVE = frozenset({WAITING, STARTING, READY, RUNNING, RESTARTING})
@@ -81,8 +81,9 @@ class ServiceSnapshot:
         return self.status in LIVE
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the argv as a list, depends_on as a mapping)."""
+        """A JSON-ready dict of every field and live (the argv as a list, depends_on as a mapping)."""
         out = dataclasses.asdict(self)
+        out["live"] = self.live  # a property, so asdict() leaves it out; readers of --json need it
         if isinstance(self.command, tuple):
             out["command"] = list(self.command)
         out["last_rows"] = list(self.last_rows)

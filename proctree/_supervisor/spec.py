@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_seconds
+from .._validate import check_seconds, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
 
@@ -170,7 +170,24 @@ class ServiceSpec:
         fix(self, "restart", check_policy)
         _restart.check_max_restarts(self.max_restarts)
         fix(self, "ready_timeout", _seconds_or_none(self.ready_timeout, "ready_timeout"))
-        fix(self, "stop_grace", _seconds_or_none(self.stop_grace, "stop_grace"))
+        fix(self, "stop_grace", None if self.stop_grace is None else check_stop_grace(self.stop_grace))
+
+
+def check_specs(specs: object) -> list[ServiceSpec]:
+    """start_all()'s argument as a list of ServiceSpecs; TypeError naming the mistake otherwise."""
+    if isinstance(specs, ServiceSpec):
+        raise TypeError("start_all takes a list of ServiceSpecs, not one: pass [spec], or use start()")
+    if isinstance(specs, Mapping):
+        raise TypeError(
+            "start_all takes a list of ServiceSpecs, not a mapping: give each its name with ServiceSpec(..., name=NAME)"
+        )
+    if isinstance(specs, (str, bytes)) or not isinstance(specs, Iterable):
+        raise TypeError(f"start_all takes a list of ServiceSpecs, not {type(specs).__name__}")
+    batch = list(specs)
+    for i, spec in enumerate(batch):
+        if not isinstance(spec, ServiceSpec):
+            raise TypeError(f"specs[{i}] must be a ServiceSpec, not {type(spec).__name__}")
+    return batch
 
 
 def build_env(overlay: tuple[tuple[str, str | None], ...], base: Mapping[str, str] | None = None) -> dict[str, str]:

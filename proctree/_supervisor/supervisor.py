@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._containment.spawn import MODES
-from .._validate import check_positive_int, check_seconds
+from .._validate import check_positive_int, check_seconds, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
 from .errors import SupervisorError, UnknownServiceError
@@ -34,7 +34,7 @@ from .foreground import Foreground, ForegroundResult
 from .logring import LogPage
 from .service import RESTART, STOP, Service, Settings
 from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
-from .spec import ALL, ServiceSpec
+from .spec import ALL, ServiceSpec, check_specs
 
 _ID = re.compile(r"s([0-9]+)")
 _FORGOTTEN_SEQS = 65536  # forgotten services whose last row seq read() still knows
@@ -48,7 +48,7 @@ class Supervisor:
 
     max_services: live services at most (a start beyond is refused, naming
     them). stop_grace: seconds between SIGTERM and SIGKILL when stopping a
-    service. ready_timeout: seconds a service may take to prove readiness
+    service (at most one day, MAX_STOP_GRACE). ready_timeout: seconds a service may take to prove readiness
     before it is reported `running`. contain: the containment mode of every
     tree (see proctree.spawn). log_rows / log_line: each service's log ring
     (rows kept, characters per row). tail_rows: rows in a snapshot's
@@ -83,7 +83,7 @@ class Supervisor:
             max(64, 4 * self.max_services) if max_records is None else max_records, "max_records"
         )
         self.settings = Settings(
-            stop_grace=check_seconds(stop_grace, "stop_grace"),
+            stop_grace=check_stop_grace(stop_grace),
             ready_timeout=check_seconds(ready_timeout, "ready_timeout"),
             contain=contain,
             log_rows=check_positive_int(log_rows, "log_rows"),
@@ -121,7 +121,8 @@ class Supervisor:
         """Refuse new work, stop every service, kill foreground work. Cancelled, it kills what is left at once.
 
         Coroutine listeners still running then get stop_grace seconds to end;
-        the rest are cancelled (a listener never holds the host's exit).
+        the rest are cancelled. One that swallows its CancelledError goes on
+        running on the host's loop, and asyncio.run() waits for it (logged).
         """
         self._closed = True
         try:
@@ -199,10 +200,8 @@ class Supervisor:
         cycles, the max_services limit. Services that do not depend on each
         other start at once. Cancelled, it stops the services it admitted.
         """
-        batch = list(specs)
-        for i, spec in enumerate(batch):
-            if not isinstance(spec, ServiceSpec):
-                raise TypeError(f"specs[{i}] must be a ServiceSpec, not {type(spec).__name__}")
+        batch = check_specs(specs)
+        self._refuse_if_closed()
         self._prepare()
         services = self._admit(batch)
         try:
@@ -211,12 +210,16 @@ class Supervisor:
             for service in services:
                 service.request(STOP)
             raise
+        self._refuse_if_closed()  # close() stopped them meanwhile: their snapshots would tell of an undone start
         return [s.snapshot() for s in services]
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise SupervisorError("the supervisor is closed")
 
     def _admit(self, batch: list[ServiceSpec]) -> list[Service]:
         """Check the batch whole, then register and launch it. Synchronous: nothing interleaves."""
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         names = [spec.name for spec in batch if spec.name is not None]
         seen: set[str] = set()
         for name in names:
@@ -372,7 +375,8 @@ class Supervisor:
     ) -> ServiceSnapshot | None:
         """Wait until the service's status is one of until, or terminal; return its snapshot.
 
-        asyncio.TimeoutError after timeout seconds. None for a forgotten id.
+        asyncio.TimeoutError (TimeoutError from 3.11) after timeout seconds, the
+        service untouched. None for a forgotten id.
         """
         if isinstance(until, str):
             wanted = {until}
@@ -411,6 +415,8 @@ class Supervisor:
         Each is ended within its stop_grace (SIGTERM, then SIGKILL), its whole
         tree with it; its status is then `stopped`, whatever its exit looked
         like. A finished service is left as it is; a forgotten id gives [].
+        Cancelled, only the waiting ends: the stop carries on in the background
+        (the snapshot keeps its status until the tree is ended).
         """
         if id_or_name == ALL:
             targets = [s for s in self._services.values() if s.live or not _settled(s)]
@@ -437,8 +443,7 @@ class Supervisor:
         there is room under max_services. Returns the snapshots once each new
         run is spawned (or has failed).
         """
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         if id_or_name == ALL:
             targets = [s for s in self._services.values() if s.live]
         else:
@@ -462,6 +467,7 @@ class Supervisor:
                 await service.settled()
                 service.launch()
         await self._until(targets, lambda s: s.runs > before[s.id] or s.status == "waiting")
+        self._refuse_if_closed()  # close() stopped them meanwhile
         return [s.snapshot() for s in targets]
 
     # -- foreground commands ------------------------------------------------------------------
@@ -482,8 +488,7 @@ class Supervisor:
         result.timed_out). Cancelled, it kills the tree and re-raises. A
         command that cannot start raises (FileNotFoundError, ...).
         """
-        if self._closed:
-            raise SupervisorError("the supervisor is closed")
+        self._refuse_if_closed()
         self._prepare()
         return await self._foreground.run(command, cwd=cwd, env=env, timeout=timeout, input=input)
 

@@ -24,7 +24,7 @@ from .events import Listener
 from .foreground import ForegroundResult
 from .logring import LogPage
 from .snapshot import ServiceSnapshot
-from .spec import ALL, ServiceSpec
+from .spec import ALL, ServiceSpec, check_specs
 from .supervisor import Supervisor
 
 
@@ -96,19 +96,31 @@ class SyncSupervisor:
         return self._call(self._sup.start, command, **kwargs)
 
     def start_all(self, specs: Iterable[ServiceSpec]) -> builtins.list[ServiceSnapshot]:
-        return self._call(self._sup.start_all, list(specs))
+        return self._call(self._sup.start_all, check_specs(specs))
 
     def get(self, id_or_name: str) -> ServiceSnapshot | None:
-        return self._call(self._sup.get, id_or_name)
+        return self._answer(self._sup.get, id_or_name)
 
     def list(self) -> builtins.list[ServiceSnapshot]:
-        return self._call(self._sup.list)
+        return self._answer(self._sup.list)
 
     def live_count(self) -> int:
-        return self._call(self._sup.live_count)
+        return self._answer(self._sup.live_count)
 
     def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
-        return self._call(self._sup.read, id_or_name, since, limit)
+        return self._answer(self._sup.read, id_or_name, since, limit)
+
+    def _answer(self, read: Callable[..., Any], *args: Any) -> Any:
+        """A read of the Supervisor's records: in its loop while it runs, and after close() from the final state.
+
+        Once the loop's thread has ended nothing changes the records any
+        more, so the caller's thread may read them (as the async
+        Supervisor's get() and list() answer after close()).
+        """
+        if self._closed and threading.current_thread() is not self._thread:
+            self._thread.join()  # close() may still be ending it
+            return read(*args)
+        return self._call(read, *args)
 
     def wait(
         self, id_or_name: str, until: Any = ("ready", "running"), timeout: float | None = None

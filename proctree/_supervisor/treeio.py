@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._containment.spawn import Tree
+from .._containment.spawn import KeeperLost, Tree
 
 # How long a tree's pipe may stay open after the tree is gone before the reader is closed anyway.
 EOF_PATIENCE = 2.0
@@ -68,6 +68,20 @@ async def wait_exit(tree: Tree) -> None:
         await tree.wait_async()
     except subprocess.TimeoutExpired:
         pass  # the keeper is still ending what the command left: the teardown that follows sees to it
+    except KeeperLost:
+        pass  # the keeper was killed and the owner ended the tree: tree.returncode raises it again
+
+
+def raise_unexpected(exit_wait: asyncio.Task[None] | None) -> None:
+    """Re-raise what made wait_exit() fail (a bug, or a Tree call failing), once it is over; else nothing.
+
+    Retrieving it here also keeps asyncio from logging "Task exception was never retrieved".
+    """
+    if exit_wait is None or not exit_wait.done() or exit_wait.cancelled():
+        return
+    exc = exit_wait.exception()
+    if exc is not None:
+        raise exc
 
 
 async def stop_waiting(exit_wait: asyncio.Task[None] | None) -> None:

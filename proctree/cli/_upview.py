@@ -147,10 +147,10 @@ def news(event: Any) -> str | None:
 
 
 def closing_lines(stopped: Iterable[Any]) -> list[str]:
-    """What up says once it has stopped everything: what it stopped, and whether anything is left."""
+    """What up says once it has stopped everything: what it stopped (if anything), and whether anything is left."""
     stopped = list(stopped)
     names = [s.name for s in stopped if s.status == "stopped"]
-    lines = [f"stopped {', '.join(names)}" if names else "nothing was still running"]
+    lines = [f"stopped {', '.join(names)}"] if names else []
     incomplete = [s.name for s in stopped if s.kill_incomplete]
     if incomplete:
         lines.append(f"could not confirm that everything of {', '.join(incomplete)} is gone")

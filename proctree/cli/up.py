@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import proctree
+from proctree._validate import MAX_STOP_GRACE
 
 from . import _upview
 from ._common import CliError, parse_seconds, shown
@@ -67,7 +68,7 @@ def register(sub):
         "-t",
         "--timeout",
         dest="grace",
-        type=parse_seconds,
+        type=_parse_grace,
         default=3.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when stopping (default 3; -t/--timeout is foreman's name)",
@@ -96,6 +97,16 @@ def _parse_port(text):
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
     return int(text)
+
+
+def _parse_grace(text):
+    """--grace: plain decimal seconds (parse_seconds), at most the supervisor's bound (one day)."""
+    import argparse
+
+    seconds = parse_seconds(text)
+    if seconds > MAX_STOP_GRACE:
+        raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)} (at most {MAX_STOP_GRACE:g}, one day)")
+    return seconds
 
 
 def _env_files(values):
