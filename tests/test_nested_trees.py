@@ -19,6 +19,7 @@ import time
 import pytest
 
 import proctree
+from proctree._containment import cgroup as _cgroup
 from proctree._containment import marker as _marker
 from support.spawnkit import ALL_MODES, alive, end_daemon, wait_gone
 
@@ -97,10 +98,23 @@ INNER_OWNER = textwrap.dedent(r"""
     import proctree
     mode, path = sys.argv[1], sys.argv[2]
     daemon = "trap '' TERM; echo $$ > %s.tmp && mv %s.tmp %s; exec sleep 300" % (path, path, path)
-    proctree.spawn(["sh", "-c", "trap '' TERM; (setsid sh -c \"$0\" &); exec sleep 300", daemon],
-                   contain=mode, grace=60)
+    t = proctree.spawn(["sh", "-c", "trap '' TERM; (setsid sh -c \"$0\" &); exec sleep 300", daemon],
+                       contain=mode, grace=60)
+    with open(path + ".cgroup", "w") as f:
+        f.write(t.cgroup or "")
     time.sleep(300)
 """)
+
+
+def _remove_inner_cgroup(path):
+    """The inner tree's cgroup, left empty when the outer teardown killed its keeper: removed (it is ours)."""
+    try:
+        with open(path + ".cgroup") as f:
+            cgroup = f.read().strip()
+    except FileNotFoundError:
+        return
+    if cgroup and os.path.isdir(cgroup):
+        _cgroup.remove(cgroup)
 
 
 def _wait_daemon(path, timeout=30.0):
@@ -141,6 +155,7 @@ def test_outer_session_terminate_ends_the_inner_trees_daemon(trees, tmp_path, in
     finally:
         if alive(daemon.pid, daemon.start_time):
             end_daemon(daemon.pid)
+        _remove_inner_cgroup(path)
 
 
 OUTER_OWNER = textwrap.dedent(r"""
@@ -174,3 +189,4 @@ def test_outer_owner_death_ends_the_inner_trees_daemon(tmp_path, inner):
         owner.stdout.close()
         if daemon is not None and alive(daemon.pid, daemon.start_time):
             end_daemon(daemon.pid)
+        _remove_inner_cgroup(path)
