@@ -281,3 +281,21 @@ def test_a_keeper_killed_before_its_first_line_leaves_nothing(monkeypatch, pipe,
     assert seen and wait_gone(seen, 10), f"{mode}: the tree outlived its keeper killed at the start"
     assert set(seen) <= {p.pid for p in info.value.report.found}
     assert cgroup_dirs() == before
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_dropped_trees_keeper_that_ends_normally_is_reaped(mode):
+    """A Tree its caller dropped: once its keeper ends the tree and exits, the watch reaps it (no zombie)."""
+    t = proctree.spawn(["true"], contain=mode)
+    keeper = proctree.proc(t.keeper_pid)
+    del t
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if proctree.proc(keeper.pid).start_time != keeper.start_time:
+                return  # reaped, and its pid already someone else's
+        except proctree.NoSuchProcess:
+            return  # reaped
+        time.sleep(0.02)
+    raise AssertionError(f"keeper {keeper.pid} was never reaped")

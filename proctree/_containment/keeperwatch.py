@@ -47,13 +47,21 @@ _KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 class _Watched:
     """One keeper: its pid, what wakes us when it exits, and the callback's owner."""
 
-    __slots__ = ("pid", "pidfd", "owner", "callback")
+    __slots__ = ("pid", "pidfd", "owner", "callback", "settled")
 
-    def __init__(self, pid: int, pidfd: int | None, owner: Any, callback: Callable[[Any], None]) -> None:
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int | None,
+        owner: Any,
+        callback: Callable[[Any], None],
+        settled: Callable[[Any], bool] | None,
+    ) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.owner = owner
         self.callback = callback
+        self.settled = settled
 
 
 class KeeperWatch:
@@ -69,11 +77,24 @@ class KeeperWatch:
         self._kq: Any = None
         self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
 
-    def watch(self, pid: int, owner: Any, callback: Callable[[Any], None]) -> None:
-        """Watch the keeper pid (an unreaped child of ours) for owner; callback(owner) when it exits."""
+    def watch(
+        self,
+        pid: int,
+        owner: Any,
+        callback: Callable[[Any], None],
+        settled: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """Watch the keeper pid (an unreaped child of ours) for owner; callback(owner) when it exits.
+
+        settled(owner), if given, is asked first, on the watch's own thread:
+        it must not block, and True means the exit needs nothing more (the
+        keeper ended its tree itself), so no thread is started for callback.
+        Every spawn's keeper exits, and a thread per exit cost each short
+        command about a millisecond.
+        """
         pidfd = _pidfd(pid)
         with self._lock:
-            self._watched[pid] = _Watched(pid, pidfd, owner, callback)
+            self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled)
             if self._thread is None:
                 self._start()
             elif self._kq is not None:
@@ -125,6 +146,7 @@ class KeeperWatch:
 
     def _run(self) -> None:
         idle_since = None
+        checked = time.monotonic()  # the last look for stopped keepers: at most one per _STOP_CHECK
         while True:
             with self._lock:
                 closing, self._closing = self._closing, []
@@ -142,7 +164,8 @@ class KeeperWatch:
             proven, maybe = self._wait(watched, _STOP_CHECK if can_resume else None if watched else _LINGER)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
-            if can_resume:
+            if can_resume and time.monotonic() - checked >= _STOP_CHECK:
+                checked = time.monotonic()
                 self._resume_stopped([w for w in watched if w not in proven])
 
     def _resume_stopped(self, watched: list[_Watched]) -> None:
@@ -203,6 +226,12 @@ class KeeperWatch:
                 return  # forgotten meanwhile
             del self._watched[w.pid]
         _close(w.pidfd)
+        if w.settled is not None:
+            try:
+                if w.settled(w.owner):
+                    return
+            except Exception as exc:  # then the callback decides, as without the quick look
+                sys.unraisablehook(_Unraisable(exc, w.settled))  # type: ignore[arg-type]
         # Each in a thread of its own: a killed keeper's tree takes its grace to end, and
         # several killed at once (an OOM kill) must not end one after another.
         threading.Thread(target=self._call, args=(w,), name="proctree-keeper-lost", daemon=True).start()

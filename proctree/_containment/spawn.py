@@ -671,7 +671,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         if isinstance(first, _protocol.Ok):
             tree._took_root(first, os.path.basename(launch.exe))
             tree._write_receipt(launch)
-            _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit)
+            _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit, Tree._keeper_exit_settled)
             if stop is not None:
                 stop.check()
             return tree
@@ -1312,6 +1312,27 @@ class Tree:
             return True
         recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
         return any(_marker.carries_tree(v, self.tree_id) for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
+
+    def _keeper_exit_settled(self) -> bool:
+        """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
+
+        Its last line (done) is in, or the Tree was finished already: nothing
+        is left for _on_keeper_exit to do but reap the keeper, which is done
+        here without waiting (it has exited). False when that cannot be told
+        at once (another thread holds the lock) or the keeper did not end its
+        tree: the watch then runs _on_keeper_exit in a thread of its own.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._recovered.is_set() or self._status_fd is None:
+                return True
+            self._drain()
+            if self._done:
+                self._popen.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+            return self._done
+        finally:
+            self._lock.release()
 
     def _on_keeper_exit(self) -> None:
         """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
