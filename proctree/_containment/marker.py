@@ -72,12 +72,8 @@ def parse_marker(value):
     Never raises on garbage: the reaper reads this from other processes'
     environments, where anything can appear.
     """
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            value = bytes(value).decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(value, str):
+    value = _as_text(value)
+    if value is None:
         return None
     m = _VALUE_RE.fullmatch(value)
     if not m:
@@ -94,6 +90,16 @@ def from_environ_block(data):
     return None
 
 
+def _as_text(value):
+    """value as str (bytes decoded as ASCII), or None if it is neither or not ASCII. Never raises."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    return value if isinstance(value, str) else None
+
+
 def new_tree_id():
     """A fresh PROCTREE_TREE value: 32 random lowercase hex characters (128 bits)."""
     return os.urandom(16).hex()
@@ -101,24 +107,16 @@ def new_tree_id():
 
 def parse_tree_id(value):
     """A PROCTREE_TREE value (str or bytes) as str, or None if it is not one. Never raises on garbage."""
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            value = bytes(value).decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(value, str) or not _TREE_RE.fullmatch(value):
+    value = _as_text(value)
+    if value is None or not _TREE_RE.fullmatch(value):
         return None
     return value
 
 
 def parse_tree_chain(value):
     """A PROCTREE_TREE value (str or bytes) as its tree ids, innermost first, or None. Never raises on garbage."""
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            value = bytes(value).decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(value, str):
+    value = _as_text(value)
+    if value is None:
         return None
     ids = value.split(":")
     if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(_TREE_RE.fullmatch(i) for i in ids):
