@@ -286,7 +286,7 @@ def test_a_keeper_killed_before_its_first_line_leaves_nothing(monkeypatch, pipe,
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_a_dropped_trees_keeper_that_ends_normally_is_reaped(mode):
     """A Tree its caller dropped: once its keeper ends the tree and exits, the watch reaps it (no zombie)."""
-    t = proctree.spawn(["true"], contain=mode)
+    t = proctree.spawn(["sleep", "0.3"], contain=mode)  # the keeper still runs when it is read here
     keeper = proctree.proc(t.keeper_pid)
     del t
     gc.collect()

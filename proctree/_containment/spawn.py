@@ -686,9 +686,10 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         # Killed before its first line: it may have started the command, which (and whatever it
         # started) runs on without it. End that as after any lost keeper, then say so.
         lost = KeeperLost(popen.pid, popen.returncode, tree._end_leftovers())
-        tree._abandon()
+        tree._abandon(sweep=False)  # swept just now
         raise lost
-    tree._abandon()
+    # An err line: the command never ran, so there is nothing to look for by marker.
+    tree._abandon(sweep=not isinstance(first, _protocol.Err))
     raise _start_error(first, launch, popen)
 
 
@@ -1445,12 +1446,13 @@ class Tree:
             if self._receipt is not None and (clean if clean is not None else not self._may_have_leftovers()):
                 self._remove_receipt()
 
-    def _abandon(self, patience=0.0):
+    def _abandon(self, patience=0.0, sweep=True):
         """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
 
         patience: how long the keeper may take to exit by itself (after it
         reported an error); 0 to end it at once. An interrupt while waiting
-        still ends it.
+        still ends it. sweep: outside a cgroup, also SIGKILL what carries the
+        tree's marker (False where the command is known never to have run).
         """
         _keeper_watch().forget(self.keeper_pid)
         try:
@@ -1463,7 +1465,7 @@ class Tree:
             try:
                 if self._popen.returncode is None:
                     _end_keeper(self._popen, self.cgroup, self.mode)
-                if self.cgroup is None and self._keeper_start is not None:
+                if sweep and self.cgroup is None and self._keeper_start is not None:
                     # A daemon that left the keeper's session, or was reparented away while the keeper
                     # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
                     _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))

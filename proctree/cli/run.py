@@ -101,6 +101,8 @@ def run(args):
             # keep_orphans in the keeper either way: what CMD leaves is ended here,
             # so that the report names it (the keeper still ends all if we die).
             tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False, pty=use_pty)
+        except proctree.KeeperLost as exc:  # killed before it reported the start; what it started is ended
+            raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
         except FileNotFoundError:
             raise CliError(f"run: {cmd[0]}: command not found", code=127, kind="FileNotFoundError") from None
         except PermissionError:
