@@ -117,6 +117,17 @@ def _remove_inner_cgroup(path):
         _cgroup.remove(cgroup)
 
 
+def _chain_of(pid, timeout=10.0):
+    """pid's PROCTREE_TREE chain, read again while its environment is empty (a process in the middle of exec)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = [e for e in f.read().split(b"\0") if e.startswith(b"PROCTREE_TREE=")]
+        if entries or time.monotonic() > deadline:
+            return _marker.parse_tree_chain(entries[0][14:]) if entries else None
+        time.sleep(0.01)
+
+
 def _wait_daemon(path, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -144,10 +155,7 @@ def test_outer_session_terminate_ends_the_inner_trees_daemon(trees, tmp_path, in
     trees.append(outer)
     daemon = _wait_daemon(path)
     try:
-        with open(f"/proc/{daemon.pid}/environ", "rb") as f:
-            chain = _marker.parse_tree_chain(
-                next(e for e in f.read().split(b"\0") if e.startswith(b"PROCTREE_TREE="))[14:]
-            )
+        chain = _chain_of(daemon.pid)
         assert chain is not None and len(chain) == 2 and chain[1] == outer.tree_id
         rep = outer.terminate()
         assert rep.ok, rep
