@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import ContainmentUnavailable, KeeperLost, Tree, spawn, spawn_async
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
@@ -58,6 +59,8 @@ _LAZY = {
     "ReapReport": "._reaper.model",
     "find_orphans": "._reaper.reap",
     "reap_orphans": "._reaper.reap",
+    "contain_self": "._containment.selfcontain",
+    "Containment": "._containment.selfcontain",
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
     "Supervisor": "._supervisor.supervisor",
@@ -80,6 +83,7 @@ __all__ = [
     "DEFAULT_RULES",
     "AccessDenied",
     "Backoff",
+    "Containment",
     "ContainmentUnavailable",
     "Error",
     "ForegroundResult",
@@ -106,6 +110,7 @@ __all__ = [
     "UnknownServiceError",
     "children",
     "cmdline",
+    "contain_self",
     "descendants",
     "environ",
     "find_orphans",
