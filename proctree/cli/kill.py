@@ -68,7 +68,7 @@ def _print_text(report, out, verbose=False):
 
 
 def _print_fates(r, out):
-    fates = {}
+    fates: dict[int, str] = {}
     for fate, procs in (
         ("exited", r.exited),
         ("late, exited", r.late),
