@@ -284,4 +284,4 @@ def test_up_quiet_still_says_when_an_entry_fails(tmp_path):
     r = cli("up", "-q", "--no-timestamp", "-f", str(tmp_path / "Procfile"), cwd=tmp_path)
     assert r.returncode == 3
     lines = [" ".join(line.split()) for line in r.stdout.splitlines()]
-    assert lines[0] == "bad.1 | oops" and any("bad.1" in line and "failed" in line for line in lines[1:]), lines
+    assert lines == ["bad.1 | oops", "system | bad.1 exited with code 3: stopping everything (grace 3 s)"]

@@ -100,7 +100,7 @@ def register(sub):
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
     add_output_options(
         p,
-        quiet="print the entries' output only: none of up's own lines but failures",
+        quiet="print the entries' output only, and why the run failed if it did",
         json_help="print each event as one JSON object per line",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
@@ -245,7 +245,7 @@ class Up:
                     f"{self.reason}: stopping everything (grace {self.args.grace:g} s)",
                     kind="stopping",
                     after_echo=self.signals > 0,
-                    even_if_quiet=self.code == 2,
+                    even_if_quiet=self.code != 0 and not self.signals,  # why a run failed is always said
                 )
                 await sup.stop("all")
                 unsubscribe()
