@@ -127,3 +127,46 @@ def test_the_missing_pid_error_pickles():
     except proctree.NoSuchProcess as exc:
         again = pickle.loads(pickle.dumps(exc))
         assert type(again) is type(exc) and again.pid == exc.pid and isinstance(again, KeyError)
+
+
+# -- the version and the changelog --------------------------------------------------
+
+ROOT = os.path.dirname(PKG_DIR)
+
+
+def _checkout_file(name):
+    path = os.path.join(ROOT, name)
+    if not os.path.isfile(path):
+        pytest.skip(f"no {name} next to the package (an installed wheel)")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_the_version_is_written_once_and_read_back_everywhere():
+    import re
+
+    pyproject = _checkout_file("pyproject.toml")
+    (written,) = re.findall(r'(?m)^version = "([^"]+)"$', pyproject)
+    r = subprocess.run(
+        [sys.executable, "-m", "proctree", "--version"], capture_output=True, text=True, timeout=60, env=ENV
+    )
+    assert r.stdout == f"proctree {proctree.__version__}\n"
+    if proctree.__version__ != written:
+        pytest.skip("the installed metadata is from another build of the checkout")
+    for path, _, files in os.walk(PKG_DIR):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(path, f), encoding="utf-8") as src:
+                    assert f'"{written}"' not in src.read(), f  # never written twice
+
+
+def test_the_changelog_has_an_unreleased_section_and_the_current_version():
+    import re
+
+    changelog = _checkout_file("CHANGELOG.md")
+    (written,) = re.findall(r'(?m)^version = "([^"]+)"$', _checkout_file("pyproject.toml"))
+    headings = re.findall(r"(?m)^## \[([^\]]+)\]", changelog)
+    assert headings[0] == "Unreleased"
+    assert written in headings  # a release renames Unreleased to the version it sets
+    for section in re.findall(r"(?m)^### (.+)$", changelog):
+        assert section in {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
