@@ -170,3 +170,20 @@ def test_the_changelog_has_an_unreleased_section_and_the_current_version():
     assert written in headings  # a release renames Unreleased to the version it sets
     for section in re.findall(r"(?m)^### (.+)$", changelog):
         assert section in {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+
+
+def test_the_command_in_a_checkout_without_its_core_says_so_without_a_traceback(tmp_path):
+    _copy_sources(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run(
+        [sys.executable, "-m", "proctree", "tree", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert (
+        r.stderr.startswith("proctree: proctree was imported from a source checkout") and "pip install -e ." in r.stderr
+    )

@@ -64,6 +64,11 @@ def build_parser():
         description="Stop a process and everything it started, and nothing else.",
         epilog=exit_statuses(
             ("0", "done (each command's --help lists its own statuses)"),
+            (
+                "1",
+                "proctree's compiled core is missing (a source checkout that is not built: the message says "
+                "what to do)",
+            ),
             ("2", "a command line that cannot be parsed"),
             ("130", "interrupted (Ctrl+C)"),
         ),
@@ -152,6 +157,11 @@ def main(argv=None):
         return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), stream)
     except BrokenPipeError:
         return _quiet_broken_pipe()
+    except ImportError as exc:
+        if exc.name != "proctree._core":
+            raise
+        # A source checkout without its build: the message says why and the ways out; no traceback.
+        return report(CliError(str(exc), code=1, kind="ImportError"), stream)
 
 
 def _quiet_broken_pipe():
