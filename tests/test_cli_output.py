@@ -178,11 +178,10 @@ def test_run_json_carries_what_it_ended():
 # -- reap: warnings on stderr, one line per kind ---------------------------------------
 
 
-def _reaped(warnings, **flags):
-    args = type("Args", (), {"quiet": False, "verbose": False, **flags})()
+def _reaped(warnings, verbose=False):
+    """What reap prints (stdout, stderr) for a report with these warnings."""
     out, err = io.StringIO(), io.StringIO()
-    report = proctree.ReapReport(warnings=tuple(warnings))
-    reap_cli._print_text(report, out, err, args.verbose) if not args.quiet else None
+    reap_cli._print_text(proctree.ReapReport(warnings=tuple(warnings)), out, err, verbose)
     return out.getvalue(), err.getvalue()
 
 
@@ -285,3 +284,21 @@ def test_up_quiet_still_says_when_an_entry_fails(tmp_path):
     assert r.returncode == 3
     lines = [" ".join(line.split()) for line in r.stdout.splitlines()]
     assert lines == ["bad.1 | oops", "system | bad.1 exited with code 3: stopping everything (grace 3 s)"]
+
+
+def test_reap_groups_skipped_processes_by_reason():
+    from proctree._reaper.model import Skipped
+
+    skipped = tuple(Skipped(100 + i, f"marker {100 + i}:55: owner alive") for i in range(10)) + (
+        Skipped(None, "cgroup /x: owner 4 alive"),
+    )
+    out = io.StringIO()
+    reap_cli._print_text(proctree.ReapReport(skipped=skipped), out, io.StringIO())
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("skipped")]
+    assert lines == [
+        "skipped 10: marker N:N: owner alive (pids 100, 101, 102, 103, 104, 105, 106, 107, ...); -v lists each",
+        "skipped -: cgroup /x: owner 4 alive",
+    ]
+    out = io.StringIO()
+    reap_cli._print_text(proctree.ReapReport(skipped=skipped), out, io.StringIO(), verbose=True)
+    assert len([line for line in out.getvalue().splitlines() if line.startswith("skipped")]) == 11

@@ -106,9 +106,17 @@ def _print_text(r, out, err, verbose=False):
         out.write(f"removed cgroup {printable(path)}\n")
     for path in r.receipts_removed:
         out.write(f"removed receipt {printable(path)}\n")
-    skipped = [f"{s.pid if s.pid is not None else '-'}: {s.reason}" for s in r.skipped]
-    for text, n in [(s, 1) for s in skipped] if verbose else aggregated(skipped):
-        out.write(f"skipped {printable(text)}{_times(n)}\n")
+    groups: dict[str, list] = {}
+    for s in r.skipped:
+        groups.setdefault(s.reason if verbose else kind_of(s.reason), []).append(s)
+    for kind, group in groups.items():
+        if len(group) == 1 or verbose:
+            for s in group:
+                out.write(f"skipped {s.pid if s.pid is not None else '-'}: {printable(s.reason)}\n")
+            continue
+        pids = [str(s.pid) for s in group if s.pid is not None]
+        listed = f" (pids {', '.join(pids[:8])}{', ...' if len(pids) > 8 else ''})" if pids else ""
+        out.write(f"skipped {len(group)}: {printable(kind)}{listed}; -v lists each\n")
     for text, n in [(w, 1) for w in r.warnings] if verbose else aggregated(r.warnings):
         err.write(f"proctree reap: warning: {printable(text)}{_times(n)}\n")
 

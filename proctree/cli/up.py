@@ -46,7 +46,9 @@ def register(sub):
                 "bad input (the Procfile, .env, settings or options; nothing was started), or the entries "
                 "could not be started",
             ),
-            ("129/130/143", "stopped by SIGHUP / SIGINT / SIGTERM"),
+            ("129", "stopped by SIGHUP"),
+            ("130", "stopped by SIGINT (Ctrl+C)"),
+            ("143", "stopped by SIGTERM"),
             ("141", "stdout was closed (SIGPIPE)"),
         ],
         help="run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
