@@ -302,3 +302,41 @@ def test_reap_groups_skipped_processes_by_reason():
     out = io.StringIO()
     reap_cli._print_text(proctree.ReapReport(skipped=skipped), out, io.StringIO(), verbose=True)
     assert len([line for line in out.getvalue().splitlines() if line.startswith("skipped")]) == 11
+
+
+def _on_a_terminal(args, columns):
+    """Run `proctree ARGS` with stdout a pseudo-terminal `columns` wide; its output, lines without CRs."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        p = subprocess.Popen([sys.executable, "-m", "proctree", *args], stdout=slave, env=ENV)
+        os.close(slave)
+        slave = None
+        data = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+        assert p.wait(timeout=60) == 0
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    return data.decode().replace("\r\n", "\n").splitlines()
+
+
+def test_tree_on_a_terminal_cuts_to_its_width_and_json_is_indented_there(sleeper):
+    lines = _on_a_terminal(["tree", str(os.getpid())], 40)
+    assert any(f"{sleeper.pid} [" in line for line in lines)
+    assert all(len(line) <= 40 for line in lines)
+    lines = _on_a_terminal(["tree", "--json", str(os.getpid())], 40)
+    assert len(lines) > 1 and json.loads("\n".join(lines))["ok"] is True
