@@ -1,4 +1,4 @@
-"""`proctree kill PID [--grace S] [--json]`: end a process and its whole tree, print the report.
+"""`proctree kill PID [--grace S] [-q|-v] [--json]`: end a process and its whole tree, print the report.
 
 Exit status: 0 when nothing of the tree survived, 1 when something did (see
 "survivors"), 2 for bad input, a pid that is not there or a refused pid (pid 1,

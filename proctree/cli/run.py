@@ -1,4 +1,4 @@
-"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [--json] [--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [-q|-v] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded

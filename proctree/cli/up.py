@@ -1,4 +1,4 @@
-"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--json] [NAME...]`
+"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q] [--json] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
