@@ -340,3 +340,8 @@ def test_tree_on_a_terminal_cuts_to_its_width_and_json_is_indented_there(sleeper
     assert all(len(line) <= 40 for line in lines)
     lines = _on_a_terminal(["tree", "--json", str(os.getpid())], 40)
     assert len(lines) > 1 and json.loads("\n".join(lines))["ok"] is True
+
+
+def test_an_unknown_option_before_the_command_is_the_top_levels():
+    r = cli("--no-such-option", "tree")
+    assert r.returncode == 2 and r.stderr.startswith("usage: proctree [-h]")

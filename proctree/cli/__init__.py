@@ -89,7 +89,12 @@ def parse(parser, argv):
     reported with the subcommand's usage (argparse would show the top-level one)."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        args.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        try:  # `proctree --bogus tree` is the top level's error, `proctree tree --bogus` tree's
+            before_command = argv.index(extra[0]) < argv.index(args.command)
+        except ValueError:
+            before_command = False
+        where = parser if before_command else args.commands[args.command]
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 
