@@ -345,3 +345,17 @@ def test_tree_on_a_terminal_cuts_to_its_width_and_json_is_indented_there(sleeper
 def test_an_unknown_option_before_the_command_is_the_top_levels():
     r = cli("--no-such-option", "tree")
     assert r.returncode == 2 and r.stderr.startswith("usage: proctree [-h]")
+
+
+def test_tree_drops_an_argv_whose_pid_was_reused_or_gone(monkeypatch):
+    from proctree.cli import tree
+
+    def p(pid, start):
+        return proctree.Proc(pid, 1, pid, pid, 0, "S", start, "x")
+
+    before = proctree.Snapshot([p(10, 100), p(11, 100), p(12, 100)])
+    after = proctree.Snapshot([p(10, 100), p(11, 999)])  # 11 is another process now; 12 is gone
+    monkeypatch.setattr(proctree, "snapshot", lambda: after)
+    monkeypatch.setattr(proctree, "cmdline", lambda pid: [f"cmd{pid}"])
+    steps = [(pid, 0, True, []) for pid in (10, 11, 12)]
+    assert tree.argvs_of(before, steps) == {10: ["cmd10"], 11: None, 12: None}

@@ -82,6 +82,22 @@ def argv_of(pid):
         return None
 
 
+def argvs_of(snap, steps):
+    """pid -> argv for every pid drawn, None where it cannot be vouched for.
+
+    argv is read by pid after the snapshot, so a pid may have been reused
+    meanwhile: a second snapshot keeps only the argvs whose pid still names
+    the same process (same start time); the others show their names.
+    """
+    argvs = {pid: argv_of(pid) for pid, _, _, _ in steps}
+    again = proctree.snapshot()
+    for pid in argvs:
+        now = again.get(pid)
+        if now is None or now.start_time != snap[pid].start_time:
+            argvs[pid] = None
+    return argvs
+
+
 def shown_command(p, argv):
     """What a line shows for p: its argv joined by spaces and escaped, else its name in brackets (as ps does)."""
     if argv:
@@ -149,8 +165,7 @@ def run(args, out=None):
     if getattr(args, "quiet", False) and not args.json:
         out.write("".join(f"{pid}\n" for pid, _, _, _ in steps))
         return 0
-    # Read after the snapshot, one process at a time: one that ended meanwhile shows its name.
-    argvs = None if getattr(args, "names", False) and not args.json else {pid: argv_of(pid) for pid, _, _, _ in steps}
+    argvs = None if getattr(args, "names", False) and not args.json else argvs_of(snap, steps)
     if args.json:
         write_json(document(snap, steps, argvs), out)
     else:
