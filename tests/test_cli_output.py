@@ -141,7 +141,7 @@ def test_kill_quiet_prints_nothing_and_verbose_lists_every_member():
 
 # -- run: what it ended ---------------------------------------------------------------
 
-LEAVER = "sleep 30 & sleep 31 & exec python3 -c pass"
+LEAVER = "sleep 30 & sleep 31 & sleep 0.3"  # the two sleeps have exec'd when CMD exits
 
 
 def test_run_says_in_one_line_what_cmd_left_running():
@@ -151,7 +151,7 @@ def test_run_says_in_one_line_what_cmd_left_running():
 
 
 def test_run_verbose_names_pids_and_says_when_nothing_was_left():
-    r = cli("run", "-v", "--", "sh", "-c", "sleep 30 & exit 3")
+    r = cli("run", "-v", "--", "sh", "-c", "sleep 30 & sleep 0.3; exit 3")
     assert r.returncode == 3
     (line,) = r.stderr.splitlines()
     assert line.startswith("proctree run: ended 1 process CMD left running: sleep (")
