@@ -167,3 +167,12 @@ def test_the_supervisor_under_trio_says_it_runs_on_asyncio():
 
     with pytest.raises(RuntimeError, match="SyncSupervisor"):
         run("trio", main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_spawn_async_raises_popens_error(backend):
+    async def main():
+        with pytest.raises(FileNotFoundError):
+            await proctree.spawn_async(["/nonexistent/proctree-test-command"])
+
+    run(backend, main)
