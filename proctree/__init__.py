@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib as _importlib
 
-from ._errors import AccessDenied, Error, NoSuchProcess
+from ._errors import AccessDenied, Error, NoSuchProcess, ReceiptWarning
 from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
 
@@ -93,6 +93,7 @@ __all__ = [
     "ProcfilePlan",
     "ProcfileService",
     "ReapReport",
+    "ReceiptWarning",
     "Rule",
     "ServiceEvent",
     "ServiceSnapshot",
