@@ -215,6 +215,8 @@ def test_reap_quiet_prints_nothing_at_all():
         ("rule x: pid 12 is in another namespace", "rule x: pid 4031 is in another namespace", True),
         ("cgroup /a/b: not proof", "cgroup /c/d/e: not proof", True),
         ("receipt /a ignored: bad json", "receipt /a ignored: too big", False),
+        ("marker 1:2@4026532175.4026531834.0: other", "marker 3:4@4026531836.4026531834.0: other", True),
+        ("marker 1:2@4026532175.4026531834.0: other", "marker 3:4: other", False),
     ],
 )
 def test_warning_kinds(a, b, same):

@@ -72,7 +72,7 @@ def _union(scopes):
 
 # What varies between two warnings of one kind: paths, and numbers (pids, counts, start times).
 _PATH = re.compile(r"(?<![\w.])/[^\s:,;()]+")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?!\w)")  # 42, 0.5, and namespace ids like 4026531836.4026531834.0
 
 
 def kind_of(line):
