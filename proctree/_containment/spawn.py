@@ -47,6 +47,7 @@ from .._table.model import Proc
 from .._teardown import engine as _teardown
 from .._teardown import many as _many
 from .._teardown import signals as _signals
+from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds
 from . import cgroup as _cgroup
@@ -1056,6 +1057,9 @@ class Tree:
     async def wait_async(self, timeout: float | None = None) -> int:
         """wait() without blocking the event loop (any number of them at once, on one loop or several)."""
         self._check_owner()
+        if _trioface.running_library() == "trio":
+            then = None if self.keep_orphans else 2 * self.grace + 5
+            return await _trioface.wait_in_slices(self.wait, timeout, self.args, then)
         loop = asyncio.get_running_loop()
         watch: list[Any] = []
         with self._lock:
@@ -1705,6 +1709,8 @@ async def _in_worker(fn, discard=None):
     it got that far) handed to discard (in a worker too), and then the
     interruption propagates: a cancelled call leaves nothing running.
     """
+    if _trioface.running_library() == "trio":
+        return await _trioface.in_worker(fn, _Stop(), discard)
     loop = asyncio.get_running_loop()
     stop = _Stop()
     work = loop.run_in_executor(None, contextvars.copy_context().run, fn, stop)  # as asyncio.to_thread
