@@ -156,7 +156,7 @@ def test_outer_session_terminate_ends_the_inner_trees_daemon(trees, tmp_path, in
     daemon = _wait_daemon(path)
     try:
         chain = _chain_of(daemon.pid)
-        assert chain is not None and len(chain) == 2 and chain[1] == outer.tree_id
+        assert chain is not None and chain[1] == outer.tree_id  # then the test run's own id, if any
         rep = outer.terminate()
         assert rep.ok, rep
         assert wait_gone([daemon.pid], 10), "the inner tree's daemon outlived the outer teardown"

@@ -140,7 +140,10 @@ def fake_claude(tmp_path_factory):
 def _start_claude(exe, spawner_pid, started):
     """The fake claude daemon, detached (a child of this process is always protected: it is the caller's)."""
     blob = json.dumps({"label": "claude", "cwd": "/", "pid": spawner_pid})
-    return start_detached([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob], started)
+    # A rule's helper is one that scrubbed its environment: it carries no PROCTREE_OWNER (this test run's
+    # own, a live owner's, would protect it).
+    env = {k: v for k, v in os.environ.items() if k != "PROCTREE_OWNER"}
+    return start_detached([exe, "daemon", "run", "--origin", "transient", "--spawned-by", blob], started, env=env)
 
 
 def test_rule_a_claude_daemon_whose_spawner_died_is_an_orphan(fake_claude, started):
