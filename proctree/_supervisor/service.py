@@ -46,6 +46,7 @@ from .snapshot import (
 )
 from .spec import ServiceSpec, build_env
 from .treeio import (
+    PipeReader,
     close_reader,
     exit_fields,
     open_reader,
@@ -175,9 +176,13 @@ class Service:
         self._poke = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
-        self._out_cursor = 0
         self._run_first_seq = 0  # the ring's last seq when the current run was spawned
         self._out_handle: asyncio.TimerHandle | None = None
+        # Rows read but not yet sent in an output event: every row is sent once, whatever the ring keeps.
+        self._pending: list[Row] = []
+        self._pending_chars = 0
+        self._transport: PipeReader | None = None
+        self.held = False  # the host asked to stop reading the output pipe (its consumer is behind)
 
     # -- what callers see ---------------------------------------------------------------------
 
@@ -510,13 +515,18 @@ class Service:
             self.status = STARTING
             self.reason = None
             self._detector = detector
+            detector.members = lambda: [p.pid for p in tree.members()]
             self._emit(_ev.STARTED)
             if spec.ready.kind == "none":
                 self._set_running()
-        transport = eof = None
+        transport: PipeReader | None = None
+        eof = None
         watcher = exit_wait = None
         try:
             transport, eof = await open_reader(tree, self.take_output)
+            self._transport = transport
+            if self.held:
+                transport.pause_reading()
             watcher = loop.create_task(self._watch_readiness_guarded(detector))
             exit_wait = loop.create_task(wait_exit(tree))
             while not exit_wait.done() and self.intent is None:
@@ -528,6 +538,8 @@ class Service:
             await stop_waiting(exit_wait)
             raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
             # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
+            # Its last output is read, however far behind the consumer is: a pipe holds little.
+            self._read_on()
             report = await tree.terminate_async(self.stop_grace)
             self.kill_incomplete = not report.ok
         except BaseException:
@@ -538,6 +550,8 @@ class Service:
         finally:
             if watcher is not None:
                 watcher.cancel()
+            self._read_on()
+            self._transport = None
             await close_reader(transport, eof)
             self._detector = None  # a last partial line proves nothing about a tree that is gone
             self._take_rows(self.ring.close())
@@ -578,11 +592,11 @@ class Service:
             if self.status == STARTING and loop.time() >= deadline:
                 self._set_running()
             if self.status == STARTING:
-                await asyncio.sleep(max(0.0, min(interval, deadline - loop.time())))
+                await detector.pause(max(0.0, min(interval, deadline - loop.time())))
             elif detector.spec.kind == "exec":
                 return  # a command per round forever is too much for a service that never proved itself
             else:
-                await asyncio.sleep(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
+                await detector.pause(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
 
     def _set_ready(self, how: str) -> None:
         detector = self._detector
@@ -615,9 +629,28 @@ class Service:
         except Exception:  # never let a bug close the pipe under a running service (it would die of SIGPIPE)
             log.exception("service %s: reading its output failed", self.id)
 
+    def hold_output(self, held: bool) -> None:
+        """Stop (True) or go on (False) reading the output pipe; a held service blocks once its pipe is full."""
+        self.held = held
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if held:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def _read_on(self) -> None:
+        """Read the pipe whatever the hold: the tree is ending, and its last output must not be stuck."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing() and not transport.is_reading():
+            transport.resume_reading()
+
     def _take_rows(self, rows: list[Row]) -> None:
         if not rows:
             return
+        self._pending.extend(rows)
+        self._pending_chars += sum(len(r.text) for r in rows)
         detector = self._detector
         if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
             for row in rows:
@@ -629,7 +662,9 @@ class Service:
                 if how is not None:
                     self._set_ready(how)
                     break
-        if self._out_handle is None:
+        if len(self._pending) >= self.ring.max_rows or self._pending_chars >= self.ring.max_chars:
+            self._flush_output()  # a burst: sent now, so that what waits to be sent stays bounded
+        elif self._out_handle is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
@@ -640,11 +675,12 @@ class Service:
         if self._out_handle is not None:
             self._out_handle.cancel()
             self._out_handle = None
-        if self.ring.last_seq == self._out_cursor:
+        if not self._pending:
             return
-        page = self.ring.read(since=self._out_cursor)
-        self._out_cursor = page.next
-        self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), page.rows, page.dropped))
+        rows = tuple(self._pending)
+        self._pending = []
+        self._pending_chars = 0
+        self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), rows, 0))
 
     # -- events -------------------------------------------------------------------------------
 

@@ -1,0 +1,192 @@
+"""Who listens on a port: the kernel's socket tables, and the sockets a set of processes holds.
+
+Readiness counts a port only when its listening socket belongs to the
+service's own tree. On Linux that is proven from the kernel's tables: the
+inode of each socket listening on the port at a loopback or wildcard address
+(/proc/net/tcp and tcp6, this network namespace), held by a member when one
+of its /proc/<pid>/fd links reads socket:[inode]. On macOS lsof lists the
+members' listening ports (libproc's socket info, read for the given pids
+only). Every function here reads files or runs lsof: call them from a worker
+thread (asyncio.to_thread), never on an event loop. Nothing here connects,
+signals or starts anything but lsof.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+__all__ = ["Listener", "listeners", "local_hex_address", "owned_ports", "ownership_readable"]
+
+_LINUX = sys.platform.startswith("linux")
+_PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6") if _LINUX else ()
+_TCP_LISTEN = "0A"
+# A member's fd table is read up to this many links: a process holding more is not read further.
+_MAX_FDS = 65536
+_LSOF_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A socket listening on a loopback or wildcard address: its port, inode and owner's uid."""
+
+    port: int
+    inode: int
+    uid: int
+
+
+def local_hex_address(text: str) -> bool:
+    """Whether a /proc/net/tcp{,6} address (hex, in the kernel's word order) is loopback or a wildcard."""
+    try:
+        raw = bytes.fromhex(text)
+        if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+        if len(raw) == 4:
+            ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv4Address(raw)
+        elif len(raw) == 16:
+            ip = ipaddress.IPv6Address(raw)
+            mapped = ip.ipv4_mapped
+            if mapped is not None:
+                ip = mapped
+        else:
+            return False
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
+
+
+def listeners(ports: Collection[int]) -> list[Listener] | None:
+    """The sockets listening on any of ports at a loopback or wildcard address; None where the tables cannot be read."""
+    if not _PROC_NET_TCP:
+        return None
+    wanted = {f"{port:04X}": port for port in ports}
+    found: list[Listener] = []
+    readable = False
+    for path in _PROC_NET_TCP:
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                next(f, None)  # the header
+                for line in f:
+                    # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+                    fields = line.split()
+                    if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+                        continue
+                    address, _, port_hex = fields[1].rpartition(":")
+                    port = wanted.get(port_hex)
+                    if port is None or not local_hex_address(address):
+                        continue
+                    try:
+                        found.append(Listener(port, int(fields[9]), int(fields[7])))
+                    except ValueError:
+                        continue
+            readable = True
+        except OSError:
+            continue  # no IPv6 here, say: the other table still counts
+    return found if readable else None
+
+
+def _held_sockets(pid: int) -> set[int] | None:
+    """The socket inodes pid holds open; None when its fd table cannot be read (another uid, gone)."""
+    held: set[int] = set()
+    base = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    for name in names[:_MAX_FDS]:
+        try:
+            target = os.readlink(f"{base}/{name}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:[") and target.endswith("]"):
+            try:
+                held.add(int(target[8:-1]))
+            except ValueError:
+                continue
+    return held
+
+
+def ownership_readable() -> bool:
+    """Whether this platform can tell whose a listening socket is (Linux /proc, or lsof on macOS)."""
+    return bool(_PROC_NET_TCP) or (sys.platform == "darwin" and shutil.which("lsof") is not None)
+
+
+def owned_ports(ports: Collection[int], pids: Iterable[int]) -> set[int] | None:
+    """Which of ports the processes pids listen on (a loopback or wildcard address); None when unknowable.
+
+    Linux: a port counts when a socket listening on it is held by one of
+    pids. A member whose fds cannot be read (it changed its uid) is taken at
+    its word only for sockets owned by the uid it runs as, never another's.
+    macOS: lsof's listening TCP sockets of pids. None elsewhere, or when the
+    tables cannot be read.
+    """
+    pids = sorted(set(pids))
+    if not ports:
+        return set()
+    if _PROC_NET_TCP:
+        return _owned_linux(ports, pids)
+    if sys.platform == "darwin":
+        return _owned_lsof(ports, pids)
+    return None
+
+
+def _owned_linux(ports: Collection[int], pids: list[int]) -> set[int] | None:
+    found = listeners(ports)
+    if found is None:
+        return None
+    if not found or not pids:
+        return set()
+    inodes: set[int] = set()
+    uids: set[int] = set()  # of members whose fd table is closed to us
+    for pid in pids:
+        held = _held_sockets(pid)
+        if held is not None:
+            inodes |= held
+            continue
+        try:
+            uids.add(os.stat(f"/proc/{pid}").st_uid)
+        except OSError:
+            continue  # gone
+    return {sock.port for sock in found if sock.inode in inodes or (sock.uid in uids and sock.inode != 0)}
+
+
+def _owned_lsof(ports: Collection[int], pids: list[int]) -> set[int] | None:
+    lsof = shutil.which("lsof")
+    if lsof is None:
+        return None
+    if not pids:
+        return set()
+    try:
+        done = subprocess.run(
+            [lsof, "-nP", "-a", "-iTCP", "-sTCP:LISTEN", "-p", ",".join(map(str, pids)), "-Fn"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_LSOF_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    owned: set[int] = set()
+    for line in done.stdout.decode("ascii", "replace").splitlines():
+        if not line.startswith("n"):
+            continue
+        host, _, port_text = line[1:].rpartition(":")
+        if port_text.isdigit() and int(port_text) in ports and _local_name(host):
+            owned.add(int(port_text))
+    return owned
+
+
+def _local_name(host: str) -> bool:
+    host = host.strip("[]")
+    if host in ("*", "localhost", ""):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
