@@ -69,6 +69,11 @@ _SHELL_FAILURES = {
     126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
 }
 
+# A teardown that fails for want of resources is retried this many times, after 0.1, 0.2, 0.4, ... s.
+_SCARCE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN))
+_SCARCE_TRIES = 6
+_SCARCE_PAUSE = 0.1
+
 # After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
 _LATE_PROBE_FACTOR = 4
 _LATE_PROBE_MIN = 1.0
@@ -540,8 +545,7 @@ class Service:
             # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
             # Its last output is read, however far behind the consumer is: a pipe holds little.
             self._read_on()
-            report = await tree.terminate_async(self.stop_grace)
-            self.kill_incomplete = not report.ok
+            self.kill_incomplete = not await self._end_tree(tree)
         except BaseException:
             await stop_waiting(exit_wait)
             kill_now(tree)
@@ -565,6 +569,38 @@ class Service:
         if lost is not None and not self.reaped:
             self.note(describe_keeper_lost(lost))
         return _RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+
+    async def _end_tree(self, tree: Tree) -> bool:
+        """End the whole tree within the stop grace; whether nothing of it is left, as far as can be known.
+
+        A teardown needs a few file descriptors and threads: when the host has
+        none to spare (EMFILE, ENFILE, ENOMEM, EAGAIN) the tree is SIGKILLed
+        and the teardown tried again a few times, with one warning line and no
+        traceback; the keeper ends what is left if the host dies meanwhile.
+        """
+        for attempt in range(_SCARCE_TRIES):
+            try:
+                report = await tree.terminate_async(self.stop_grace if attempt == 0 else 0)
+                return report.ok
+            except OSError as exc:
+                if exc.errno not in _SCARCE:
+                    raise
+                if attempt == 0:
+                    log.warning(
+                        "service %s (%s): ending its tree failed for want of resources (%s); killing it and retrying",
+                        self.id,
+                        self.name,
+                        exc.strerror or exc,
+                    )
+                kill_now(tree)
+                await asyncio.sleep(_SCARCE_PAUSE * 2**attempt)
+        log.warning(
+            "service %s (%s): its tree could not be confirmed ended for want of resources (kill_incomplete)",
+            self.id,
+            self.name,
+        )
+        self.reason = "its tree could not be confirmed ended: the host ran out of file descriptors or memory"
+        return False
 
     async def _watch_readiness_guarded(self, detector: Detector) -> None:
         """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
