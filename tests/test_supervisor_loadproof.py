@@ -280,3 +280,26 @@ def test_wait_for_a_forgotten_id_says_so():
                 await sup.wait(first.id)
 
     run(main())
+
+
+def test_sock_diag_and_the_proc_tables_agree():
+    """The netlink answer (fast) and /proc/net/tcp{,6} (the fallback) list the same listener."""
+    from proctree._supervisor import sockets
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux tables")
+    with socket.socket() as v4, socket.socket(socket.AF_INET6) as v6, socket.socket() as remote_only:
+        v4.bind(("127.0.0.1", 0))
+        v4.listen(1)
+        v6.bind(("::1", 0))
+        v6.listen(1)
+        remote_only.bind(("127.0.0.1", 0))  # bound, not listening: never a listener
+        ports = {v4.getsockname()[1], v6.getsockname()[1], remote_only.getsockname()[1]}
+        try:
+            fast = sockets._diag_listeners(socket.AF_INET) + sockets._diag_listeners(socket.AF_INET6)
+        except OSError as exc:
+            pytest.skip(f"no sock_diag here: {exc}")
+        fast = sorted(s for s in fast if s.port in ports)
+        slow = sorted(sockets._proc_listeners(ports))
+        assert fast == slow and len(fast) == 2
+        assert sockets.owned_ports(ports, [os.getpid()]) == {v4.getsockname()[1], v6.getsockname()[1]}
