@@ -106,3 +106,51 @@ def test_a_reader_slower_than_the_service_gets_every_line(tmp_path):
         reader.wait(timeout=120)
     assert done.returncode == 0, done.stderr
     check_all_arrived(out.read_text(), {"a.1": 300_000})
+
+
+def test_sigint_ends_up_at_once_under_a_hostile_printer(tmp_path):
+    """An entry naming, forever, ports whose accept queue is full: Ctrl+C still ends the run within the grace."""
+    import signal
+    import socket
+
+    listeners, clients = [], []
+    try:
+        for _ in range(8):
+            server = socket.socket()
+            server.bind(("127.0.0.1", 0))
+            server.listen(0)
+            listeners.append(server)
+            for _ in range(4):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(server.getsockname())
+                clients.append(client)
+        ports = [s.getsockname()[1] for s in listeners]
+        printer = tmp_path / "printer.py"
+        printer.write_text(
+            "import itertools, sys\n"
+            f"ports = {ports!r}\n"
+            "for i in itertools.count():\n"
+            "    print(f'Listening on http://127.0.0.1:{ports[i % len(ports)]}/', flush=i % 100 == 0)\n"
+        )
+        (tmp_path / "Procfile").write_text(f"hostile: {sys.executable} {printer}\n")
+        with open(tmp_path / "out.txt", "w") as out:
+            proc = subprocess.Popen(up_command(tmp_path) + ["--grace", "2"], cwd=tmp_path, env=env(), stdout=out)
+            try:
+                time.sleep(3)
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=30)
+                took = time.monotonic() - t0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert proc.returncode == 130
+        assert took < 10, took
+        text = (tmp_path / "out.txt").read_text()
+        assert "ready" not in text.replace("already", "")
+        assert text.count("hostile.1 |") > 1000
+    finally:
+        for s in clients + listeners:
+            s.close()
