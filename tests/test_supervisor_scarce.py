@@ -117,3 +117,59 @@ def test_a_cgroup_that_cannot_be_removed_is_a_warning(monkeypatch, caplog):
             real_remove(path)
     assert kept, "the teardown never tried to remove the cgroup"
     assert any("could not be removed" in r.getMessage() for r in caplog.records)
+
+
+def test_eagain_on_fork_at_start_is_a_failed_status(monkeypatch):
+    """fork() failing with EAGAIN or ENOMEM (a full process table, no memory): `failed`, the reason, no traceback."""
+    import asyncio
+    import errno
+
+    from proctree._supervisor import service as service_module
+
+    async def refuse(*args, **kwargs):
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(service_module, "spawn_async", refuse)
+
+    async def main():
+        async with proctree.Supervisor() as sup:
+            snap = await sup.start(["sleep", "30"], name="svc")
+            return await sup.wait(snap.id, until=())
+
+    snap = asyncio.run(main())
+    assert snap.status == "failed"
+    assert snap.reason == f"cannot start: {os.strerror(errno.EAGAIN)}"
+
+
+def test_enomem_while_stopping_kills_and_retries(monkeypatch, caplog):
+    import asyncio
+    import errno
+
+    from proctree._containment.spawn import Tree
+
+    real = Tree.terminate_async
+    calls = []
+
+    async def flaky(self, grace=None):
+        calls.append(grace)
+        if len(calls) == 1:
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        return await real(self, grace)
+
+    monkeypatch.setattr(Tree, "terminate_async", flaky)
+
+    async def main():
+        async with proctree.Supervisor(stop_grace=1) as sup:
+            snap = await sup.start(
+                [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], ready="log:up"
+            )
+            snap = await sup.wait(snap.id, until="ready", timeout=30)
+        return snap.pid, sup.list()[0]
+
+    with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
+        pid, final = asyncio.run(main())
+    assert final.status == "stopped" and not final.kill_incomplete
+    assert len(calls) >= 2
+    assert any("for want of resources" in r.getMessage() for r in caplog.records)
+    assert not any(r.exc_info for r in caplog.records)
+    assert gone(pid)
