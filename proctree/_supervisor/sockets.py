@@ -155,8 +155,8 @@ def _proc_listeners(ports: Collection[int]) -> list[Listener] | None:
 def _held_sockets(pid: int) -> set[int] | None:
     """The socket inodes pid holds open; None when its fd table cannot be read (another uid, gone)."""
     held: set[int] = set()
-    base = f"/proc/{pid}/fd"
     try:
+        base = f"/proc/{pid}/fd"
         names = os.listdir(base)
     except OSError:
         return None
