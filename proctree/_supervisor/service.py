@@ -30,6 +30,8 @@ from . import events as _ev
 from . import restart as _restart
 from .killnow import kill_now
 from .logring import LogRing, Row
+from .outcome import RunEnd, describe_error, describe_exit, describe_keeper_lost
+from .outfeed import OutputFeed
 from .readiness import Detector
 from .snapshot import (
     EXITED,
@@ -52,7 +54,6 @@ from .treeio import (
     open_reader,
     quietly,
     raise_unexpected,
-    signal_name,
     stop_waiting,
     wait_exit,
     wake,
@@ -107,42 +108,6 @@ class Host(Protocol):
     def foreign_ports(self, service: Service) -> set[int]: ...
 
 
-def describe_exit(code: int | None, sig: str | None) -> str:
-    if sig is not None:
-        return f"ended by {sig}"
-    if code is None:
-        return "ended (status unknown)"
-    return f"exited with status {code}"
-
-
-def describe_keeper_lost(lost: KeeperLost) -> str:
-    """Why a run ended with no status: its keeper was killed (an OOM kill, kill -9), and the owner ended the tree."""
-    code = lost.keeper_returncode
-    how = f"was killed by {signal_name(-code)}" if code is not None and code < 0 else "died"
-    return f"its keeper (pid {lost.keeper_pid}) {how}, so the command's status is unknown; its tree was ended"
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
-        # The filename would be the keeper proctree runs the command through: not the user's concern.
-        return "Argument list too long (the command and its environment together exceed the kernel's limit)"
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f": {exc.filename!r}" if exc.filename else ""
-        return f"{exc.strerror}{where}"
-    return str(exc) or type(exc).__name__
-
-
-@dataclass(frozen=True)
-class _RunEnd:
-    code: int | None
-    sig: str | None
-    uptime: float
-    keeper_lost: KeeperLost | None = None  # the keeper was killed: no status, the tree ended by the owner
-
-    def describe(self) -> str:
-        return describe_keeper_lost(self.keeper_lost) if self.keeper_lost else describe_exit(self.code, self.sig)
-
-
 class Service:
     """One service's record and lifecycle. Created by the Supervisor; callers see snapshots only."""
 
@@ -182,12 +147,7 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
         self._run_first_seq = 0  # the ring's last seq when the current run was spawned
-        self._out_handle: asyncio.TimerHandle | None = None
-        # Rows read but not yet sent in an output event: every row is sent once, whatever the ring keeps.
-        self._pending: list[Row] = []
-        self._pending_chars = 0
-        self._transport: PipeReader | None = None
-        self.held = False  # the host asked to stop reading the output pipe (its consumer is behind)
+        self.out = OutputFeed(self.ring, settings.output_interval, self._send_rows)
 
     # -- what callers see ---------------------------------------------------------------------
 
@@ -352,7 +312,7 @@ class Service:
             pass  # unsure whether it ended: kill whatever the tree still reports
         kill_now(tree)
 
-    async def _after_exit(self, end: _RunEnd) -> bool:
+    async def _after_exit(self, end: RunEnd) -> bool:
         """The run ended by itself: restart (after the backoff) -> True; a final status -> False."""
         failed = end.code != 0  # a lost keeper (no status) counts as a crash
         if end.code == 0:
@@ -398,7 +358,7 @@ class Service:
         await self._sleep_unless_poked(decision.delay)
         return True
 
-    def _shell_could_not_run(self, end: _RunEnd) -> bool:
+    def _shell_could_not_run(self, end: RunEnd) -> bool:
         """The run's 126 / 127 is the shell's own: it could not run a command, and said so last.
 
         A program (or a later step of a script) may exit 127 itself after
@@ -469,7 +429,7 @@ class Service:
 
     # -- one run ------------------------------------------------------------------------------
 
-    async def _run_once(self) -> _RunEnd | None:
+    async def _run_once(self) -> RunEnd | None:
         spec = self.spec
         loop = asyncio.get_running_loop()
         env = build_env(spec.env)
@@ -529,9 +489,7 @@ class Service:
         watcher = exit_wait = None
         try:
             transport, eof = await open_reader(tree, self.take_output)
-            self._transport = transport
-            if self.held:
-                transport.pause_reading()
+            self.out.attach(transport)
             watcher = loop.create_task(self._watch_readiness_guarded(detector))
             exit_wait = loop.create_task(wait_exit(tree))
             while not exit_wait.done() and self.intent is None:
@@ -544,7 +502,7 @@ class Service:
             raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
             # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
             # Its last output is read, however far behind the consumer is: a pipe holds little.
-            self._read_on()
+            self.out.read_on()
             self.kill_incomplete = not await self._end_tree(tree)
         except BaseException:
             await stop_waiting(exit_wait)
@@ -554,8 +512,8 @@ class Service:
         finally:
             if watcher is not None:
                 watcher.cancel()
-            self._read_on()
-            self._transport = None
+            self.out.read_on()
+            self.out.attach(None)
             await close_reader(transport, eof)
             self._detector = None  # a last partial line proves nothing about a tree that is gone
             self._take_rows(self.ring.close())
@@ -568,7 +526,7 @@ class Service:
         self.exit_code, self.exit_signal = exit_fields(returncode)
         if lost is not None and not self.reaped:
             self.note(describe_keeper_lost(lost))
-        return _RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+        return RunEnd(self.exit_code, self.exit_signal, uptime, lost)
 
     async def _end_tree(self, tree: Tree) -> bool:
         """End the whole tree within the stop grace; whether nothing of it is left, as far as can be known.
@@ -666,27 +624,13 @@ class Service:
             log.exception("service %s: reading its output failed", self.id)
 
     def hold_output(self, held: bool) -> None:
-        """Stop (True) or go on (False) reading the output pipe; a held service blocks once its pipe is full."""
-        self.held = held
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        if held:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
-
-    def _read_on(self) -> None:
-        """Read the pipe whatever the hold: the tree is ending, and its last output must not be stuck."""
-        transport = self._transport
-        if transport is not None and not transport.is_closing() and not transport.is_reading():
-            transport.resume_reading()
+        """Stop (True) or go on (False) reading the output pipe (see OutputFeed.hold)."""
+        self.out.hold(held)
 
     def _take_rows(self, rows: list[Row]) -> None:
         if not rows:
             return
-        self._pending.extend(rows)
-        self._pending_chars += sum(len(r.text) for r in rows)
+        self.out.add(rows)  # first: the rows up to a proof go out before the `ready` event
         detector = self._detector
         if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
             for row in rows:
@@ -698,24 +642,11 @@ class Service:
                 if how is not None:
                     self._set_ready(how)
                     break
-        if len(self._pending) >= self.ring.max_rows or self._pending_chars >= self.ring.max_chars:
-            self._flush_output()  # a burst: sent now, so that what waits to be sent stays bounded
-        elif self._out_handle is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
-            self._out_handle = loop.call_later(self.host.settings.output_interval, self._flush_output)
 
     def _flush_output(self) -> None:
-        if self._out_handle is not None:
-            self._out_handle.cancel()
-            self._out_handle = None
-        if not self._pending:
-            return
-        rows = tuple(self._pending)
-        self._pending = []
-        self._pending_chars = 0
+        self.out.flush()
+
+    def _send_rows(self, rows: tuple[Row, ...]) -> None:
         self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), rows, 0))
 
     # -- events -------------------------------------------------------------------------------
