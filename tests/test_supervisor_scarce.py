@@ -89,7 +89,8 @@ def test_no_descriptor_left_at_close_gives_a_warning_and_nothing_left():
     for pid in pids:
         assert gone(pid), pid
     finals = [line for line in done.stdout.splitlines() if line.startswith("final")]
-    assert all(" stopped " in line for line in finals), finals
+    # 32 descriptors may not even start all three: such a one failed at its start, saying why.
+    assert all(" stopped " in line or "cannot start: Too many open files" in line for line in finals), finals
 
 
 def test_a_cgroup_that_cannot_be_removed_is_a_warning(monkeypatch, caplog):
