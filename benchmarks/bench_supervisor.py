@@ -20,6 +20,10 @@
    all its threads) per line, readiness detection running on every line,
    against a bare asyncio reader of the same output (readline in a loop: the
    floor of reading lines in Python at all).
+4. Throughput to a file: a one-entry Procfile (`seq 1 N`, 1,000,000 lines by
+   default) run by `proctree up` and by honcho with stdout redirected to a
+   file; lines per second from start to exit, and whether every line arrived
+   in order (a runner that skips lines is reported as such, not ranked).
 
 Rounds are interleaved, so machine noise hits every runner alike; medians and
 ratios are printed (and written as Markdown with --markdown FILE).
@@ -434,6 +438,45 @@ def cpu_rounds(rounds, n):
     return med(bare), med(ours), (med(rate_bare), med(rate_ours))
 
 
+# -- throughput to a file ----------------------------------------------------------------
+
+
+def throughput_round(runner, n, peers):
+    """(wall seconds, lines of the entry that arrived, whether they are 1..n in order) for one runner."""
+    with tempfile.TemporaryDirectory(prefix="proctree-bench-") as d:
+        with open(os.path.join(d, "Procfile"), "w") as f:
+            f.write(f"a: seq 1 {n}\n")
+        if runner == "proctree up":
+            cmd = [PY, "-m", "proctree", "up", "--no-timestamp", "-f", f"{d}/Procfile"]
+        else:
+            cmd = [peers["honcho"], "-f", f"{d}/Procfile", "-d", d, "--no-colour", "start"]
+        env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+        out_path = os.path.join(d, "out.txt")
+        with open(out_path, "w") as out:
+            t0 = time.perf_counter()
+            subprocess.run(
+                cmd, stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env, cwd=d, timeout=600
+            )
+            took = time.perf_counter() - t0
+        got = []
+        with open(out_path, errors="replace") as f:
+            for line in f:
+                head, sep, text = line.rstrip("\n").partition("| ")
+                if sep and head.split() and head.split()[-1] in ("a.1", "a"):
+                    got.append(text)
+        in_order = got == [str(i) for i in range(1, n + 1)]
+        return took, len(got), in_order
+
+
+def throughput_rounds(rounds, n, peers):
+    runners = ["proctree up"] + (["honcho"] if "honcho" in peers else [])
+    results = {r: [] for r in runners}
+    for _ in range(rounds):
+        for r in runners:
+            results[r].append(throughput_round(r, n, peers))
+    return results
+
+
 # -- report ------------------------------------------------------------------------------
 
 
@@ -452,7 +495,9 @@ def main():
     ap.add_argument("--patience", type=float, default=30.0, help="seconds to wait for a runner to exit")
     ap.add_argument("--peers", help="a venv holding honcho, supervisor and circus")
     ap.add_argument("--no-install", action="store_true")
-    ap.add_argument("--only", choices=("stop", "ready", "cpu"))
+    ap.add_argument("--only", choices=("stop", "ready", "cpu", "throughput"))
+    ap.add_argument("--throughput-rounds", type=int, default=3)
+    ap.add_argument("--throughput-lines", type=int, default=1_000_000)
     ap.add_argument("--cpu-rounds", type=int, default=5)
     ap.add_argument("--lines", type=int, default=100_000)
     ap.add_argument("--runners", help="comma-separated subset of: " + ", ".join(RUNNERS))
@@ -522,6 +567,24 @@ def main():
             f"| Supervisor (log ring, readiness detection, coalesced output events) | {ours * 1e6:.2f} µs | "
             f"{rate[1]:,.0f} | {ours / bare:.2f} |"
         )
+    if args.only in (None, "throughput"):
+        peers = find_peers(args.peers, not args.no_install)
+        n = args.throughput_lines
+        results = throughput_rounds(args.throughput_rounds, n, peers)
+        out.append("")
+        out.append(f"`seq 1 {n}` as one Procfile entry, stdout to a file, {args.throughput_rounds} rounds (medians):")
+        out.append("")
+        out.append("| runner | lines/s | lines arrived | all in order | vs proctree up |")
+        out.append("|---|---|---|---|---|")
+        ours = statistics.median(n / x[0] for x in results["proctree up"])
+        for r, rows in results.items():
+            rate = statistics.median(n / x[0] for x in rows)
+            arrived = min(x[1] for x in rows)
+            whole = all(x[2] for x in rows)
+            label = r if r == "proctree up" else version_of(peers["honcho"]) or r
+            out.append(
+                f"| {label} | {rate:,.0f} | {arrived:,} of {n:,} | {'yes' if whole else 'NO'} | {rate / ours:.2f} |"
+            )
     text = "\n".join(out)
     print(text)
     if args.markdown:

@@ -726,7 +726,8 @@ def test_detector_believes_a_self_described_backend(http_server):
         "Local: http://0.0.0.0:{port}/ (proxying /api to the backend)",
     ):
         detector = Detector(ReadySpec(), "x")
-        assert detector.on_line(line.format(port=http_server.port)) in ("phrase", "url")
+        assert detector.on_line(line.format(port=http_server.port)) is None  # a line only names a candidate
+        assert run(detector.probe()) in ("phrase", "url")
 
 
 def test_detector_keeps_few_candidates():
@@ -780,7 +781,8 @@ def test_preoccupied_port_never_makes_a_service_look_ready(http_server):
     with socket.socket() as own:
         own.bind(("127.0.0.1", 0))
         own.listen(5)
-        assert detector.on_line(f"Local: http://localhost:{own.getsockname()[1]}/") == "url"
+        assert detector.on_line(f"Local: http://localhost:{own.getsockname()[1]}/") is None
+        assert run(detector.probe()) == "url"
 
 
 @pytest.fixture
@@ -802,7 +804,8 @@ def test_a_server_on_ipv6_loopback_only(ipv6_listener):
     assert port_answers("localhost", port) and port_answers("::1", port) and port_answers("[::1]", port)
     assert not port_answers("127.0.0.1", port)
     detector = Detector(ReadySpec(), "x")
-    assert detector.on_line(f"listening on http://[::]:{port}/") == "url"
+    assert detector.on_line(f"listening on http://[::]:{port}/") is None
+    assert run(detector.probe()) == "url"
     assert detector.url == f"http://[::1]:{port}/"
     by_port = Detector(ReadySpec(), f"serve --port {port}")
     assert run(by_port.probe()) == "port"  # the auto probe tries ::1 after 127.0.0.1
@@ -887,7 +890,8 @@ def test_a_port_another_service_holds_never_proves_readiness(http_server):
     given = Detector(ReadySpec(), "worker", {}, port=port, foreign=lambda: held)
     assert run(given.probe()) is None
     held.clear()  # once the other service is gone, the port is anybody's again
-    assert detector.on_line(f"listening on port {port}") == "phrase"
+    assert detector.on_line(f"listening on port {port}") is None
+    assert run(detector.probe()) == "phrase"
 
 
 def test_a_client_printing_its_servers_url_is_not_ready(servers):

@@ -29,6 +29,7 @@ import dataclasses
 import errno
 import functools
 import itertools
+import logging
 import os
 import secrets
 import signal
@@ -57,6 +58,8 @@ from . import owner as _owner
 from . import protocol as _protocol
 from . import receipt as _receipt
 from . import terminal as _terminal
+
+log = logging.getLogger("proctree")
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 # The keeper program, built from csrc/keeper/ beside the extension module
@@ -1450,7 +1453,13 @@ class Tree:
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
                     _owner.end_cgroup(self.cgroup, 0)
-                _cgroup.remove(self.cgroup)
+                if not _cgroup.remove(self.cgroup):
+                    # A read-only or busy cgroupfs: the tree is ended, an empty directory stays behind.
+                    log.warning(
+                        "the cgroup %s of tree %s could not be removed; `proctree reap` removes such leftovers",
+                        self.cgroup,
+                        self.keeper_pid,
+                    )
             if self._receipt is not None and (clean if clean is not None else not self._may_have_leftovers()):
                 self._remove_receipt()
 

@@ -29,18 +29,13 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .dotenv import read_dotenv
-from .procfile import NAME, ProcfileEntry, ProcfileError, read_procfile, read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 only
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+from .procfile import NAME, ProcfileEntry, ProcfileError, read_procfile
+from .tomlread import read_toml
 
 DEFAULT_BASE_PORT = 5000
 RESTART_POLICIES = ("no", "on-failure", "always")
@@ -162,7 +157,7 @@ def load_settings(directory: str) -> tuple[dict[str, EntrySettings], str | None]
         path = os.path.join(directory, filename)
         if not os.path.exists(path):
             continue
-        document = _read_toml(path)
+        document = read_toml(path)
         _check_known_keys(document, path_in_file, path)
         table: Any = document
         for key in path_in_file:
@@ -199,14 +194,6 @@ def _check_known_keys(document: Mapping[str, Any], path_in_file: tuple[str, ...]
         where = "top-level keys" if not outer else f"keys under [{'.'.join(outer)}]"
         table_name = ".".join([*outer, services])
         raise ProcfileError(f"unknown {where} {unknown} (settings go under [{table_name}.NAME])", source=source)
-
-
-def _read_toml(path: str) -> dict[str, Any]:
-    text = read_text(path, what="TOML file")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ProcfileError(f"not valid TOML: {exc}", source=path) from None
 
 
 def parse_settings(table: object, source: str) -> dict[str, EntrySettings]:

@@ -9,8 +9,12 @@
     EXPANDED=$PLAIN/x          # $NAME and ${NAME} expand in unquoted and double-quoted values
 
 Expansion looks up names set earlier in the same files first, then the base
-environment, and an unknown name expands to "" (as a shell does). Pure: text
-in, a dict out.
+environment, and an unknown name expands to "" (as a shell does). It is
+bounded by what the kernel would accept anyway: one NAME=value string of at
+most 128 KiB, and the file's strings together at most ARG_MAX, each refused
+with the line that passes the bound (values that reference each other could
+otherwise double on every line: 317 bytes asking for 42 GB). Pure: text in,
+a dict out.
 
 Must never: run anything (no `$(command)` substitution: a .env file is data),
 or return part of a file that has an error; every error names the line.
@@ -29,6 +33,17 @@ _EXPORT = re.compile(r"export[ \t]+")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _DOUBLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 _EXPAND_MARK = "\0"  # stands for a '$' that was escaped, until expansion is done
+# The kernel's bound on one environment string, NAME=value and its NUL (MAX_ARG_STRLEN: 32 pages).
+MAX_STRING = 128 * 1024
+
+
+def _arg_max() -> int:
+    """The kernel's bound on argv and the environment together (ARG_MAX), or 2 MiB where it is not known."""
+    try:
+        value = os.sysconf("SC_ARG_MAX")
+    except (AttributeError, ValueError, OSError):
+        value = -1
+    return value if value > 0 else 2 * 1024 * 1024
 
 
 def parse_dotenv(text: str, source: str = ".env", base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -63,6 +78,8 @@ class _Reader:
         self.source = source
         self.base = base
         self.values: dict[str, str] = {}
+        self.sizes: dict[str, int] = {}  # bytes of each value's NAME=value\0 string, for the ARG_MAX bound
+        self.arg_max = _arg_max()
         self.pos = 0
         self.line = 1
 
@@ -108,24 +125,41 @@ class _Reader:
             raise self.fail(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
         self.skip_blanks()
         quote = self.text[self.pos : self.pos + 1]
+        name = key.group()
         if quote in ("'", '"'):
-            value = self.quoted(quote, start_line)
+            value = self.quoted(quote, start_line, name)
         else:
-            value = self.unquoted()
-        self.values[key.group()] = value
+            value = self.unquoted(start_line, name)
+        size = len(name) + 2 + len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_STRING:
+            raise self.fail(
+                f"{name}'s value is {size - len(name) - 2} bytes: the kernel refuses an environment string "
+                f"over {MAX_STRING // 1024} KiB",
+                start_line,
+            )
+        self.values.pop(name, None)
+        self.sizes[name] = size
+        self.values[name] = value
+        total = sum(self.sizes.values())
+        if total > self.arg_max:
+            raise self.fail(
+                f"the file's environment reaches {total} bytes here, over the kernel's limit for the "
+                f"environment and arguments together (ARG_MAX, {self.arg_max} bytes)",
+                start_line,
+            )
 
     def skip_blanks(self) -> None:
         while self.text.startswith((" ", "\t"), self.pos):
             self.pos += 1
 
-    def unquoted(self) -> str:
+    def unquoted(self, start_line: int, name: str) -> str:
         chunk = self.rest_of_line()
         comment = re.search(r"[ \t]#", chunk)
         if comment:
             chunk = chunk[: comment.start()]
-        return self.expand(chunk.strip().replace("\\$", _EXPAND_MARK))
+        return self.expand(chunk.strip().replace("\\$", _EXPAND_MARK), start_line, name)
 
-    def quoted(self, quote: str, start_line: int) -> str:
+    def quoted(self, quote: str, start_line: int, name: str) -> str:
         self.pos += 1
         out: list[str] = []
         while True:
@@ -150,16 +184,27 @@ class _Reader:
         if after and not after.startswith("#"):
             raise self.fail(f"unexpected text after the closing quote: {_shown(after)}", closing_line)
         value = "".join(out)
-        return self.expand(value) if quote == '"' else value
+        return self.expand(value, start_line, name) if quote == '"' else value
 
-    def expand(self, value: str) -> str:
-        def lookup(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2)
-            if name in self.values:
-                return self.values[name]
-            return self.base.get(name, "")
-
-        return _VAR.sub(lookup, value).replace(_EXPAND_MARK, "$")
+    def expand(self, value: str, line: int, name: str) -> str:
+        """value with $NAME / ${NAME} replaced; refused, before it is built, once it would pass MAX_STRING."""
+        pieces: list[str] = []
+        length = len(name) + 2
+        pos = 0
+        for match in _VAR.finditer(value):
+            ref = match.group(1) or match.group(2)
+            found = self.values[ref] if ref in self.values else self.base.get(ref, "")
+            length += match.start() - pos + len(found)
+            if length > MAX_STRING:
+                raise self.fail(
+                    f"{name}'s value expands past {MAX_STRING // 1024} KiB (the kernel's bound on one "
+                    "environment string): values that reference each other grow on every line",
+                    line,
+                )
+            pieces += [value[pos : match.start()], found]
+            pos = match.end()
+        pieces.append(value[pos:])
+        return "".join(pieces).replace(_EXPAND_MARK, "$")
 
 
 def _shown(text: str) -> str:

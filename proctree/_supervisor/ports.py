@@ -1,9 +1,10 @@
 """The port a service listens on: read from its command line, and whether something answers there.
 
-Pure parsing of command lines (port_from_command) and two quick looks at a
-port (port_answers before a spawn, tcp_probe while waiting for readiness).
-They connect and close at once: this module never sends data, and never
-signals or starts anything.
+Pure parsing of command lines (port_from_command) and quick looks at a
+port: port_answers and local_listener before a spawn (blocking: called from
+a worker thread), tcp_probe while waiting for readiness (asyncio). They
+connect and close at once: this module never sends data, and never signals
+or starts anything.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import ipaddress
 import re
 import shlex
 import socket
-import sys
 from collections.abc import Mapping, Sequence
 
 from .._validate import check_seconds
+from .sockets import listeners, local_hex_address
 
 __all__ = [
     "check_port",
@@ -74,9 +75,20 @@ def _port_number(text: str, env: Mapping[str, str]) -> int | None:
     return port if 1 <= port <= 65535 else None
 
 
+# A port flag or a quoted command line is short: longer words (a script passed to python -c) are
+# not searched, and a long command line only for its start, so reading it costs the caller little.
+_MAX_WORD = 4096
+_MAX_COMMAND = 16384
+
+
 def _split_command(command: str | Sequence[str]) -> list[str]:
-    """The words of a command line, shell operators (&&, ;, |, ...) as words of their own."""
+    """The words of a command line, shell operators (&&, ;, |, ...) as words of their own (long words left out)."""
+    return [word for word in _all_words(command) if len(word) <= _MAX_WORD]
+
+
+def _all_words(command: str | Sequence[str]) -> list[str]:
     if isinstance(command, str):
+        command = command[:_MAX_COMMAND]
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         try:
@@ -229,55 +241,20 @@ def port_answers(host: str, port: int, timeout: float = 0.2) -> bool:
     return False
 
 
-_TCP_LISTEN = "0A"
-_LINUX = sys.platform.startswith("linux")
-# The kernel's socket tables (Linux); elsewhere only the pre-flight's connects see a listener.
-_PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6") if _LINUX else ()
-
-
 def local_listener(port: int) -> bool:
     """Whether a socket of this network namespace listens on port at a loopback or wildcard address.
 
     Reads /proc/net/tcp and tcp6 (the kernel's own table, no connect): it
     finds a server on any of 127.0.0.0/8 (127.0.0.2 as well as 127.0.0.1),
     ::1 or a wildcard, which a connect to 127.0.0.1 and ::1 alone would
-    miss. False where the tables cannot be read.
+    miss. False where the tables cannot be read. It reads files: never on an
+    event loop.
     """
     check_port(port, "port")
-    suffix = f":{port:04X}"
-    for path in _PROC_NET_TCP:
-        try:
-            with open(path, encoding="ascii", errors="replace") as f:
-                next(f, None)  # the header
-                for line in f:
-                    fields = line.split()
-                    if len(fields) < 4 or fields[3] != _TCP_LISTEN or not fields[1].endswith(suffix):
-                        continue
-                    if _local_hex_address(fields[1].rpartition(":")[0]):
-                        return True
-        except OSError:
-            continue
-    return False
+    return bool(listeners((port,)))
 
 
-def _local_hex_address(text: str) -> bool:
-    """Whether a /proc/net/tcp{,6} address (hex, in the kernel's word order) is loopback or a wildcard."""
-    try:
-        raw = bytes.fromhex(text)
-        if sys.byteorder == "little":  # the kernel prints each 32-bit word in host order
-            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-        if len(raw) == 4:
-            ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv4Address(raw)
-        elif len(raw) == 16:
-            ip = ipaddress.IPv6Address(raw)
-            mapped = ip.ipv4_mapped
-            if mapped is not None:
-                ip = mapped
-        else:
-            return False
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_unspecified
+_local_hex_address = local_hex_address  # the tests' name for it
 
 
 async def loopback_answers(port: int, timeout: float) -> bool:

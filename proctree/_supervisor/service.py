@@ -30,6 +30,8 @@ from . import events as _ev
 from . import restart as _restart
 from .killnow import kill_now
 from .logring import LogRing, Row
+from .outcome import RunEnd, describe_error, describe_exit, describe_keeper_lost
+from .outfeed import OutputFeed
 from .readiness import Detector
 from .snapshot import (
     EXITED,
@@ -46,12 +48,12 @@ from .snapshot import (
 )
 from .spec import ServiceSpec, build_env
 from .treeio import (
+    PipeReader,
     close_reader,
     exit_fields,
     open_reader,
     quietly,
     raise_unexpected,
-    signal_name,
     stop_waiting,
     wait_exit,
     wake,
@@ -67,6 +69,11 @@ _SHELL_FAILURES = {
     127: re.compile(r"\bnot found\b|No such file or directory"),
     126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
 }
+
+# A teardown that fails for want of resources is retried this many times, after 0.1, 0.2, 0.4, ... s.
+_SCARCE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN))
+_SCARCE_TRIES = 6
+_SCARCE_PAUSE = 0.1
 
 # After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
 _LATE_PROBE_FACTOR = 4
@@ -99,42 +106,6 @@ class Host(Protocol):
     async def next_change(self) -> None: ...
 
     def foreign_ports(self, service: Service) -> set[int]: ...
-
-
-def describe_exit(code: int | None, sig: str | None) -> str:
-    if sig is not None:
-        return f"ended by {sig}"
-    if code is None:
-        return "ended (status unknown)"
-    return f"exited with status {code}"
-
-
-def describe_keeper_lost(lost: KeeperLost) -> str:
-    """Why a run ended with no status: its keeper was killed (an OOM kill, kill -9), and the owner ended the tree."""
-    code = lost.keeper_returncode
-    how = f"was killed by {signal_name(-code)}" if code is not None and code < 0 else "died"
-    return f"its keeper (pid {lost.keeper_pid}) {how}, so the command's status is unknown; its tree was ended"
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
-        # The filename would be the keeper proctree runs the command through: not the user's concern.
-        return "Argument list too long (the command and its environment together exceed the kernel's limit)"
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f": {exc.filename!r}" if exc.filename else ""
-        return f"{exc.strerror}{where}"
-    return str(exc) or type(exc).__name__
-
-
-@dataclass(frozen=True)
-class _RunEnd:
-    code: int | None
-    sig: str | None
-    uptime: float
-    keeper_lost: KeeperLost | None = None  # the keeper was killed: no status, the tree ended by the owner
-
-    def describe(self) -> str:
-        return describe_keeper_lost(self.keeper_lost) if self.keeper_lost else describe_exit(self.code, self.sig)
 
 
 class Service:
@@ -175,9 +146,8 @@ class Service:
         self._poke = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._detector: Detector | None = None
-        self._out_cursor = 0
         self._run_first_seq = 0  # the ring's last seq when the current run was spawned
-        self._out_handle: asyncio.TimerHandle | None = None
+        self.out = OutputFeed(self.ring, settings.output_interval, self._send_rows)
 
     # -- what callers see ---------------------------------------------------------------------
 
@@ -342,7 +312,7 @@ class Service:
             pass  # unsure whether it ended: kill whatever the tree still reports
         kill_now(tree)
 
-    async def _after_exit(self, end: _RunEnd) -> bool:
+    async def _after_exit(self, end: RunEnd) -> bool:
         """The run ended by itself: restart (after the backoff) -> True; a final status -> False."""
         failed = end.code != 0  # a lost keeper (no status) counts as a crash
         if end.code == 0:
@@ -388,7 +358,7 @@ class Service:
         await self._sleep_unless_poked(decision.delay)
         return True
 
-    def _shell_could_not_run(self, end: _RunEnd) -> bool:
+    def _shell_could_not_run(self, end: RunEnd) -> bool:
         """The run's 126 / 127 is the shell's own: it could not run a command, and said so last.
 
         A program (or a later step of a script) may exit 127 itself after
@@ -459,7 +429,7 @@ class Service:
 
     # -- one run ------------------------------------------------------------------------------
 
-    async def _run_once(self) -> _RunEnd | None:
+    async def _run_once(self) -> RunEnd | None:
         spec = self.spec
         loop = asyncio.get_running_loop()
         env = build_env(spec.env)
@@ -510,13 +480,16 @@ class Service:
             self.status = STARTING
             self.reason = None
             self._detector = detector
+            detector.members = lambda: [p.pid for p in tree.members()]
             self._emit(_ev.STARTED)
             if spec.ready.kind == "none":
                 self._set_running()
-        transport = eof = None
+        transport: PipeReader | None = None
+        eof = None
         watcher = exit_wait = None
         try:
             transport, eof = await open_reader(tree, self.take_output)
+            self.out.attach(transport)
             watcher = loop.create_task(self._watch_readiness_guarded(detector))
             exit_wait = loop.create_task(wait_exit(tree))
             while not exit_wait.done() and self.intent is None:
@@ -528,8 +501,9 @@ class Service:
             await stop_waiting(exit_wait)
             raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
             # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
-            report = await tree.terminate_async(self.stop_grace)
-            self.kill_incomplete = not report.ok
+            # Its last output is read, however far behind the consumer is: a pipe holds little.
+            self.out.read_on()
+            self.kill_incomplete = not await self._end_tree(tree)
         except BaseException:
             await stop_waiting(exit_wait)
             kill_now(tree)
@@ -538,6 +512,8 @@ class Service:
         finally:
             if watcher is not None:
                 watcher.cancel()
+            self.out.read_on()
+            self.out.attach(None)
             await close_reader(transport, eof)
             self._detector = None  # a last partial line proves nothing about a tree that is gone
             self._take_rows(self.ring.close())
@@ -550,7 +526,39 @@ class Service:
         self.exit_code, self.exit_signal = exit_fields(returncode)
         if lost is not None and not self.reaped:
             self.note(describe_keeper_lost(lost))
-        return _RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+        return RunEnd(self.exit_code, self.exit_signal, uptime, lost)
+
+    async def _end_tree(self, tree: Tree) -> bool:
+        """End the whole tree within the stop grace; whether nothing of it is left, as far as can be known.
+
+        A teardown needs a few file descriptors and threads: when the host has
+        none to spare (EMFILE, ENFILE, ENOMEM, EAGAIN) the tree is SIGKILLed
+        and the teardown tried again a few times, with one warning line and no
+        traceback; the keeper ends what is left if the host dies meanwhile.
+        """
+        for attempt in range(_SCARCE_TRIES):
+            try:
+                report = await tree.terminate_async(self.stop_grace if attempt == 0 else 0)
+                return report.ok
+            except OSError as exc:
+                if exc.errno not in _SCARCE:
+                    raise
+                if attempt == 0:
+                    log.warning(
+                        "service %s (%s): ending its tree failed for want of resources (%s); killing it and retrying",
+                        self.id,
+                        self.name,
+                        exc.strerror or exc,
+                    )
+                kill_now(tree)
+                await asyncio.sleep(_SCARCE_PAUSE * 2**attempt)
+        log.warning(
+            "service %s (%s): its tree could not be confirmed ended for want of resources (kill_incomplete)",
+            self.id,
+            self.name,
+        )
+        self.reason = "its tree could not be confirmed ended: the host ran out of file descriptors or memory"
+        return False
 
     async def _watch_readiness_guarded(self, detector: Detector) -> None:
         """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
@@ -578,11 +586,11 @@ class Service:
             if self.status == STARTING and loop.time() >= deadline:
                 self._set_running()
             if self.status == STARTING:
-                await asyncio.sleep(max(0.0, min(interval, deadline - loop.time())))
+                await detector.pause(max(0.0, min(interval, deadline - loop.time())))
             elif detector.spec.kind == "exec":
                 return  # a command per round forever is too much for a service that never proved itself
             else:
-                await asyncio.sleep(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
+                await detector.pause(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
 
     def _set_ready(self, how: str) -> None:
         detector = self._detector
@@ -615,9 +623,14 @@ class Service:
         except Exception:  # never let a bug close the pipe under a running service (it would die of SIGPIPE)
             log.exception("service %s: reading its output failed", self.id)
 
+    def hold_output(self, held: bool) -> None:
+        """Stop (True) or go on (False) reading the output pipe (see OutputFeed.hold)."""
+        self.out.hold(held)
+
     def _take_rows(self, rows: list[Row]) -> None:
         if not rows:
             return
+        self.out.add(rows)  # first: the rows up to a proof go out before the `ready` event
         detector = self._detector
         if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
             for row in rows:
@@ -629,22 +642,12 @@ class Service:
                 if how is not None:
                     self._set_ready(how)
                     break
-        if self._out_handle is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
-            self._out_handle = loop.call_later(self.host.settings.output_interval, self._flush_output)
 
     def _flush_output(self) -> None:
-        if self._out_handle is not None:
-            self._out_handle.cancel()
-            self._out_handle = None
-        if self.ring.last_seq == self._out_cursor:
-            return
-        page = self.ring.read(since=self._out_cursor)
-        self._out_cursor = page.next
-        self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), page.rows, page.dropped))
+        self.out.flush()
+
+    def _send_rows(self, rows: tuple[Row, ...]) -> None:
+        self.host.emit(_ev.ServiceEvent(_ev.OUTPUT, self.snapshot(), rows, 0))
 
     # -- events -------------------------------------------------------------------------------
 

@@ -372,17 +372,40 @@ class Supervisor:
             return LogPage((), last, last - since)
         return service.ring.read(since, limit)
 
+    def pause_output(self, id_or_name: str = ALL) -> None:
+        """Stop reading a service's (or every service's) output pipe until resume_output().
+
+        For a consumer of output events that falls behind (a slow terminal):
+        the service then blocks in its next write once the pipe is full, as
+        under foreman, and no row is lost. The hold outlives restarts; a tree
+        being ended is read to its end regardless.
+        """
+        for service in self._held_targets(id_or_name):
+            service.hold_output(True)
+
+    def resume_output(self, id_or_name: str = ALL) -> None:
+        """Read a service's (or every service's) output pipe again after pause_output()."""
+        for service in self._held_targets(id_or_name):
+            service.hold_output(False)
+
+    def _held_targets(self, id_or_name: str) -> builtins.list[Service]:
+        if id_or_name == ALL:
+            return builtins.list(self._services.values())
+        service = self._find(id_or_name)
+        return [] if service is None else [service]
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call listener(event) for every ServiceEvent from now on; return the function that unsubscribes it."""
         return self._listeners.add(listener)
 
     async def wait(
         self, id_or_name: str, until: str | Iterable[str] = (READY, RUNNING), timeout: float | None = None
-    ) -> ServiceSnapshot | None:
+    ) -> ServiceSnapshot:
         """Wait until the service's status is one of until, or terminal; return its snapshot.
 
         asyncio.TimeoutError (TimeoutError from 3.11) after timeout seconds, the
-        service untouched. None for a forgotten id.
+        service untouched. UnknownServiceError for a forgotten id (its end is
+        no longer known), as for a name nobody has.
         """
         if isinstance(until, str):
             wanted = {until}
@@ -400,7 +423,9 @@ class Supervisor:
             raise ValueError(f"until: unknown statuses {sorted(bad)} (statuses: {', '.join(STATUSES)})")
         service = self._find(id_or_name)
         if service is None:
-            return None
+            raise UnknownServiceError(
+                f"service {id_or_name!r} was forgotten (max_records): its end is not known", id_or_name
+            )
         limit = None if timeout is None else check_seconds(timeout, "timeout")
         await asyncio.wait_for(self._until([service], lambda s: s.status in wanted), limit)
         return service.snapshot()
@@ -431,8 +456,7 @@ class Supervisor:
             if service is None:
                 return []
             targets = [service]
-        ids = {s.id for s in targets}
-        graph = {s.id: [dep.id for dep, _ in s.needs if dep.id in ids] for s in targets}
+        graph = _stop_graph(targets)
         by_id = {s.id: s for s in targets}
         for level in _deps.stop_levels(graph):
             services = [by_id[sid] for sid in level]
@@ -568,6 +592,30 @@ def _reraise_soon(exc: BaseException) -> None:
         raise exc
 
     loop.call_soon(reraise)
+
+
+def _stop_graph(targets: builtins.list[Service]) -> dict[str, builtins.list[str]]:
+    """What each target depends on among the targets, transitively through services that are not stopped now.
+
+    web -> migrate (a finished one-shot, not a target) -> db: web still stops before db.
+    """
+    ids = {s.id for s in targets}
+    graph: dict[str, builtins.list[str]] = {}
+    for service in targets:
+        found: set[str] = set()
+        seen: set[str] = set()
+        todo = [dep for dep, _ in service.needs]
+        while todo:
+            dep = todo.pop()
+            if dep.id in seen:
+                continue
+            seen.add(dep.id)
+            if dep.id in ids:
+                found.add(dep.id)
+            else:
+                todo.extend(d for d, _ in dep.needs)
+        graph[service.id] = sorted(found)
+    return graph
 
 
 def _settled(service: Service) -> bool:

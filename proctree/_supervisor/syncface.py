@@ -122,9 +122,7 @@ class SyncSupervisor:
             return read(*args)
         return self._call(read, *args)
 
-    def wait(
-        self, id_or_name: str, until: Any = ("ready", "running"), timeout: float | None = None
-    ) -> ServiceSnapshot | None:
+    def wait(self, id_or_name: str, until: Any = ("ready", "running"), timeout: float | None = None) -> ServiceSnapshot:
         return self._call(self._sup.wait, id_or_name, until, timeout)
 
     def stop(self, id_or_name: str = ALL) -> builtins.list[ServiceSnapshot]:
@@ -132,6 +130,12 @@ class SyncSupervisor:
 
     def restart(self, id_or_name: str = ALL) -> builtins.list[ServiceSnapshot]:
         return self._call(self._sup.restart, id_or_name)
+
+    def pause_output(self, id_or_name: str = ALL) -> None:
+        return self._call(self._sup.pause_output, id_or_name)
+
+    def resume_output(self, id_or_name: str = ALL) -> None:
+        return self._call(self._sup.resume_output, id_or_name)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Subscribe listener (called in the supervisor's thread); the returned function unsubscribes it, from any thread."""

@@ -29,6 +29,11 @@ from proctree._validate import MAX_STOP_GRACE
 from . import _upview
 from ._common import CliError, add_output_options, parse_seconds, shown, subcommand
 
+# Output backpressure: once this many rows of one service wait to be written, its pipe is no
+# longer read (it blocks, as under foreman) until they are down to the low mark.
+HIGH_ROWS = 20000
+LOW_ROWS = 5000
+
 # The signals that end the run, and the status each one gives (128 + N, as a shell reports it).
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIGPIPE_STATUS = 128 + signal.SIGPIPE
@@ -205,6 +210,8 @@ class Up:
             json_mode=args.json,
             timestamps=not args.no_timestamp,
             quiet=args.quiet,
+            on_broken=self.on_broken,
+            on_drained=self.on_drained,
         )
         self.ending: asyncio.Event | None = None
         self.code = 0
@@ -231,7 +238,8 @@ class Up:
                 max_services=len(self.specs), stop_grace=self.args.grace, **self._ready_timeout()
             ) as sup:
                 self.sup = sup
-                # The listener only queues: printing (which can block or fail) happens in our own task.
+                self.out.start()
+                # The listener only queues: printing (which can block or fail) happens off the loop.
                 unsubscribe = sup.subscribe(queue.put_nowait)
                 printer = asyncio.ensure_future(self.print_events(queue))
                 starting = asyncio.ensure_future(sup.start_all(self.specs))
@@ -255,7 +263,9 @@ class Up:
                 # Every service's final word, including those stopped before stop("all")
                 # (a start cancelled while they waited for a dependency).
                 self.out.closing(sup.list(), self.code)
+                await self.out.finish()
         finally:
+            await self.out.finish()
             for sig in handled:
                 loop.remove_signal_handler(sig)
         return self.code
@@ -277,12 +287,19 @@ class Up:
 
     def show(self, event: Any) -> None:
         try:
-            self.out.event(event)
-        except BrokenPipeError:
-            self.out.lost()
-            self.end(SIGPIPE_STATUS, "stdout was closed")
+            backlog = self.out.event(event)
+            if backlog > HIGH_ROWS and self.sup is not None:
+                self.sup.pause_output(event.snapshot.id)
         except Exception as exc:  # a line that could not be written must not stop the watching
             sys.stderr.write(f"proctree up: could not show a {event.kind} event of {event.snapshot.name}: {exc!r}\n")
+
+    def on_broken(self) -> None:
+        self.end(SIGPIPE_STATUS, "stdout was closed")
+
+    def on_drained(self, sid: str) -> None:
+        """A held service's rows are written down to the low mark: read its pipe again."""
+        if self.sup is not None:
+            self.sup.resume_output(sid)
 
     # -- when the run ends -----------------------------------------------------------
 
@@ -343,31 +360,125 @@ class Up:
 
 
 class Output:
-    """Where up's lines go: text through the view, or JSON lines; once stdout breaks, nowhere."""
+    """Where up's lines go: text through the view, or JSON lines; once stdout breaks, nowhere.
+
+    Lines are queued in order and written by one worker thread, so a slow
+    terminal, pipe or file never blocks the event loop (signals, stops and
+    other services go on). event() returns how many rows of that service
+    are waiting to be written; on_drained(id) says when a service that was
+    over HIGH_ROWS is back under LOW_ROWS.
+    """
 
     # Under -q, the only news up still prints (as text; --json prints everything).
     QUIET_NEWS = frozenset({"output", "failed", "crash-loop"})
 
-    def __init__(self, stream, names, *, json_mode: bool, timestamps: bool, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        stream: Any,
+        names: Any,
+        *,
+        json_mode: bool,
+        timestamps: bool,
+        quiet: bool = False,
+        on_broken: Any = None,
+        on_drained: Any = None,
+    ) -> None:
         self.stream = stream
         self.json = json_mode
         self.quiet = quiet and not json_mode
         self.view = _upview.View(names, colour=not json_mode and _upview.colour_wanted(stream), timestamps=timestamps)
         self.broken = False
+        self.on_broken = on_broken
+        self.on_drained = on_drained
+        self._outbox: list[tuple[str, str | None, int]] = []  # (text, service id, rows)
+        self.backlog: dict[str, int] = {}
+        self._held: set[str] = set()
+        self._kick: asyncio.Event | None = None
+        self._writer: asyncio.Future[None] | None = None
+        self._finishing = False
 
-    def write(self, lines: list[str]) -> None:
+    def start(self) -> None:
+        self._kick = asyncio.Event()
+        self._writer = asyncio.ensure_future(self._pump())
+
+    def write(self, lines: list[str], sid: str | None = None, rows: int = 0) -> None:
         if self.broken or not lines:
             return
-        self.stream.write("".join(line + "\n" for line in lines))
+        text = "".join(line + "\n" for line in lines)
+        if self._kick is None:  # no loop (not started, or finished): write here
+            self._write_now(text)
+            return
+        self._outbox.append((text, sid, rows))
+        if sid is not None:
+            self.backlog[sid] = self.backlog.get(sid, 0) + rows
+            if self.backlog[sid] > HIGH_ROWS:
+                self._held.add(sid)
+        self._kick.set()
+
+    def _write_now(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            self.lost()
+            if self.on_broken is not None:
+                self.on_broken()
+
+    async def _pump(self) -> None:
+        assert self._kick is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._outbox:
+                if self._finishing:
+                    return
+                self._kick.clear()
+                await self._kick.wait()
+                continue
+            batch, self._outbox = self._outbox, []
+            text = "".join(t for t, _, _ in batch)
+            if not self.broken:
+                try:
+                    await loop.run_in_executor(None, self._write_blocking, text)
+                except BrokenPipeError:
+                    self.lost()
+                    if self.on_broken is not None:
+                        self.on_broken()
+                except Exception as exc:  # a line that could not be written must not stop the run
+                    sys.stderr.write(f"proctree up: could not write output: {exc!r}\n")
+            for _, sid, rows in batch:
+                if sid is None:
+                    continue
+                left = self.backlog[sid] = self.backlog.get(sid, 0) - rows
+                if sid in self._held and left <= LOW_ROWS:
+                    self._held.discard(sid)
+                    if self.on_drained is not None:
+                        self.on_drained(sid)
+
+    def _write_blocking(self, text: str) -> None:
+        self.stream.write(text)
         self.stream.flush()
 
-    def event(self, event: Any) -> None:
-        if self.quiet and event.kind not in self.QUIET_NEWS:
+    async def finish(self) -> None:
+        """Write out what is queued, then write directly from now on."""
+        writer, self._writer = self._writer, None
+        if writer is None:
             return
+        self._finishing = True
+        assert self._kick is not None
+        self._kick.set()
+        await writer
+        self._kick = None
+
+    def event(self, event: Any) -> int:
+        """Queue the lines of one event; the rows of its service now waiting to be written."""
+        sid = event.snapshot.id
+        if self.quiet and event.kind not in self.QUIET_NEWS:
+            return self.backlog.get(sid, 0)
         if self.json:
-            self.write([_upview.json_line(event.to_dict())])
+            self.write([_upview.json_line(event.to_dict())], sid, len(event.rows))
         else:
-            self.write(self.view.event(event))
+            self.write(self.view.event(event), sid, len(event.rows))
+        return self.backlog.get(sid, 0)
 
     def system(
         self, text: str, *, kind: str, after_echo: bool = False, even_if_quiet: bool = False, **fields: Any
@@ -375,13 +486,10 @@ class Output:
         """One line of up's own; after_echo: a terminal may have echoed ^C, which the line overwrites."""
         if self.quiet and not even_if_quiet:
             return
-        try:
-            if self.json:
-                self.write([_upview.json_line({"kind": kind, "at": time.time(), "message": text, **fields})])
-            else:
-                self.write([("\r" if after_echo and self.view.colour else "") + self.view.system(text)])
-        except BrokenPipeError:
-            self.lost()
+        if self.json:
+            self.write([_upview.json_line({"kind": kind, "at": time.time(), "message": text, **fields})])
+        else:
+            self.write([("\r" if after_echo and self.view.colour else "") + self.view.system(text)])
 
     def closing(self, stopped: list[Any], code: int) -> None:
         if self.json:
@@ -403,6 +511,7 @@ class Output:
     def lost(self) -> None:
         """stdout's reader went away: drop our output from now on (the interpreter's last flush too)."""
         self.broken = True
+        self._outbox.clear()
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self.stream.fileno())

@@ -1,0 +1,176 @@
+"""Resource exhaustion: too few file descriptors at start and at close, and a cgroup that cannot be removed.
+
+The Supervisor must answer with a failed status or one warning line, never
+a traceback, and leave nothing running.
+"""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import proctree
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, resource, sys
+    from proctree import ServiceSpec, Supervisor
+    resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+    SLEEPER = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+
+    async def main():
+        hog = []
+        async with Supervisor(max_services=16, stop_grace=1) as sup:
+            await sup.start_all([ServiceSpec(SLEEPER, name=f"svc{i}", ready="log:up") for i in range(int(sys.argv[1]))])
+            for s in sup.list():
+                if s.pid:
+                    print("pid", s.pid, flush=True)
+            if sys.argv[2] == "hog":  # leave no descriptor for the teardown
+                try:
+                    while True:
+                        hog.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    pass
+        for fd in hog:
+            os.close(fd)
+        for s in sup.list():
+            print("final", s.name, s.status, s.kill_incomplete, "|", s.reason, flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def run_script(count, mode):
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(count), mode], capture_output=True, text=True, env=env, cwd="/", timeout=120
+    )
+
+
+def gone(pid, within=10.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if proctree.proc(pid).is_zombie:
+                return True
+        except proctree.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_ulimit_n_32_at_start_gives_failed_statuses_not_tracebacks():
+    done = run_script(8, "none")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    finals = [line for line in done.stdout.splitlines() if line.startswith("final")]
+    assert len(finals) == 8
+    for line in finals:
+        assert " stopped " in line or ("failed" in line and "Too many open files" in line), line
+    for line in done.stdout.splitlines():
+        if line.startswith("pid"):
+            assert gone(int(line.split()[1]))
+
+
+def test_no_descriptor_left_at_close_gives_a_warning_and_nothing_left():
+    done = run_script(3, "hog")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "for want of resources" in done.stderr
+    pids = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("pid")]
+    assert pids
+    for pid in pids:
+        assert gone(pid), pid
+    finals = [line for line in done.stdout.splitlines() if line.startswith("final")]
+    # 32 descriptors may not even start all three: such a one failed at its start, saying why.
+    assert all(" stopped " in line or "cannot start: Too many open files" in line for line in finals), finals
+
+
+def test_a_cgroup_that_cannot_be_removed_is_a_warning(monkeypatch, caplog):
+    from proctree._containment import cgroup
+
+    real_remove = cgroup.remove
+    kept = []
+
+    def refuse(path, timeout=5.0):
+        kept.append(path)
+        return False  # as on a read-only cgroupfs
+
+    monkeypatch.setattr(cgroup, "remove", refuse)
+    try:
+        tree = proctree.spawn(["true"], contain="cgroup")
+    except (OSError, ValueError, proctree.Error) as exc:
+        pytest.skip(f"no cgroup containment here: {exc}")
+    try:
+        with caplog.at_level(logging.WARNING, logger="proctree"):
+            tree.wait(10)
+            tree.terminate()
+    finally:
+        monkeypatch.setattr(cgroup, "remove", real_remove)
+        for path in kept:
+            real_remove(path)
+    assert kept, "the teardown never tried to remove the cgroup"
+    assert any("could not be removed" in r.getMessage() for r in caplog.records)
+
+
+def test_eagain_on_fork_at_start_is_a_failed_status(monkeypatch):
+    """fork() failing with EAGAIN or ENOMEM (a full process table, no memory): `failed`, the reason, no traceback."""
+    import asyncio
+    import errno
+
+    from proctree._supervisor import service as service_module
+
+    async def refuse(*args, **kwargs):
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(service_module, "spawn_async", refuse)
+
+    async def main():
+        async with proctree.Supervisor() as sup:
+            snap = await sup.start(["sleep", "30"], name="svc")
+            return await sup.wait(snap.id, until=())
+
+    snap = asyncio.run(main())
+    assert snap.status == "failed"
+    assert snap.reason == f"cannot start: {os.strerror(errno.EAGAIN)}"
+
+
+def test_enomem_while_stopping_kills_and_retries(monkeypatch, caplog):
+    import asyncio
+    import errno
+
+    from proctree._containment.spawn import Tree
+
+    real = Tree.terminate_async
+    calls = []
+
+    async def flaky(self, grace=None):
+        calls.append(grace)
+        if len(calls) == 1:
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        return await real(self, grace)
+
+    monkeypatch.setattr(Tree, "terminate_async", flaky)
+
+    async def main():
+        async with proctree.Supervisor(stop_grace=1) as sup:
+            snap = await sup.start(
+                [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], ready="log:up"
+            )
+            snap = await sup.wait(snap.id, until="ready", timeout=30)
+        return snap.pid, sup.list()[0]
+
+    with caplog.at_level(logging.WARNING, logger="proctree.supervisor"):
+        pid, final = asyncio.run(main())
+    assert final.status == "stopped" and not final.kill_incomplete
+    assert len(calls) >= 2
+    assert any("for want of resources" in r.getMessage() for r in caplog.records)
+    assert not any(r.exc_info for r in caplog.records)
+    assert gone(pid)
