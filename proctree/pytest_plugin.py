@@ -136,6 +136,59 @@ def _age(p: proctree.Proc, now: float) -> str:
     return f"{seconds:.1f} s"
 
 
+def _held_pids() -> set[int]:
+    """Pids of live multiprocessing processes that something still holds beyond multiprocessing's registry of
+    started children: a pool's workers (held by the pool a fixture keeps), started lazily by a test.
+
+    A test's own Process that it dropped is held by that registry alone once its frame is gone.
+    """
+    import gc
+    import sys
+    import types
+
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is None:
+        return set()
+    registry = getattr(mp, "_children", None)
+    pids: list[int] = []
+    objs: list[Any] = []
+    started = list(getattr(mp, "_children", ()))
+    for obj in started:
+        popen = getattr(obj, "_popen", None)
+        if popen is not None and getattr(popen, "returncode", 0) is None:
+            pids.append(popen.pid)
+            objs.append(obj)
+    ignore = {id(registry), id(objs), id(started)}
+    held = set()
+    for i, pid in enumerate(pids):  # no (pid, obj) tuples: each would be one more referrer
+        obj = objs[i]
+        for r in gc.get_referrers(obj):
+            if id(r) in ignore or isinstance(r, (types.FrameType, types.MethodType)):
+                continue
+            if isinstance(r, dict) and r is getattr(obj, "__dict__", None):
+                continue
+            held.add(pid)
+            break
+    return held
+
+
+def _stdlib_helpers() -> set[int]:
+    """multiprocessing's per-interpreter helpers (the resource tracker, the forkserver): they live as long as
+    pytest does, whichever test first needed them."""
+    import sys
+
+    out = set()
+    rt = sys.modules.get("multiprocessing.resource_tracker")
+    pid = getattr(getattr(rt, "_resource_tracker", None), "_pid", None)
+    if isinstance(pid, int):
+        out.add(pid)
+    fs = sys.modules.get("multiprocessing.forkserver")
+    pid = getattr(getattr(fs, "_forkserver", None), "_forkserver_pid", None)
+    if isinstance(pid, int):
+        out.add(pid)
+    return out
+
+
 class _Guard:
     """The run's containment, the marks around each test, and who started what."""
 
@@ -149,21 +202,30 @@ class _Guard:
         self.watchdog = watchdog
         self.grace = grace
         self.box: Any = None
+        self.owns_box = False
         self.worker = hasattr(config, "workerinput")
+        self.item: str = ""  # the test being run (fixtures are set up for it)
         self.marks: dict[str, Any] = {}
         # fixture key -> (description, identities it started)
         self.fixtures: dict[tuple[str, str, int], tuple[str, set[tuple[int, int]]]] = {}
         self.finalized: list[tuple[str, set[tuple[int, int]]]] = []  # fixtures finalized in this teardown phase
+        self.held: dict[tuple[int, int], str] = {}  # leaked but still held by a live object: who started it
+        self.exempt: set[tuple[int, int]] = set()  # started by tests whose check is off
         self.leakers: list[tuple[str, list[str]]] = []
         self.earlier: list[str] = []
+        self.failed_at_end = False
 
     # -- the containment ------------------------------------------------------------------
 
     def _ensure(self) -> Any:
         if self.box is None:
-            self.box = proctree.contain_self(
-                subreaper=self.subreaper, watchdog=self.watchdog, tag="pytest", grace=self.grace
-            )
+            # An in-process inner run (pytester) shares the outer run's containment, and leaves it open.
+            self.box = proctree.Containment.current()
+            if self.box is None:
+                self.box = proctree.contain_self(
+                    subreaper=self.subreaper, watchdog=self.watchdog, tag="pytest", grace=self.grace
+                )
+                self.owns_box = True
         return self.box
 
     def _mode_for(self, item: pytest.Item) -> str:
@@ -186,39 +248,58 @@ class _Guard:
     def _end_earlier_runs(self) -> None:
         """End what earlier runs that were killed left: their marker names a pytest that is gone."""
         try:
-            report = proctree.reap_orphans(tag="pytest", grace=self.grace)
+            found = proctree.find_orphans(tag="pytest")
+            if not found:
+                return
+            now = time.time()
+            said = {
+                o.proc.pid: _describe(o.proc, f"an earlier run (pytest pid {o.owner[0]}, gone)", now) for o in found
+            }
+            report = proctree.reap_orphans(tag="pytest", grace=self.grace, within=set(said))
         except (proctree.Error, OSError) as exc:
             self.earlier.append(f"could not look for processes left by earlier runs: {exc}")
             return
-        now = time.time()
-        for o in report.candidates:
-            self.earlier.append(_describe(o.proc, f"an earlier run (pytest pid {o.owner[0]}, gone)", now))
+        self.earlier.extend(said[o.proc.pid] for o in report.candidates if o.proc.pid in said)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.box is None:
-            return
-        left = self.box.members()
-        now = time.time()
-        if left:
-            self.leakers.append(
-                ("the session's end", [_describe(p, "the run (still running at its end)", now) for p in left])
-            )
-        self.box.close()
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        if self.box is not None and self.owns_box:
+            now = time.time()
+            left = [
+                p
+                for p in self.box.members()
+                if (p.pid, p.start_time) not in self.exempt and p.pid not in _stdlib_helpers()
+            ]
+            if left:
+                lines = [
+                    _describe(p, self.held.get((p.pid, p.start_time), "the run (still running at its end)"), now)
+                    for p in left
+                ]
+                self.leakers.append(("the session's end", lines))
+                if self.mode == "fail" and session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                    self.failed_at_end = True
+            self.box.close()
+        yield
 
     # -- fixtures: what their setup starts is theirs --------------------------------------------
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         box = self.box
         before = box.mark() if box is not None else None
-        yield
+        outcome: Any = yield
         if box is None or before is None:
             return
         new = box.leaks_since(before)
         if new:
             key = (fixturedef.argname, fixturedef.scope, id(fixturedef))
-            desc = f"fixture {fixturedef.argname!r} (scope {fixturedef.scope}, set up for {request.node.nodeid})"
-            self.fixtures.setdefault(key, (desc, set()))[1].update((p.pid, p.start_time) for p in new)
+            where = f", set up for {self.item}" if self.item else ""
+            desc = f"fixture {fixturedef.argname!r} (scope {fixturedef.scope}{where})"
+            entry = self.fixtures.setdefault(key, (desc, set()))
+            entry[1].update((p.pid, p.start_time) for p in new)
+            if outcome.excinfo is not None:  # its setup failed: no finalizer will run, judge it with this test
+                self.finalized.append(self.fixtures.pop(key))
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
         # Checked once the whole teardown phase is over: another fixture finalized in the same
@@ -246,13 +327,16 @@ class _Guard:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
-        if self._mode_for(item) != "off":
+        self.item = item.nodeid
+        if self._mode_for(item) != "off" or self.box is not None:
             self.marks[item.nodeid] = self._ensure().mark()
         yield
 
     def _fixture_owned(self, members: list[proctree.Proc]) -> set[tuple[int, int]]:
-        """Identities of live fixtures' processes and everything they started since."""
-        owned = set().union(*(ids for _, ids in self.fixtures.values())) if self.fixtures else set()
+        """Identities of fixtures' processes (live, or finalized in this teardown) and everything they started."""
+        owned: set[tuple[int, int]] = set()
+        for _, ids in [*self.fixtures.values(), *self.finalized]:
+            owned |= ids
         if not owned:
             return owned
         by_pid = {p.pid: p for p in members}
@@ -278,6 +362,24 @@ class _Guard:
             time.sleep(0.02)
         return leaks
 
+    def _released(self) -> list[str]:
+        """Processes held by a live object when their test ended, that nothing holds any more and still run."""
+        if not self.held:
+            return []
+        members = {(p.pid, p.start_time): p for p in self.box.members()}
+        for ident in [i for i in self.held if i not in members]:
+            del self.held[ident]  # gone on its own
+        if not self.held:
+            return []
+        still = _held_pids()
+        loose = [members[i] for i in self.held if i[0] not in still]
+        if not loose:
+            return []
+        now = time.time()
+        out = [_describe(p, self.held.pop((p.pid, p.start_time)), now) for p in loose]
+        self.box.end(loose, grace=self.grace)
+        return out
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
         outcome: Any = yield
@@ -289,24 +391,39 @@ class _Guard:
         if mark is not None and self.box is not None:
             members = self.box.members()
             owned = self._fixture_owned(members)
-            leaks = self._settled(self.box.leaks_since(mark, exclude=owned))
-            if leaks:
-                now = time.time()
-                found.extend(_describe(p, f"test {item.nodeid}", now) for p in leaks)
-                self.box.end(leaks, grace=self.grace)
+            new = [p for p in self.box.leaks_since(mark, exclude=owned) if p.pid not in _stdlib_helpers()]
+            if mode == "off":
+                self.exempt.update((p.pid, p.start_time) for p in new)
             else:
-                self.box.reap_adopted()
+                leaks = self._settled(new)
+                if leaks:
+                    held = _held_pids()
+                    for p in leaks:
+                        if p.pid in held:
+                            self.held[(p.pid, p.start_time)] = f"test {item.nodeid} (kept by a live object after it)"
+                    leaks = [p for p in leaks if p.pid not in held]
+                if leaks:
+                    now = time.time()
+                    found.extend(_describe(p, f"test {item.nodeid}", now) for p in leaks)
+                    self.box.end(leaks, grace=self.grace)
+                else:
+                    self.box.reap_adopted()
+            found.extend(self._released())
         found.extend(self._fixture_leaks())
         if not found or mode == "off":
             return
         report = outcome.get_result()
         text = "proctree: processes left running, now ended:\n" + "\n".join(f"  {line}" for line in found)
         report.user_properties.append(("proctree_leaks", text))
-        if mode == "fail":
+        if mode == "warn":
+            try:
+                warnings.warn(ProcessLeakWarning(text), stacklevel=1)
+                return
+            except ProcessLeakWarning:
+                pass  # warnings are errors here (-W error, filterwarnings): then the leak fails the test
+        if mode in ("fail", "warn"):
             report.outcome = "failed"
             report.longrepr = text
-        elif mode == "warn":
-            warnings.warn(ProcessLeakWarning(text), stacklevel=1)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
@@ -324,6 +441,8 @@ class _Guard:
             tr.write_line(f"{nodeid}: {len(lines)} process(es)")
             for line in lines:
                 tr.write_line(f"    {line.strip()}")
+        if self.failed_at_end:
+            tr.write_line("the run failed: processes were still running at its end (--proctree-leaks=fail)")
 
 
 @pytest.fixture

@@ -300,3 +300,158 @@ def test_xdist_workers_each_check_their_own_tests(tmp_path):
         (pid,) = pids_in(tmp_path, name)
         assert wait_gone([pid], 5)
     assert out.count("left by test test_leaks.py::") >= 4
+
+
+def test_a_process_started_before_the_run_is_never_a_member(tmp_path):
+    # A CI script's `helper & exec pytest`: the helper is pytest's child, but the run did not start it.
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    script = 'sleep 300 >/dev/null 2>&1 & echo $! > before.pid; exec "$@"'
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    r = subprocess.run(["sh", "-c", script, "sh", *argv], cwd=tmp_path, capture_output=True, text=True, env=env)
+    (before,) = pids_in(tmp_path, "before.pid")
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert alive(before)
+        assert "leaked" not in r.stdout
+    finally:
+        proctree.terminate_tree(before, grace=0)
+
+
+STDLIB = r"""
+import concurrent.futures, multiprocessing, os, pytest
+from multiprocessing import shared_memory
+
+def _square(x):
+    return x * x
+
+@pytest.fixture(scope="module")
+def pool():
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as ex:
+        yield ex  # its workers start lazily, in the first test that submits
+
+def test_pool_first(pool):
+    assert pool.submit(_square, 3).result() == 9
+
+def test_pool_again(pool):
+    assert pool.submit(_square, 4).result() == 16
+
+def test_spawn_joined():
+    p = multiprocessing.get_context("spawn").Process(target=_square, args=(2,))
+    p.start(); p.join()
+    assert p.exitcode == 0
+
+def test_forkserver_joined():
+    p = multiprocessing.get_context("forkserver").Process(target=_square, args=(2,))
+    p.start(); p.join()
+
+def test_shared_memory():
+    m = shared_memory.SharedMemory(create=True, size=16)
+    m.close(); m.unlink()
+
+@pytest.fixture(scope="module")
+def forked():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    yield
+    assert os.waitpid(pid, 0)[1] >> 8 == 7  # its status is the fixture's: never reaped by the plugin
+
+def test_forked_one(forked):
+    pass
+
+def test_forked_two(forked):
+    pass
+"""
+
+
+def test_correct_multiprocessing_and_fork_code_is_never_blamed(tmp_path):
+    r = run_inner(tmp_path, {"test_std.py": STDLIB}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "leaked" not in out and "left running" not in out
+
+
+def test_a_module_fixture_used_by_one_test_is_blamed_as_the_fixture(tmp_path):
+    body = """
+        import os, subprocess, pytest
+        @pytest.fixture(scope="module")
+        def server():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(os.path.dirname(__file__), "server"), "w").write(str(p.pid))
+            yield p
+        def test_uses_server(server):
+            pass
+    """
+    r = run_inner(tmp_path, {"test_one.py": body}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    assert "left by fixture 'server' (scope module, set up for test_one.py::test_uses_server)" in out, out
+    assert wait_gone(pids_in(tmp_path, "server"), 5)
+
+
+def test_warn_mode_with_warnings_as_errors_fails_the_test_instead(tmp_path):
+    body = """
+        import subprocess, os
+        def test_leak():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(str(p.pid))
+        def test_after():
+            pass
+    """
+    r = run_inner(tmp_path, {"test_w.py": body}, "--proctree-leaks=warn", "-W", "error::UserWarning")
+    out = r.stdout + r.stderr
+    assert "INTERNALERROR" not in out, out
+    assert "ERROR at teardown of test_leak" in out and "2 passed" in out
+    assert wait_gone(pids_in(tmp_path, "pids"), 5)
+
+
+def test_a_process_started_at_collection_fails_the_run_and_off_tests_are_not_checked(tmp_path):
+    body = """
+        import os, subprocess, pytest
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        AT_IMPORT = subprocess.Popen(["sleep", "300"])
+        open(os.path.join(HERE, "import"), "w").write(str(AT_IMPORT.pid))
+        @pytest.mark.proctree(leaks="off")
+        def test_off():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(HERE, "off"), "w").write(str(p.pid))
+    """
+    r = run_inner(tmp_path, {"test_c.py": body}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    (at_import,), (off,) = pids_in(tmp_path, "import"), pids_in(tmp_path, "off")
+    try:
+        assert r.returncode == 1, out
+        assert f"pid {at_import} " in out and "the session's end" in out
+        assert wait_gone([at_import], 5)
+        assert f"pid {off} " not in out  # its test's check is off: never reported (the run's end still ends it)
+    finally:
+        if alive(off):
+            proctree.terminate_tree(off, grace=0)
+
+
+def test_contain_self_closed_in_a_fork_child_touches_nothing_of_the_parent():
+    script = r"""
+import os, subprocess, sys, proctree
+box = proctree.contain_self(watchdog=False)
+sib = subprocess.Popen(["sleep", "300"])
+pid = os.fork()
+if pid == 0:
+    assert box.members() == []
+    box.close()
+    os._exit(0)
+os.waitpid(pid, 0)
+print(sib.poll())
+assert [p.pid for p in box.members()] == [sib.pid]
+box.close()
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=_PROCTREE_HOME),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "None"

@@ -436,7 +436,7 @@ def test_a_marker_never_leads_below_a_change_to_root():
     sel = select(_cred_facts(rows, markers, {200: USER, 201: R, 202: R}))
     assert set(picked(sel)) == {200}
     reasons = {k.pid: k.reason for k in sel.skipped}
-    assert "could not signal" in reasons[201] and "carrier 200" in reasons[201]
+    assert "could not signal" in reasons[201] and "parent 200" in reasons[201]
     assert 202 not in picked(sel)
 
 
@@ -509,3 +509,29 @@ def test_a_dead_cgroup_another_user_made_is_never_ended_whole_by_a_root_reaper()
     assert set(picked(as_root)) == {200} and as_root.whole_cgroups == []  # one by one, by identity
     as_user = select(facts(rows, cgroups=[cg], gone=frozenset({99}), creds={200: USER}, reaper_uid=U))
     assert as_user.whole_cgroups == [cg]
+
+
+@pytest.mark.parametrize("parent_marker", [None, Marker(98, 80)], ids=["unmarked-parent", "another-owner"])
+def test_a_setuid_root_child_with_a_marker_of_its_own_is_never_taken(parent_marker):
+    # The user's live shell 200 runs a setuid-root program 201 and gives it a marker naming a dead owner
+    # (claiming uid 0): a line of its own, but its parent could not have signalled it.
+    rows = ["200 1 200 150", "201 200 200 160"]
+    markers = {201: Marker(99, 90, None, 1, 2, 0)}
+    if parent_marker is not None:
+        markers[200] = parent_marker
+    sel = select(facts(rows, markers, gone=frozenset({99, 98}), creds={200: USER, 201: R}))
+    assert 201 not in picked(sel)
+    assert "could not signal" in {k.pid: k.reason for k in sel.skipped}[201]
+
+
+def test_a_deep_line_of_one_owners_markers_costs_its_length_once():
+    import time as _time
+
+    depth = 3000
+    rows = ["1000 1 1000 150"] + [f"{1000 + i} {999 + i} 1000 150" for i in range(1, depth)]
+    markers = {1000 + i: Marker(99, 90) for i in range(depth)}
+    f = facts(rows, markers, gone=frozenset({99}))
+    t = _time.perf_counter()
+    sel = select(f)
+    assert len(sel.orphans) == depth
+    assert _time.perf_counter() - t < 5  # quadratic was minutes at this depth

@@ -670,3 +670,14 @@ def test_parse_never_raises_on_random_or_mutated_receipts(seed):
         assert isinstance(got, (receipt.Receipt, str))
     deep = b"[" * 100000 + b"]" * 100000
     assert isinstance(receipt.parse(deep, name), str)
+
+
+def test_the_temp_location_is_fixed_never_where_tempfile_moves_when_tmp_is_full(monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: "/var/tmp")  # what it answers while /tmp is full
+    assert receipt._tempdir_location() == f"/tmp/proctree-{os.geteuid()}"
+    monkeypatch.setenv("TMPDIR", "/somewhere")
+    assert receipt._tempdir_location() == f"/somewhere/proctree-{os.geteuid()}"

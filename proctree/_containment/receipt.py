@@ -166,10 +166,22 @@ def _locations() -> list[str]:
     return out
 
 
-def _tempdir_location() -> str:
+def _temp_root() -> str:
+    """The temp directory receipts fall back to: one fixed place, so that spawn and reap always agree.
+
+    Not tempfile.gettempdir(), which moves to /var/tmp while /tmp is full or
+    unwritable (a receipt written there would never be read).
+    """
     import tempfile  # only here: it costs import time the common path never needs
 
-    return os.path.join(tempfile.gettempdir(), f"proctree-{os.geteuid()}")
+    if tempfile.tempdir:
+        return tempfile.tempdir
+    env = os.environ.get("TMPDIR")
+    return env if env and os.path.isabs(env) else "/tmp"
+
+
+def _tempdir_location() -> str:
+    return os.path.join(_temp_root(), f"proctree-{os.geteuid()}")
 
 
 def _tempdir_fallback(create: bool) -> str | None:
@@ -182,7 +194,7 @@ def _tempdir_fallback(create: bool) -> str | None:
     if not create:
         return None
     try:
-        path = tempfile.mkdtemp(prefix=f"proctree-{os.geteuid()}.")
+        path = tempfile.mkdtemp(prefix=f"proctree-{os.geteuid()}.", dir=_temp_root())
     except OSError:
         return None
     return path if _dir_ok(path) is None else None
@@ -190,9 +202,7 @@ def _tempdir_fallback(create: bool) -> str | None:
 
 def _tempdir_fallbacks() -> list[str]:
     """Every <tempdir>/proctree-<uid>.<random> that passes the checks (another user's look-alikes do not)."""
-    import tempfile
-
-    root = tempfile.gettempdir()
+    root = _temp_root()
     prefix = f"proctree-{os.geteuid()}."
     try:
         names = sorted(n for n in os.listdir(root) if n.startswith(prefix))

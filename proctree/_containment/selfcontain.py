@@ -112,12 +112,27 @@ class Containment:
         os.environ[_marker.ENV] = self.marker
         os.environ[_marker.TREE_ENV] = _marker.tree_chain(tree_id, self._saved[_marker.TREE_ENV])
         self.subreaper: bool = bool(subreaper and _LINUX and (self._was_subreaper or _set_subreaper(True)))
+        # What already ran below the caller is not a member, nor is anything it starts later: it was not
+        # started under this containment (a helper started before an exec, a plugin's server).
+        own = self._own_now()
+        self._own_pids = own
+        try:
+            before = _live.descendants(self.pid)
+        except NoSuchProcess:
+            before = []
+        self._outside: set[Identity] = {(p.pid, p.start_time) for p in before if p.pid not in own}
+        self._adopted: set[Identity] = set()  # members once seen below another parent: ours to reap
+
+    @staticmethod
+    def current() -> Containment | None:
+        """This process's open containment (contain_self() called and not closed), or None."""
+        return current()
 
     @property
     def watchdog(self) -> int | None:
         return None if self._watchdog is None else self._watchdog.keeper_pid
 
-    def _own(self) -> set[int]:
+    def _own_now(self) -> set[int]:
         """The watchdog's own processes (its keeper and sleeper): never members."""
         if self._watchdog is None:
             return set()
@@ -128,14 +143,32 @@ class Containment:
             pass
         return own
 
+    def _here(self) -> bool:
+        """True in the process that made this containment (a fork child inherits the object, not the containment)."""
+        return os.getpid() == self.pid and not self._closed
+
     def members(self) -> list[Proc]:
-        """The live (non-zombie) processes started since contain_self(), the watchdog's excepted."""
-        own = self._own()
+        """The live (non-zombie) processes started since contain_self(), with what they started; the watchdog's
+        and what ran below the caller before it (and what those start) excepted. [] in a fork child."""
+        if not self._here():
+            return []
+        own = self._own_pids
         if self.subreaper:
             try:
                 found = _live.descendants(self.pid)
             except NoSuchProcess:
                 return []
+            # Breadth-first: a parent comes before its children, so one pass drops whole outside subtrees.
+            outside = {p.pid for p in found if (p.pid, p.start_time) in self._outside or p.pid in own}
+            kept = []
+            for p in found:
+                if p.pid in outside:
+                    continue
+                if p.ppid in outside:
+                    outside.add(p.pid)
+                    continue
+                kept.append(p)
+            found = kept
         else:
             snap = _binding.snapshot()
             found = []
@@ -143,7 +176,9 @@ class Containment:
             for pid, value in _binding.env_scan(_marker.TREE_ENV, pids).items():
                 if isinstance(value, bytes) and _marker.carries_tree(value, self.tree_id):
                     found.append(snap[pid])
-        return [p for p in found if not p.is_zombie and p.pid not in own and p.pid != self.pid]
+        out = [p for p in found if not p.is_zombie and p.pid not in own and p.pid != self.pid]
+        self._adopted.update((p.pid, p.start_time) for p in out if p.ppid != self.pid)
+        return out
 
     def mark(self) -> Mark:
         """The members now, to compare with later (leaks_since)."""
@@ -166,31 +201,36 @@ class Containment:
             return []
         pids = {p.pid for p in chosen}
         roots = [p for p in chosen if p.ppid not in pids]
-        reports = _many.end_trees(roots, grace=self._grace if grace is None else grace, protect=self._own())
+        if not self._here():
+            return []
+        # Ended by us: once they are zombies, nobody else will wait for those that were not our own children.
+        self._adopted.update((p.pid, p.start_time) for p in chosen if p.ppid != self.pid)
+        reports = _many.end_trees(roots, grace=self._grace if grace is None else grace, protect=self._own_pids)
         self.reap_adopted()
         return reports
 
     def reap_adopted(self) -> list[int]:
-        """Reap the zombie children that no live Popen or multiprocessing object of this process owns; their pids.
+        """Reap the zombie children that were adopted (seen below another parent before); their pids.
 
         A subreaper adopts the orphans of its descendants; when they exit,
-        nobody else will wait for them.
+        nobody else will wait for them. A zombie child never seen below
+        another parent may be the caller's own (os.fork, posix_spawn, a
+        Popen) and is left for its owner, as is one a live Popen or
+        multiprocessing object claims.
         """
-        if not _LINUX:
+        if not _LINUX or not self._here() or not self._adopted:
             return []
         try:
             kids = _live.children(self.pid)
         except NoSuchProcess:
             return []
-        zombies = [p for p in kids if p.is_zombie]
+        zombies = [p for p in kids if p.is_zombie and (p.pid, p.start_time) in self._adopted]
         if not zombies:
             return []
         claimed = _claimed_pids()
-        if self._watchdog is not None:
-            claimed.add(self._watchdog.keeper_pid)
         reaped = []
         for z in zombies:
-            if z.pid in claimed:
+            if z.pid in claimed or z.pid in self._own_pids:
                 continue
             try:
                 got = os.waitid(os.P_PID, z.pid, os.WEXITED | os.WNOHANG)
@@ -198,6 +238,7 @@ class Containment:
                 continue
             if got is not None:
                 reaped.append(z.pid)
+                self._adopted.discard((z.pid, z.start_time))
         return reaped
 
     def close(self) -> list[TeardownReport]:
@@ -205,26 +246,39 @@ class Containment:
         with self._lock:
             if self._closed:
                 return []
-            self._closed = True
-        try:
-            reports = self.end()
-        finally:
-            if self._watchdog is not None:
-                try:
-                    self._watchdog.terminate(grace=0.5)
-                except Exception:  # noqa: BLE001 - closing must finish restoring the process
-                    pass
-            for k, v in self._saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            if self.subreaper and not self._was_subreaper:
-                _set_subreaper(False)
-            global _current
-            if _current is self:
-                _current = None
+            if os.getpid() != self.pid:
+                # A fork child inherited this object: the containment is its parent's. Only the environment
+                # it inherited is put back.
+                self._restore_environment()
+                return []
+            reports = []
+            try:
+                reports = self.end()
+            finally:
+                self._closed = True
+                self._release()
         return reports
+
+    def _restore_environment(self) -> None:
+        for k, v in self._saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def _release(self) -> None:
+        """Stop the watchdog, restore the environment and the subreaper flag."""
+        global _current
+        if self._watchdog is not None:
+            try:
+                self._watchdog.terminate(grace=0.5)
+            except Exception:  # noqa: BLE001 - closing must finish restoring the process
+                pass
+        self._restore_environment()
+        if self.subreaper and not self._was_subreaper:
+            _set_subreaper(False)
+        if _current is self:
+            _current = None
 
     def __enter__(self) -> Containment:
         return self
@@ -251,6 +305,12 @@ def _claimed_pids() -> set[int]:
 
 
 _current: Containment | None = None
+
+
+def current() -> Containment | None:
+    """This process's open containment, or None."""
+    c = _current
+    return c if c is not None and c._here() else None
 
 
 def contain_self(

@@ -25,7 +25,10 @@ The rules, each a test in tests/test_reaper_select.py:
   of ancestors carrying the same owner; a marker that names its owner's uid
   bounds it too; a leftover cgroup's carrier is the uid that made it, a
   receipt's the uid that wrote it (and its session and group members must
-  run as that uid). An orphan's descent stops at a change of credentials.
+  run as that uid). A process whose live parent (not init) could not have
+  signalled it is never taken on its own evidence, whatever it carries (a
+  user can give a setuid-root program a marker of its own); an orphan's
+  descent stops at a change of credentials.
 """
 
 from __future__ import annotations
@@ -243,6 +246,12 @@ def select(
     ) -> None:
         if p.pid in protected or p.pid in seeds or p.pid in refused:
             return
+        why = gained(p.pid)
+        if why is not None:
+            skipped.append(Skipped(p.pid, why))
+            refused.add(p.pid)
+            unknown.add(p.pid)
+            return
         if allowed(p.pid, authority, who):
             seeds[p.pid] = Orphan(p, reason, owner, via, evidence)
 
@@ -274,18 +283,43 @@ def select(
                     )
                 stack.extend((pid, c) for c in kids.get(pid, ()))
 
+    tops: dict[int, int] = {}
+
     def carrier(pid: int, m: Marker) -> int:
-        """The topmost process of the unbroken line of ancestors of pid that carry m's owner."""
-        top, seen = pid, {pid}
-        while True:
+        """The topmost process of the unbroken line of ancestors of pid that carry m's owner (memoized: a deep
+        line costs its length once, not once per member)."""
+        line = [pid]
+        top = pid
+        while top not in tops:
             parent = procs[top].ppid
             pm = facts.markers.get(parent)
-            if parent in seen or parent not in procs or not isinstance(pm, Marker):
-                return top
+            if parent in line or parent not in procs or not isinstance(pm, Marker):
+                break
             if (pm.pid, pm.start_time) != (m.pid, m.start_time):
-                return top
-            seen.add(parent)
+                break
             top = parent
+            line.append(top)
+        top = tops.get(top, top)
+        for p in line:
+            tops[p] = top
+        return top
+
+    def gained(pid: int) -> str | None:
+        """Why pid's own parent link forbids taking it (the parent runs with credentials that could not signal
+        it: a setuid-root program or a sudo job below a user's process), or None. Init and the reaper's
+        guard are no such parent: an orphan's parent is init."""
+        parent = procs[pid].ppid
+        if parent <= 1 or parent not in procs or parent in guard:
+            return None
+        above, own = facts.creds_of(parent), facts.creds_of(pid)
+        if above is None or own is None:
+            return f"its parent {parent}'s credentials, or its own, cannot be read"
+        if not can_signal(above, own):
+            return (
+                f"runs as uid {own[0]}/{own[1]}/{own[2]} (real/effective/saved), which its parent {parent} "
+                f"(uid {above[0]}/{above[1]}/{above[2]}) could not signal: evidence never crosses that link"
+            )
+        return None
 
     dead_cgroups: list[LeftoverCgroup] = []
     for cg in facts.cgroups:

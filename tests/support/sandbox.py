@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -25,6 +26,7 @@ _INSIDE = r"""
 set -e
 mount -t tmpfs -o mode=1777 sandbox-tmp /tmp
 mount -t tmpfs -o mode=0755 sandbox-run /run
+mount -t tmpfs -o mode=1777 sandbox-var-tmp /var/tmp
 if [ -n "$SANDBOX_CGROUP_MOUNT" ]; then
     umount -l "$SANDBOX_CGROUP_MOUNT"
     mount -t cgroup2 sandbox-cgroup "$SANDBOX_CGROUP_MOUNT"
@@ -114,4 +116,9 @@ def run_sandboxed(script, timeout=90, env=None):
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env)
     finally:
         if cgroup is not None:
-            _remove_tree(cgroup)
+            # Its pid 1 may still be dying (a timeout): give the kernel a moment to empty the cgroup.
+            for _ in range(50):
+                _remove_tree(cgroup)
+                if not os.path.exists(cgroup):
+                    break
+                time.sleep(0.1)
