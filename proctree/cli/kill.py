@@ -1,4 +1,4 @@
-"""`proctree kill PID [--grace S] [--json]`: end a process and its whole tree, print the report.
+"""`proctree kill PID [--grace S] [--signal SIG] [--hangup] [--json]`: end a process and its whole tree, print the report.
 
 Exit status: 0 when nothing of the tree survived, 1 when something did (see
 "survivors"), 2 for bad input, a pid that is not there or a refused pid (pid 1,
@@ -11,19 +11,32 @@ import sys
 
 import proctree
 
-from ._common import CliError, parse_pid, parse_seconds, printable
+from ._common import CliError, parse_pid, parse_seconds, parse_signal, printable
 
 
 def register(sub):
     p = sub.add_parser(
         "kill",
-        help="end a process and everything it started (TERM, then KILL after the grace)",
+        help="end a process and everything it started (TERM once, then KILL after the grace)",
         description="End PID and everything it started, and nothing else; print the report. "
         "Exit 0 if nothing survived, 1 if something did, 2 on bad input (nothing signalled).",
     )
     p.add_argument("pid", metavar="PID", help="root of the tree to end (decimal digits)")
     p.add_argument(
         "--grace", type=parse_seconds, default=2.0, metavar="S", help="seconds between SIGTERM and SIGKILL (default 2)"
+    )
+    p.add_argument(
+        "--signal",
+        "-s",
+        type=parse_signal,
+        default="SIGTERM",
+        metavar="SIG",
+        help="the stop signal each member gets once, by name or number (default SIGTERM; not KILL, STOP or CONT)",
+    )
+    p.add_argument(
+        "--hangup",
+        action="store_true",
+        help="also hang up the root's process group first (SIGHUP, as a closing terminal would)",
     )
     p.add_argument("--json", action="store_true", help="print the report (or the error) as one JSON object")
     p.set_defaults(run=run)
@@ -53,7 +66,7 @@ def run(args, out=None):
     out = out or sys.stdout
     pid = parse_pid(args.pid)
     try:
-        report = proctree.terminate_tree(pid, grace=args.grace)
+        report = proctree.terminate_tree(pid, grace=args.grace, signal=args.signal, hangup=args.hangup)
     except proctree.NoSuchProcess:
         raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid) from None
     except (ValueError, TypeError, proctree.Error, OSError) as exc:
