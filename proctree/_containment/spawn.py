@@ -1157,7 +1157,7 @@ class Tree:
         second one means "force quit" and cuts their drain); the keeper keeps
         the same record for its own teardowns.
         """
-        if self.pid is None or self.poll() is not None or not self._keeper_is_ours():
+        if self.pid is None or self._status is not None or not self._keeper_is_ours():
             return
         try:
             snap = _binding.snapshot()
@@ -1353,12 +1353,12 @@ class Tree:
         main_engine = _teardown.make_teardown(
             self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
         )
-        engines = [main_engine, *_many._engines(daemons, grace, protect, False, 16384, sig, False, self._stopped)]
+        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, self._stopped)]
         results = _teardown.run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
         main = results[0]
         if isinstance(main, Exception):
             raise main
-        first = [_many._outcome(r, res) for r, res in zip(daemons, results[1:], strict=True)]
+        first = [_many.report_of(r, res) for r, res in zip(daemons, results[1:], strict=True)]
         # A daemon forked (and marked) while the teardown ran: once more, at once.
         late = self._marked_outsiders()
         again = (

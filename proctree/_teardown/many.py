@@ -49,7 +49,7 @@ class PinnedWorld(System):
         return Guard(me=base.me, ancestors=(base.protected - {0, 1, base.me}) | self.protect)
 
 
-def _engines(
+def make_engines(
     roots: Sequence[Proc],
     grace: float,
     protect: Iterable[int],
@@ -59,6 +59,7 @@ def _engines(
     hangup: bool,
     already: Mapping[tuple[int, int], int] | None,
 ) -> list[_Teardown]:
+    """One validated engine per root, each pinned to the root's identity (for run_blocking_many or run_async)."""
     protect = frozenset(protect)
     engines = []
     for root in roots:
@@ -81,7 +82,7 @@ def _engines(
     return engines
 
 
-def _outcome(root: Proc, result: TeardownReport | BaseException) -> TeardownReport:
+def report_of(root: Proc, result: TeardownReport | BaseException) -> TeardownReport:
     """One root's report; a root gone or refused gets an empty one saying so. Other errors propagate."""
     if isinstance(result, TeardownReport):
         return result
@@ -112,13 +113,13 @@ async def end_trees_async(
     signal, hangup: as terminate_tree's; already: (pid, start time) -> a stop
     signal another path already sent that process (it is not sent another).
     """
-    engines = _engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
+    engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
 
     async def one(root: Proc, engine: _Teardown) -> TeardownReport:
         try:
             return await run_async(engine)
         except (NoSuchProcess, ValueError) as exc:
-            return _outcome(root, exc)
+            return report_of(root, exc)
 
     return list(await asyncio.gather(*(one(r, e) for r, e in zip(roots, engines, strict=True))))
 
@@ -139,6 +140,6 @@ def end_trees(
 
     stop_fd: an fd that turns readable when the rest of the grace must be skipped.
     """
-    engines = _engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
+    engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
     results = run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
-    return [_outcome(r, res) for r, res in zip(roots, results, strict=True)]
+    return [report_of(r, res) for r, res in zip(roots, results, strict=True)]
