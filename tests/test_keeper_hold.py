@@ -1,0 +1,74 @@
+"""The keeper's side of the stop-signal rule (protocol v6), through the protocol alone.
+
+A command that exits by itself and leaves a "second stop signal forces"
+server (support/stopkit.py) behind: the keeper's own sweep says `sweep`
+before it signals, and sends the server the tree's stop signal once; held
+by its owner (HOLD_SIGNAL, answered `held`), it sends nothing at all and
+waits for the tree to end.
+"""
+
+import os
+import signal
+import sys
+
+import pytest
+
+from proctree._containment import protocol
+from proctree._containment.protocol import Done, Exit, Held, Ok, Sweep
+from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup
+from support.stopkit import events, wait_events, wait_ready, write_server
+
+
+@pytest.fixture
+def keeper():
+    runs = []
+
+    def start(mode, argv, **kw):
+        cgroup = new_cgroup(f"hold-{len(runs)}") if mode == "cgroup" else None
+        run = KeeperRun(mode, argv, cgroup=cgroup, **kw)
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        run.close()
+
+
+def leaving(server, log, name="SIGTERM"):
+    """sh that starts the server in the background, waits until it is ready, and exits 0, leaving it."""
+    return ["/bin/sh", "-c", f"{sys.executable} {server} {log} {name} & while ! test -s {log}; do sleep 0.01; done"]
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_the_keepers_own_sweep_says_so_and_sends_the_stop_signal_once(keeper, tmp_path, mode):
+    log = str(tmp_path / "log")
+    k = keeper(mode, leaving(write_server(tmp_path), log, "SIGINT"), grace=10, stop_signal=signal.SIGINT)
+    assert isinstance(k.status(), Ok)
+    wait_ready(log)
+    assert k.status() == Exit(0)
+    assert k.status() == Sweep(), "the sweep is announced before its first signal"
+    assert k.status() == Done(True)
+    assert k.popen.wait(15) == 0
+    assert events(log) == ["SIGINT", "drained"]
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_held_keeper_signals_nothing_and_waits_for_the_tree(keeper, tmp_path, mode):
+    log = str(tmp_path / "log")
+    server = write_server(tmp_path)
+    k = keeper(mode, leaving(server, log), grace=0.2)
+    assert isinstance(k.status(), Ok)
+    pid = wait_ready(log)
+    k.popen.send_signal(protocol.HOLD_SIGNAL)
+    first = k.status()
+    if first == Exit(0):  # the command was quicker than the hold: then the hold is answered after it
+        first = k.status()
+    assert first == Held()
+    assert alive(pid)
+    # Well past the keeper's grace: it sent nothing, and it still waits (the owner ends the tree).
+    assert wait_events(log, ["x"], timeout=1.0) == []
+    assert k.popen.poll() is None, "a held keeper stays while the tree lives"
+    os.kill(pid, signal.SIGTERM)  # the owner's part, done by hand: its one stop signal
+    assert wait_events(log, ["SIGTERM", "drained"]) == ["SIGTERM", "drained"]
+    rest = [k.status(), k.status()]
+    assert Done(False) in rest, rest  # held: the owner's teardown, not the keeper, knows what survived
