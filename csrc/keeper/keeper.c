@@ -1485,9 +1485,9 @@ static int run(void)
         }
         if (K.cmd_done && !K.keep_orphans && !K.held)
             wait_events(0); /* a hold the owner sent before its stop signal ended the command counts */
-        /* Held in session mode: the command's orphans went to init, and our exit would hang up the terminal (pty
-         * mode) under them while they drain: we stay until the owner's teardown has ended them. */
-        bool held_session = K.held && K.mode == M_SESSION;
+        /* Held in session mode with a pty: the command's orphans went to init, and our exit would hang up the
+         * terminal under them while they drain: we stay until the owner's teardown has ended them. */
+        bool held_session = K.held && K.mode == M_SESSION && K.pty;
         if (K.cmd_done && held_session && !children)
             children = !tree_empty();
         bool leave = K.keep_orphans || K.held; /* what runs on is not ours to end here */
