@@ -8,6 +8,7 @@ terminate_tree; the server writes every signal it gets to a log, which the
 tests read.
 """
 
+import asyncio
 import signal
 import subprocess
 import time
@@ -15,6 +16,7 @@ import time
 import pytest
 
 import proctree
+from proctree._teardown import many as _many
 from support.spawnkit import ALL_MODES, alive
 from support.stopkit import events, shell_line, wait_ready, write_server
 
@@ -139,3 +141,48 @@ def test_a_counting_server_sees_exactly_one_stop_signal_from_every_path(trees, s
     t.terminate(grace=10)
     time.sleep(0.2)  # nothing may arrive late either (the keeper is gone by now)
     assert events(log).count("SIGTERM") == 1 and "forced" not in events(log)
+
+
+def test_terminate_tree_async_and_end_trees_take_the_signal(tmp_path, server):
+    log_a, log_b = str(tmp_path / "a"), str(tmp_path / "b")
+    a = subprocess.Popen(["sh", "-c", shell_line(server, log_a, "SIGINT")], start_new_session=True)
+    b = subprocess.Popen(["sh", "-c", shell_line(server, log_b, "SIGUSR2")], start_new_session=True)
+    try:
+        wait_ready(log_a)
+        wait_ready(log_b)
+        rep = asyncio.run(proctree.terminate_tree_async(a.pid, grace=10, signal="INT"))
+        assert events(log_a) == ["SIGINT", "drained"] and rep.ok and not rep.killed
+        [rep_b] = _many.end_trees([proctree.proc(b.pid)], grace=10, signal=signal.SIGUSR2)
+        assert events(log_b) == ["SIGUSR2", "drained"] and rep_b.ok and not rep_b.killed
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                proctree.terminate_tree(p.pid, grace=0)
+            p.wait()
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_tree_terminate_async_takes_the_signal(trees, server, tmp_path, mode):
+    log = str(tmp_path / "log")
+    t, pid = start(trees, server, log, mode, name="SIGINT")
+    rep = asyncio.run(t.terminate_async(grace=10, signal="SIGINT"))
+    assert events(log) == ["SIGINT", "drained"]
+    assert rep.ok and not rep.killed and rep.signals.get(pid) == "SIGINT"
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_cancelled_terminate_async_still_kills_at_once(trees, server, tmp_path, mode):
+    """The stop fd beside the blocking engine's waits: a cancel skips the rest of the grace."""
+    log = str(tmp_path / "log")
+    t, pid = start(trees, server, log, mode, name="IGNORE")
+
+    async def main():
+        task = asyncio.ensure_future(t.terminate_async(grace=60))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    t0 = time.monotonic()
+    asyncio.run(main())
+    assert time.monotonic() - t0 < 20 and not alive(pid)

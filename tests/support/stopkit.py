@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-# argv: LOG SIGNAL-NAME
+# argv: LOG SIGNAL-NAME (or IGNORE: SIGTERM ignored, nothing handled)
 SERVER = r"""
 import os, signal, sys, time
 log, name = sys.argv[1], sys.argv[2]
@@ -29,6 +29,11 @@ def on_stop(signum, frame):
         note("forced")
         os._exit(3)
 
+if name == "IGNORE":  # a server that ignores SIGTERM: only the kill ends it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    note("ready %d" % os.getpid())
+    time.sleep(300)
+    sys.exit(0)
 signal.signal(getattr(signal, name), on_stop)
 note("ready %d" % os.getpid())
 while not got:
