@@ -81,3 +81,49 @@ def test_a_held_keeper_signals_nothing_and_waits_for_the_tree(keeper, tmp_path, 
     assert wait_events(log, ["SIGTERM", "drained"]) == ["SIGTERM", "drained"]
     if mode != "session":
         assert k.status() == Done(False)
+
+
+OWNER = r"""
+import sys
+import proctree
+mode, line = sys.argv[1], sys.argv[2]
+t = proctree.spawn(["sh", "-c", line], contain=mode, grace=3)
+print(t.keeper_pid, flush=True)
+sys.stdin.readline()  # the test says when: the server is ready
+t.terminate()  # killed by the test while the server drains
+"""
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_an_owner_killed_during_its_teardown_leaves_the_keeper_sending_no_second_stop(tmp_path, mode):
+    """The owner held the keeper and sent its SIGTERM, then died: the keeper ends the tree without another."""
+    import subprocess
+
+    from support.spawnkit import wait_gone
+    from support.stopkit import shell_line
+
+    log = str(tmp_path / "log")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(protocol.__file__)))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, mode, shell_line(write_server(tmp_path), log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(root)},
+    )
+    try:
+        keeper_pid = int(owner.stdout.readline())
+        pid = wait_ready(log)
+        owner.stdin.write("go\n")
+        owner.stdin.flush()
+        assert wait_events(log, ["SIGTERM"])[:1] == ["SIGTERM"]
+        owner.kill()
+        owner.wait()
+        assert wait_events(log, ["SIGTERM", "drained"]) == ["SIGTERM", "drained"]
+        assert wait_gone([pid, keeper_pid], 15), "the keeper ended the tree and itself within its grace"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        owner.wait()
+        for f in (owner.stdin, owner.stdout):
+            f.close()
