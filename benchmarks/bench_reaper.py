@@ -12,6 +12,12 @@ a marker, interleaved round by round:
   (c) the seed's way: `ps -A -o pid=,ppid=,args=` plus one Python read of
       /proc/<pid>/environ per listed process, searching for the marker.
 
+Then the same floor and find_orphans() again with LEFTOVERS (250) empty
+leftover proctree cgroups of dead owners (half with today's names, half
+with the legacy ones), as a busy CI machine collects them beside its
+processes: the reaper's cost must stay linear in processes + cgroups. They
+are made in this run's own cgroup and removed in the finally block.
+
 Prints medians, the ratios with their targets (PASS/GAP), and whether
 find_orphans() named any of the extra processes (it must not: they have a
 live owner or no marker). With --profile, also a cProfile of find_orphans().
@@ -42,6 +48,51 @@ import proctree  # noqa: E402
 
 MARKER = "PROCTREE_OWNER"
 MARKED, UNMARKED = 500, 1500
+LEFTOVERS = 250
+
+
+def _dead_pid():
+    """A pid nothing holds now (kill(pid, 0) says ESRCH)."""
+    for pid in range(30000, 300, -1):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except OSError:
+            pass
+    raise RuntimeError("no free pid")
+
+
+def make_leftovers(n):
+    """n empty leftover tree cgroups of a dead owner, beside this run's own processes; their parents (None: no cgroup).
+
+    They go where leftovers collect: in the cgroup of the processes that made
+    them, so the reaper's reading of that cgroup holds all 2,000 of ours.
+    """
+    from proctree._containment import cgroup
+
+    try:
+        base = cgroup.base_dir()
+    except cgroup.Unavailable:
+        return None
+    ns = f"{os.stat('/proc/self/ns/pid').st_ino}-{os.stat('/proc/self/ns/time').st_ino}"
+    dead = _dead_pid()
+    made = []
+    for i in range(n):
+        parent = os.path.join(base, f"proctree-{dead}-{i + 1}" + (f"-{ns}" if i % 2 else ""))
+        os.mkdir(parent)
+        made.append(parent)
+        os.mkdir(os.path.join(parent, f"tree-1-{i:08x}"))
+    return made
+
+
+def remove_leftovers(made):
+    for parent in made or ():
+        for d in os.listdir(parent):
+            if d.startswith("tree-"):
+                os.rmdir(os.path.join(parent, d))
+        os.rmdir(parent)
+
 
 FLOOR_C = r"""
 #define _GNU_SOURCE
@@ -142,9 +193,11 @@ def main(argv=None):
     signal.signal(signal.SIGHUP, bail)
 
     me = proctree.proc(os.getpid())
-    owner = f"{me.pid}:{me.start_time}"
+    # The value spawn() writes: the owner's identity, placed in its pid and time namespaces, and its uid.
+    owner = f"{me.pid}:{me.start_time}@{os.stat('/proc/self/ns/pid').st_ino}.{os.stat('/proc/self/ns/time').st_ino}.{os.geteuid()}"
     load_before = os.getloadavg()[0]
     prof_text = ""
+    leftovers = None
     with tempfile.TemporaryDirectory() as tmp:
         lib, forker = build(tmp, FLOOR_C)
         crowd = Crowd(forker)
@@ -166,10 +219,14 @@ def main(argv=None):
             )
             found = proctree.find_orphans()
             named = [o for o in found if o.proc.pid in ours]
+            leftovers = make_leftovers(LEFTOVERS)
+            if leftovers is not None:
+                t_cg = side_by_side({"floor": lib.floor_scan, "find_orphans": proctree.find_orphans}, args.rounds)
             if args.profile:
                 prof_text = profile(proctree.find_orphans)
         finally:
             crowd.stop()
+            remove_leftovers(leftovers)
 
     r_floor = t["find_orphans"] / t["floor"]
     r_seed = t["seed"] / t["find_orphans"]
@@ -179,6 +236,19 @@ def main(argv=None):
         ("seed's way: ps -A + Python read of each environ", ms(t["seed"]), "", ""),
         ("find_orphans() / floor", f"{r_floor:.2f}x", "<= 1.5x", "PASS" if r_floor <= 1.5 else "GAP"),
         ("seed's way / find_orphans()", f"{r_seed:.1f}x", ">= 4x", "PASS" if r_seed >= 4 else "GAP"),
+    ]
+    if leftovers is not None:
+        r_cg = t_cg["find_orphans"] / t_cg["floor"]
+        rows += [
+            (f"find_orphans(), {LEFTOVERS} leftover empty cgroups", ms(t_cg["find_orphans"]), "", ""),
+            (
+                f"find_orphans() / floor, {LEFTOVERS} leftover cgroups",
+                f"{r_cg:.2f}x",
+                "<= 1.5x",
+                "PASS" if r_cg <= 1.5 else "GAP",
+            ),
+        ]
+    rows += [
         (
             f"candidates among our {len(ours)} (live owner or no marker)",
             f"{len(named)} (of {len(found)} machine-wide)",

@@ -15,9 +15,9 @@ first use, so `import proctree` stays cheap for code that only reads the table.
 
 from __future__ import annotations
 
-import importlib
+import importlib as _importlib
 
-from ._errors import AccessDenied, Error, NoSuchProcess
+from ._errors import AccessDenied, Error, NoSuchProcess, ReceiptWarning
 from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
 
@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import ContainmentUnavailable, KeeperLost, Tree, spawn, spawn_async
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ._supervisor.syncface import SyncSupervisor
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
+del TYPE_CHECKING  # the public namespace holds the public API only
 
 
 # name -> the module that defines it, imported when the name is first used.
@@ -58,6 +60,8 @@ _LAZY = {
     "ReapReport": "._reaper.model",
     "find_orphans": "._reaper.reap",
     "reap_orphans": "._reaper.reap",
+    "contain_self": "._containment.selfcontain",
+    "Containment": "._containment.selfcontain",
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
     "Supervisor": "._supervisor.supervisor",
@@ -80,6 +84,7 @@ __all__ = [
     "DEFAULT_RULES",
     "AccessDenied",
     "Backoff",
+    "Containment",
     "ContainmentUnavailable",
     "Error",
     "ForegroundResult",
@@ -92,6 +97,7 @@ __all__ = [
     "ProcfilePlan",
     "ProcfileService",
     "ReapReport",
+    "ReceiptWarning",
     "Rule",
     "ServiceEvent",
     "ServiceSnapshot",
@@ -105,6 +111,7 @@ __all__ = [
     "UnknownServiceError",
     "children",
     "cmdline",
+    "contain_self",
     "descendants",
     "environ",
     "find_orphans",
@@ -130,13 +137,14 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(_importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # The public API and the module's own dunders (__version__ among them), not its private helpers.
+    return sorted({*__all__, "__version__", *(n for n in globals() if n.startswith("__"))})
 
 
 def snapshot() -> Snapshot:
@@ -191,3 +199,6 @@ def cmdline(pid: int) -> list[str]:
     from ._table.model import cmdline_from_block
 
     return cmdline_from_block(_binding.cmdline_block(_check_pid(pid)))
+
+
+del annotations  # bound by the __future__ import; not part of the API

@@ -41,3 +41,11 @@ class AccessDenied(Error):
 
     def _default_msg(self):
         return "access denied"
+
+
+class ReceiptWarning(UserWarning):
+    """spawn() could not keep a receipt for a tree (no usable receipt directory, or the write failed).
+
+    The tree is contained as usual; only a reaper that runs after both its
+    owner and its keeper were killed has less to go on. Issued once per process.
+    """

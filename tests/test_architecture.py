@@ -30,6 +30,7 @@ LAYERS = [
     ("proctree._supervisor", 5),
     ("proctree.cli", 6),
     ("proctree.demo", 6),
+    ("proctree.pytest_plugin", 6),
 ]
 FACADE = {"proctree", "proctree.__main__"}
 # The containment layer's mechanisms: only the layer itself uses them (the

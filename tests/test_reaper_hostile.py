@@ -69,11 +69,15 @@ def _namespaced_owner(unshare_args, started, *extra):
     """The owner, under unshare(1), detached from this process (whose subtree the reaper always protects)."""
     top = start_detached([UNSHARE, *unshare_args, sys.executable, "-c", INNER, OWNER, *extra], started)
     deadline = time.monotonic() + 15
-    while len(_below(top)) < 5 and time.monotonic() < deadline:  # unshare, inner, owner, keeper, sleep
+    while time.monotonic() < deadline:
+        try:
+            below = _below(top)
+        except proctree.NoSuchProcess:
+            pytest.fail(f"unshare {' '.join(unshare_args)} exited before the owner's tree was up")
+        if len(below) >= 5:  # unshare, inner, owner, keeper, sleep
+            return below
         time.sleep(0.02)
-    if len(_below(top)) < 5:
-        pytest.skip(f"unshare {' '.join(unshare_args)} did not run the owner here")
-    return _below(top)
+    pytest.fail(f"unshare {' '.join(unshare_args)} did not start the owner's tree within 15 s")
 
 
 @pytest.mark.skipif(not (ROOT and UNSHARE), reason="needs root and unshare(1) for a pid namespace")
@@ -87,12 +91,29 @@ def test_a_live_owner_in_another_pid_namespace_is_never_taken_for_gone(started):
     assert all(alive(q) for q in ours)
 
 
+def _boottime_offsets():
+    """Offsets for a child time namespace: later, and earlier where the machine has been up long enough.
+
+    A boot-time offset may not take the namespace's clock below zero (unshare fails with ERANGE):
+    on a machine up for less than the offset, an earlier clock must be a smaller one.
+    """
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    out = [pytest.param(1000, id="later")]
+    earlier = min(1000, int(up) - 60)
+    if earlier >= 10:
+        out.append(pytest.param(-earlier, id="earlier"))
+    return out
+
+
 @pytest.mark.skipif(not (ROOT and UNSHARE), reason="needs root and unshare(1) for a time namespace")
-def test_a_live_owner_in_another_time_namespace_is_never_taken_for_reused(started):
+@pytest.mark.parametrize("offset", _boottime_offsets())
+def test_a_live_owner_in_another_time_namespace_is_never_taken_for_reused(started, offset):
     if not os.path.exists("/proc/self/ns/time"):
         pytest.skip("this kernel has no time namespaces")
-    # Inside, start times read 1000 s earlier: the owner's marker names a start the host never saw.
-    ours = _namespaced_owner(["--time", "--boottime", "-1000", "--fork"], started)
+    # Inside, start times read offset seconds later (or earlier): the owner's marker names a start
+    # the host never saw.
+    ours = _namespaced_owner(["--time", "--boottime", str(offset), "--fork"], started)
     assert proctree.find_orphans(within=ours) == []
     assert all(alive(q) for q in ours)
 

@@ -237,9 +237,19 @@ def test_receipt_members_whose_environment_is_readable_must_carry_the_trees_id()
         305: b"A" * 32,  # not a tree id at all
     }
     f = facts(rows, receipts=[_receipt()], gone=frozenset({99, 98}), trees=trees)
-    # 301 carries another tree's id, 302 none (a reused session id) and 305 garbage; 303 cannot be read:
-    # the receipt stands.
-    assert set(picked(select(f))) == {300, 303, 304}
+    # 301 carries another tree's id, 302 none (a reused session id) and 305 garbage; 303 is not ours
+    # to read (another user's: not this tree, whose members run as the receipt's writer).
+    assert set(picked(select(f))) == {300, 304}
+
+
+@pytest.mark.parametrize("why", ["too-long", "unreadable"])
+def test_a_receipt_member_whose_tree_id_cannot_be_read_whole_is_unknown(why):
+    rows = ["300 1 98 100", "301 1 98 110"]
+    f = facts(rows, receipts=[_receipt()], gone=frozenset({99, 98}), trees={300: b"a" * 32, 301: why})
+    sel = select(f)
+    assert set(picked(sel)) == {300}
+    assert any(k.pid == 301 and why in k.reason for k in sel.skipped)
+    assert sel.stale_receipts == []
 
 
 def test_the_reapers_own_subtree_is_protected():
@@ -384,3 +394,118 @@ def test_a_rule_is_one_table_entry_and_validated():
         with pytest.raises(ValueError):
             Rule(spawner=lambda a: None, **bad)
     assert r.wants_name("helperd") and CLAUDE_DAEMON.wants_name("claude") and not CLAUDE_DAEMON.wants_name("node")
+
+
+# ---------------------------------------------------------------------------
+# Credentials: evidence never lends privilege (the kernel's kill rule on uids).
+
+U = 4242  # an unprivileged uid
+R = (0, 0, 0)  # root, all three
+USER = (U, U, U)
+SETUID_ROOT = (U, 0, 0)  # a setuid-root program the user ran: the user may signal it
+
+
+@pytest.mark.parametrize(
+    ("sender", "target", "want"),
+    [
+        (R, USER, True),
+        (USER, USER, True),
+        (USER, R, False),
+        (USER, SETUID_ROOT, True),  # its real uid is the user's
+        (USER, (0, 0, U), True),  # its saved uid is the user's
+        (USER, (0, U, 0), False),  # only its effective uid is: the kernel says no
+        ((U, 0, 0), R, True),  # an effective root sender may
+        ((0, U, U), R, True),  # a real-root sender matches the target's real uid
+        ((5, 5, 5), USER, False),
+    ],
+)
+def test_can_signal_is_the_kernels_rule(sender, target, want):
+    from proctree._reaper.select import can_signal
+
+    assert can_signal(sender, target) is want
+
+
+def _cred_facts(rows, markers, creds, **kw):
+    return facts(rows, markers, gone=frozenset({99}), creds=creds, **kw)
+
+
+def test_a_marker_never_leads_below_a_change_to_root():
+    # 200 (the user's, forged marker) -> 201 (setuid root, marker kept) -> 202 (root, dropped the marker)
+    rows = ["200 1 200 150", "201 200 200 160", "202 201 200 170"]
+    markers = {200: Marker(99, 90), 201: Marker(99, 90)}
+    sel = select(_cred_facts(rows, markers, {200: USER, 201: R, 202: R}))
+    assert set(picked(sel)) == {200}
+    reasons = {k.pid: k.reason for k in sel.skipped}
+    assert "could not signal" in reasons[201] and "carrier 200" in reasons[201]
+    assert 202 not in picked(sel)
+
+
+def test_a_setuid_program_the_user_could_signal_is_still_taken():
+    rows = ["200 1 200 150", "201 200 200 160"]
+    markers = {200: Marker(99, 90), 201: Marker(99, 90)}
+    sel = select(_cred_facts(rows, markers, {200: USER, 201: SETUID_ROOT}))
+    assert set(picked(sel)) == {200, 201}
+
+
+def test_a_markers_recorded_owner_uid_bounds_it():
+    rows = ["200 1 200 150"]
+    claim_user = Marker(99, 90, None, 1, 2, U)
+    sel = select(_cred_facts(rows, {200: claim_user}, {200: R}))
+    assert picked(sel) == {}
+    assert "the marker's owner" in {k.pid: k.reason for k in sel.skipped}[200]
+    # Root's own marker on root's process: taken.
+    assert set(picked(select(_cred_facts(rows, {200: Marker(99, 90, None, 1, 2, 0)}, {200: R})))) == {200}
+
+
+def test_the_descent_stops_at_a_change_of_credentials_either_way():
+    # root's orphan 200; 201 dropped to the user (a worker), 202 below it; 203 unreadable.
+    rows = ["200 1 200 150", "201 200 200 160", "202 201 200 170", "203 200 200 180"]
+    sel = select(_cred_facts(rows, {200: Marker(99, 90)}, {200: R, 201: USER, 202: USER}))
+    assert set(picked(sel)) == {200}
+    reasons = {k.pid: k.reason for k in sel.skipped}
+    assert "other (or unreadable) credentials" in reasons[201]
+    assert "other (or unreadable) credentials" in reasons[203]
+
+
+def test_a_rule_helper_never_leads_below_a_change_of_credentials():
+    rows = ["200 1 200 150", "201 200 200 160"]
+    f = facts(rows, rule_hits={200: ("claude-daemon", 99)}, gone=frozenset({99}), creds={200: USER, 201: R})
+    sel = select(f)
+    assert set(picked(sel)) == {200}
+
+
+def test_unreadable_credentials_are_never_a_candidate():
+    rows = ["200 1 200 150"]
+    sel = select(_cred_facts(rows, {200: Marker(99, 90)}, {}))
+    assert picked(sel) == {}
+    assert "cannot be read" in {k.pid: k.reason for k in sel.skipped}[200]
+
+
+def test_a_leftover_cgroup_made_by_a_user_never_leads_to_root():
+    cg = LeftoverCgroup("/cg/proctree-99-90/tree-1-abc", "/cg/proctree-99-90", (99, 90), None, (200, 201), uid=U)
+    rows = ["200 1 200 150", "201 1 201 150"]
+    sel = select(facts(rows, cgroups=[cg], gone=frozenset({99}), creds={200: USER, 201: R}))
+    assert set(picked(sel)) == {200}
+    assert sel.whole_cgroups == []  # never ended whole: it holds what is not taken
+
+
+def test_a_cgroup_listing_members_as_0_is_never_empty_nor_taken():
+    cg = LeftoverCgroup("/cg/proctree-99-90/tree-1-abc", "/cg/proctree-99-90", (99, 90), None, (), hidden=3)
+    sel = select(facts([], cgroups=[cg], gone=frozenset({99})))
+    assert sel.whole_cgroups == [] and sel.dead_cgroups == []
+    assert any("not visible here" in k.reason for k in sel.skipped)
+
+
+def test_a_receipt_member_of_another_uid_is_not_the_trees():
+    rows = ["300 1 98 100", "301 1 98 110"]
+    f = facts(rows, receipts=[_receipt(uid=U)], gone=frozenset({99, 98}), creds={300: USER, 301: R})
+    assert set(picked(select(f))) == {300}
+
+
+def test_a_dead_cgroup_another_user_made_is_never_ended_whole_by_a_root_reaper():
+    cg = LeftoverCgroup("/cg/proctree-99-90/tree-1-abc", "/cg/proctree-99-90", (99, 90), None, (200,), uid=U)
+    rows = ["200 1 200 150"]
+    as_root = select(facts(rows, cgroups=[cg], gone=frozenset({99}), creds={200: USER}, reaper_uid=0))
+    assert set(picked(as_root)) == {200} and as_root.whole_cgroups == []  # one by one, by identity
+    as_user = select(facts(rows, cgroups=[cg], gone=frozenset({99}), creds={200: USER}, reaper_uid=U))
+    assert as_user.whole_cgroups == [cg]

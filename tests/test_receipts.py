@@ -74,7 +74,7 @@ def test_write_read_remove(rdir):
     good, bad = receipt.read_all(rdir)
     assert bad == []
     (r,) = good
-    assert r == receipt.Receipt(path=path, created=r.created, **fields())
+    assert r == receipt.Receipt(path=path, created=r.created, uid=os.geteuid(), **fields())
     assert abs(r.created - time.time()) < 60
     assert os.listdir(rdir) == ["200-7.json"]  # no temporary file left
     receipt.remove(path)
@@ -281,22 +281,100 @@ def test_a_directory_of_another_uid_is_refused_and_left_alone(tmp_path, monkeypa
     assert os.lstat(d).st_uid == 65534
 
 
-def test_xdg_runtime_dir_then_tempdir(tmp_path, monkeypatch):
+def test_xdg_runtime_dir_then_run_then_tempdir(tmp_path, monkeypatch):
     monkeypatch.delenv(receipt.ENV_DIR)
+    monkeypatch.setattr(receipt, "RUN_ROOT", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
     assert receipt.directory() == str(xdg / "proctree")
-    # Not ours, not absolute or missing: the temp directory, per uid.
+    # Not ours, not absolute or missing: /run/user/<uid> (systemd's), root's /run/proctree, the temp directory.
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
+    last = (
+        str(tmp_path / "run" / "proctree") if os.geteuid() == 0 else str(tmp_path / "tmp" / f"proctree-{os.geteuid()}")
+    )
     for bad in ("relative/xdg", str(tmp_path / "missing")):
         monkeypatch.setenv("XDG_RUNTIME_DIR", bad)
-        assert receipt.directory() == str(tmp_path / "tmp" / f"proctree-{os.geteuid()}")
+        assert receipt.directory() == last
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert receipt.directory() == str(tmp_path / "tmp" / f"proctree-{os.geteuid()}")
+    assert receipt.directory() == last
+    (tmp_path / "run" / "user" / str(os.geteuid())).mkdir(parents=True, mode=0o700)
+    assert receipt.directory() == str(tmp_path / "run" / "user" / str(os.geteuid()) / "proctree")
+
+
+def _no_run(tmp_path, monkeypatch):
+    """Receipts located as for a user with no runtime directory and no /run of its own: the temp directory."""
+    import tempfile
+
+    monkeypatch.delenv(receipt.ENV_DIR)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(receipt, "RUN_ROOT", str(tmp_path / "no-run"))  # missing: neither /run/user nor /run/proctree
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    os.chmod(tmp, 0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp / f"proctree-{os.geteuid()}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory owned by another uid")
+@pytest.mark.parametrize("how", ["directory", "symlink"])
+def test_a_temp_location_taken_first_by_another_user_is_replaced_by_a_checked_one(tmp_path, monkeypatch, how):
+    primary = _no_run(tmp_path, monkeypatch)
+    if how == "directory":
+        primary.mkdir(mode=0o700)
+        os.chown(primary, 4242, 4242)  # another user made it first
+    else:
+        os.symlink(str(tmp_path), primary)
+        os.lchown(primary, 4242, 4242)
+    got = receipt.directory()
+    assert got is not None and got != str(primary)
+    assert os.path.basename(got).startswith(f"proctree-{os.geteuid()}.")
+    st = os.lstat(got)
+    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    # The same fallback is found again (spawn and reap agree), and the reaper says why.
+    assert receipt.directory() == got
+    path = receipt.write(got, **fields())
+    good, bad = receipt.read_all()
+    assert [r.path for r in good] == [path]
+    assert len(bad) == 1 and bad[0][0] == str(primary)
+    assert ("owned by uid 4242" if how == "directory" else "symlink") in bad[0][1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory owned by another uid")
+def test_another_users_look_alike_fallback_is_never_used(tmp_path, monkeypatch):
+    primary = _no_run(tmp_path, monkeypatch)
+    primary.mkdir(mode=0o700)
+    os.chown(primary, 4242, 4242)
+    fake = primary.parent / f"{primary.name}.aaaaaaaa"
+    fake.mkdir(mode=0o700)
+    os.chown(fake, 4242, 4242)
+    got = receipt.directory()
+    assert got is not None and got != str(fake)
+    assert str(fake) not in {p for p, _ in receipt.read_all()[1]}
+
+
+def test_no_location_at_all_is_said_and_spawn_warns_once(tmp_path, monkeypatch):
+    import proctree
+    from proctree._containment import spawn as spawn_module
+
+    monkeypatch.setenv(receipt.ENV_DIR, "relative/not-allowed")
+    assert receipt.directory() is None
+    assert receipt.why_no_directory()
+    monkeypatch.setattr(spawn_module, "_receipts_warned", False)
+    with pytest.warns(proctree.ReceiptWarning, match="no receipt directory"):
+        t = proctree.spawn(["true"], contain="session")
+    t.wait()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", proctree.ReceiptWarning)
+        t2 = proctree.spawn(["true"], contain="session")  # once per process
+        t2.wait()
+    assert t.receipt is None and t2.receipt is None
 
 
 # ---------------------------------------------------------------------------
@@ -356,7 +434,12 @@ def test_no_receipt_where_the_directory_fails_its_checks(trees, tmp_path, monkey
     d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
     monkeypatch.setenv(receipt.ENV_DIR, str(d))
-    t = _waiting(trees, "session")
+    from proctree._containment import spawn as spawn_module
+
+    monkeypatch.setattr(spawn_module, "_receipts_warned", False)
+    with pytest.warns(proctree.ReceiptWarning, match="mode 0755 is open to group or others") as caught:
+        t = _waiting(trees, "session")
+    assert caught[0].filename == __file__  # the warning points at the caller's line
     assert t.receipt is None and os.listdir(d) == []
     assert t.terminate().ok
 

@@ -70,8 +70,9 @@ def test_marker_is_inherited_by_every_member(trees, pipe, mode):
     t, pids = start_daemonizer(trees, pipe, mode, tag="job-7.a_b")
     me = proctree.proc(os.getpid())
     m = _marker.parse_marker(t.marker)
-    assert m == (me.pid, me.start_time, "job-7.a_b")
-    assert t.marker == f"{me.pid}:{me.start_time}:job-7.a_b"
+    pidns, timens = os.stat("/proc/self/ns/pid").st_ino, os.stat("/proc/self/ns/time").st_ino
+    assert m == (me.pid, me.start_time, "job-7.a_b", pidns, timens, os.geteuid())
+    assert t.marker == f"{me.pid}:{me.start_time}:job-7.a_b@{pidns}.{timens}.{os.geteuid()}"
     try:
         for pid in (t.pid, pids["daemon"], t.keeper_pid):
             assert environ_marker(pid) == m
@@ -262,16 +263,61 @@ def test_two_hundred_trees_at_once():
 def test_marker_format_and_parse():
     assert _marker.format_marker(12, 345) == "12:345"
     assert _marker.format_marker(12, 345, "t.1") == "12:345:t.1"
-    assert _marker.parse_marker("12:345:t.1") == (12, 345, "t.1")
-    assert _marker.parse_marker(b"12:345") == (12, 345, None)
+    assert _marker.parse_marker("12:345:t.1")[:3] == (12, 345, "t.1")
+    assert _marker.parse_marker(b"12:345")[:3] == (12, 345, None)
     for junk in ["", "12", "0:1", "-1:2", "1:2:", "1:2:a b", "1:x", "1:2:3:4", b"\xff", None, 5, "1:2:" + "x" * 65]:
         assert _marker.parse_marker(junk) is None, junk
-    assert _marker.from_environ_block(b"A=1\0PROCTREE_OWNER=5:6:x\0B=2") == (5, 6, "x")
+    assert _marker.from_environ_block(b"A=1\0PROCTREE_OWNER=5:6:x\0B=2")[:3] == (5, 6, "x")
     assert _marker.from_environ_block(b"A=1\0") is None
     with pytest.raises(ValueError):
         _marker.format_marker(0, 1)
     with pytest.raises(ValueError):
         _marker.format_marker(1, 2, "bad tag")
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        ("12:345@7.8.1000", (12, 345, None, 7, 8, 1000)),
+        ("12:345:t.1@7.0.0", (12, 345, "t.1", 7, 0, 0)),
+        (f"1:2@{2**64 - 1}.{2**64 - 1}.{2**32 - 1}", (1, 2, None, 2**64 - 1, 2**64 - 1, 2**32 - 1)),
+        (f"1:2@{2**64}.1.1", None),  # past an inode's range
+        (f"1:2@1.1.{2**32}", None),  # past a uid's range
+        ("1:2@1.1", None),
+        ("1:2@1.1.1.1", None),
+        ("1:2@a.b.c", None),
+        ("1:2@", None),
+        ("1:2:@1.1.1", None),
+        ("1:2@1.1.1:tag", None),
+        ("1:2@-1.1.1", None),
+    ],
+)
+def test_placed_marker_format_and_parse(value, want):
+    got = _marker.parse_marker(value)
+    assert got == want
+    if want is not None:
+        assert not got.legacy
+        assert str(got) == value
+        assert _marker.format_marker(want[0], want[1], want[2], want[3:]) == value
+    assert _marker.parse_marker("12:345").legacy
+
+
+@pytest.mark.parametrize("place", [(-1, 0, 0), (0, 2**64, 0), (0, 0, 2**32), (True, 0, 0), ("1", 0, 0)])
+def test_placed_marker_refuses_bad_places(place):
+    with pytest.raises(ValueError):
+        _marker.format_marker(1, 2, None, place)
+
+
+def test_marker_parser_never_raises_on_garbage():
+    import random
+
+    rng = random.Random(1729)
+    alphabet = "0123456789:@.-_abcXYZ \x00\xff"
+    for _ in range(20000):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        got = _marker.parse_marker(value)
+        assert got is None or str(got) == value or _marker.parse_marker(str(got)) == got
+        _marker.parse_marker(value.encode("utf-8", "surrogateescape"))
 
 
 def test_find_mount_parses_mountinfo(tmp_path):

@@ -349,7 +349,8 @@ static int send_sig(pid_t pid, uint64_t start, int sig)
 #ifdef __linux__
 static char g_cgpath[PATH_MAX];
 
-/* Returns true if name is proctree-<digits>-<digits> (a per-owner parent spawn() makes). */
+/* Returns true if name is proctree-<digits>-<digits>, optionally followed by -<pid ns>-<time ns> (a per-owner
+ * parent spawn() makes). */
 static bool is_parent_name(const char *name, size_t len)
 {
     if (len < 12 || strncmp(name, "proctree-", 9) != 0)
@@ -357,7 +358,7 @@ static bool is_parent_name(const char *name, size_t len)
     int dashes = 0, digits = 0;
     for (size_t i = 9; i < len; i++) {
         if (name[i] == '-') {
-            if (digits == 0 || ++dashes > 1)
+            if (digits == 0 || ++dashes > 3)
                 return false;
             digits = 0;
         } else if (name[i] >= '0' && name[i] <= '9') {
@@ -366,7 +367,7 @@ static bool is_parent_name(const char *name, size_t len)
             return false;
         }
     }
-    return dashes == 1 && digits > 0;
+    return (dashes == 1 || dashes == 3) && digits > 0;
 }
 
 /* Returns true if path is a plain absolute path (no "." or ".." parts, no "//", no trailing '/') of a cgroup v2

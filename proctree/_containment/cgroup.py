@@ -1,6 +1,8 @@
 """cgroup v2 plumbing for contained spawning: find the hierarchy, make, end and remove a tree's cgroup.
 
-Layout: ``<v2 mount><caller's cgroup>/proctree-<owner pid>-<owner start>/<tree>``.
+Layout: ``<v2 mount><caller's cgroup>/proctree-<owner pid>-<owner start>-<pid ns>-<time ns>/<tree>``
+(the namespace inodes place the owner's numbers; older versions wrote
+``proctree-<owner pid>-<owner start>``, which is still read).
 The per-owner parent is created by us and named after our identity, and every
 tree cgroup lives under it. This module must never kill, freeze or remove a
 cgroup that is not below such a parent it made: ``is_ours`` is checked by every
@@ -40,9 +42,25 @@ def _unescape(field):
 
 
 def _is_parent_name(name):
-    # proctree-<digits>-<digits>
+    # proctree-<digits>-<digits>, or with -<pid ns>-<time ns> after them
     parts = name.split("-")
-    return len(parts) == 3 and parts[0] == "proctree" and parts[1].isdigit() and parts[2].isdigit()
+    return len(parts) in (3, 5) and parts[0] == "proctree" and all(p.isdigit() for p in parts[1:])
+
+
+def parent_name(owner_pid, owner_start):
+    """proctree-<pid>-<start>-<pid ns>-<time ns> of the calling owner (the legacy name where /proc/self/ns is unreadable)."""
+    name = f"{PARENT_PREFIX}{owner_pid}-{owner_start}"
+    try:
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return name
+    try:
+        timens = os.stat("/proc/self/ns/time").st_ino
+    except FileNotFoundError:
+        timens = 0  # a kernel without time namespaces
+    except OSError:
+        return name
+    return f"{name}-{pidns}-{timens}"
 
 
 def find_mount(mountinfo="/proc/self/mountinfo"):
@@ -109,7 +127,7 @@ def _require_ours(path):
 def create(owner_pid, owner_start, name):
     """Make <base>/proctree-<owner>-<start>/<name> and return its path. Raises Unavailable."""
     base = base_dir()
-    parent = os.path.join(base, f"{PARENT_PREFIX}{owner_pid}-{owner_start}")
+    parent = os.path.join(base, parent_name(owner_pid, owner_start))
     path = os.path.join(parent, name)
     for _ in range(3):  # the parent can be removed by our own cleanup between the two mkdirs
         try:
@@ -149,22 +167,36 @@ def _procs_of(path):
 
 
 def pids(path, limit=4096):
-    """Pids in the cgroup and the cgroups nested below it (a member's own trees), or [] when gone."""
-    out = _procs_of(path)
+    """Pids in the cgroup and the cgroups nested below it (a member's own trees), or [] when gone.
+
+    A member in a pid namespace this process cannot see (cgroup.procs lists it
+    as 0) is left out: members() counts those.
+    """
+    return members(path, limit)[0]
+
+
+def members(path, limit=4096):
+    """(the pids visible here, how many members cgroup.procs lists as 0) for the cgroup and those below it.
+
+    The kernel writes 0 for a member outside the reader's pid namespace: such a
+    cgroup is not empty, and its members are not ours to number.
+    """
+    raw = _procs_of(path)
     try:
         subdirs = [e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
     except OSError:
-        return out
+        subdirs = []
     seen = 0
     while subdirs and seen < limit:  # bounded: at most limit nested cgroups
         d = subdirs.pop()
         seen += 1
-        out.extend(_procs_of(d))
+        raw.extend(_procs_of(d))
         try:
             subdirs.extend(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False))
         except OSError:
             pass
-    return out
+    visible = [p for p in raw if p > 0]
+    return visible, len(raw) - len(visible)
 
 
 def populated(path):

@@ -1,6 +1,7 @@
 """Leftover proctree cgroups: find them, end what is in them, remove them.
 
-A tree cgroup lives at <owner's cgroup>/proctree-<owner pid>-<owner start>/<tag or "tree">-<n>-<hex>.
+A tree cgroup lives at <owner's cgroup>/proctree-<owner pid>-<owner start>-<pid ns>-<time ns>/<tag or "tree">-<n>-<hex>
+(older versions named the parent proctree-<owner pid>-<owner start>, without the namespaces).
 Its owner normally removes it; an owner SIGKILLed together with its keeper
 leaves it behind, with whatever still runs in it. The reaper decides whether
 the owner is gone; this module only reads the hierarchy and acts on the
@@ -25,22 +26,43 @@ MAX_DIRS = 20000  # the walk's bound: a hierarchy larger than this is reported, 
 
 @dataclass(frozen=True)
 class LeftoverCgroup:
-    """One tree cgroup (or an owner's empty parent, path == parent) and what is in it now."""
+    """One tree cgroup (or an owner's empty parent, path == parent) and what is in it now.
+
+    ns:     the owner's (pid ns, time ns) from the parent's name; None for a
+            legacy name, which does not say where its numbers belong
+    uid:    the owner of the parent directory (who made it); None if unknown
+    hidden: members cgroup.procs lists as 0 (in a pid namespace the reader
+            cannot see): such a cgroup is never empty and never ended whole
+    """
 
     path: str
-    parent: str  # the proctree-<pid>-<start> directory
+    parent: str  # the proctree-<pid>-<start>[-<pid ns>-<time ns>] directory
     owner: tuple[int, int]
     tag: str | None
     pids: tuple[int, ...]
+    ns: tuple[int, int] | None = None
+    uid: int | None = None
+    hidden: int = 0
 
 
-def _owner_of(name: str) -> tuple[int, int] | None:
+def parse_parent_name(name: str) -> tuple[tuple[int, int], tuple[int, int] | None] | None:
+    """((owner pid, owner start), (pid ns, time ns) or None for a legacy name), or None if name is not a parent's."""
     parts = name.split("-")
-    if len(parts) != 3 or parts[0] != "proctree" or not (parts[1].isdigit() and parts[2].isdigit()):
+    if len(parts) not in (3, 5) or parts[0] != "proctree" or not all(p.isdigit() for p in parts[1:]):
         return None
-    if len(parts[1]) > 10 or len(parts[2]) > 20:
+    if len(parts[1]) > 10 or any(len(p) > 20 for p in parts[2:]):
         return None
-    return int(parts[1]), int(parts[2])
+    owner = (int(parts[1]), int(parts[2]))
+    return owner, ((int(parts[3]), int(parts[4])) if len(parts) == 5 else None)
+
+
+def _unpopulated(path: str) -> bool:
+    """True only when cgroup.events says nothing runs in the cgroup or below it (a failed read: False)."""
+    try:
+        with open(os.path.join(path, "cgroup.events"), "rb") as f:
+            return b"populated 0\n" in f.read()
+    except OSError:
+        return False
 
 
 def _tag_of(tree_dir: str) -> str | None:
@@ -51,8 +73,8 @@ def _tag_of(tree_dir: str) -> str | None:
 def find(limit: int = MAX_DIRS) -> tuple[list[LeftoverCgroup], list[str]]:
     """Every proctree cgroup in the hierarchy (live owners' too), and warnings.
 
-    A proctree-<pid>-<start> directory with no tree cgroup below it is listed
-    once with path == parent and no pids. Returns ([], [why]) where there is
+    A proctree-<pid>-<start> directory with no process in it or below it
+    (cgroup.events says so) is listed once with path == parent and no pids. Returns ([], [why]) where there is
     no cgroup v2 mount.
     """
     mount = _cgroup.find_mount()
@@ -73,18 +95,26 @@ def find(limit: int = MAX_DIRS) -> tuple[list[LeftoverCgroup], list[str]]:
         except OSError:
             continue
         for e in entries:
-            owner = _owner_of(e.name)
-            if owner is None:
+            named = parse_parent_name(e.name)
+            if named is None:
                 stack.append(e.path)
                 continue
+            owner, ns = named
+            # One read says whether anything runs below the parent: most leftovers are empty, and
+            # an empty one is listed whole (path == parent), without reading its tree cgroups.
+            if _unpopulated(e.path):
+                found.append(LeftoverCgroup(e.path, e.path, owner, None, (), ns))
+                continue
             try:
+                uid: int | None = e.stat(follow_symlinks=False).st_uid
                 trees = [t for t in os.scandir(e.path) if t.is_dir(follow_symlinks=False)]
             except OSError:
                 continue
             if not trees:
-                found.append(LeftoverCgroup(e.path, e.path, owner, None, ()))
+                found.append(LeftoverCgroup(e.path, e.path, owner, None, (), ns, uid))
             for t in trees:
-                found.append(LeftoverCgroup(t.path, e.path, owner, _tag_of(t.name), tuple(_cgroup.pids(t.path))))
+                pids, hidden = _cgroup.members(t.path)
+                found.append(LeftoverCgroup(t.path, e.path, owner, _tag_of(t.name), tuple(pids), ns, uid, hidden))
     return found, warnings
 
 
@@ -97,8 +127,20 @@ def end(path: str, grace: float, stop_fd: int | None = None) -> TeardownReport:
 
 
 def remove(leftover: LeftoverCgroup) -> bool:
-    """Remove the tree cgroup (and its parent once empty), or an empty parent. True if it is gone."""
+    """Remove the tree cgroup (and its parent once empty), or an empty parent with the empty cgroups below it.
+
+    True if it is gone. Only empty cgroups can be removed (rmdir fails on one
+    that holds a process), so nothing that runs is ever touched.
+    """
     if leftover.path == leftover.parent:
+        if not _cgroup.is_ours(os.path.join(leftover.parent, "x")):
+            return False
+        for top, dirs, _ in os.walk(leftover.parent, topdown=False):
+            for d in dirs:
+                try:
+                    os.rmdir(os.path.join(top, d))
+                except OSError:
+                    pass
         try:
             os.rmdir(leftover.parent)
         except FileNotFoundError:

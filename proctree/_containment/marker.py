@@ -1,11 +1,17 @@
 """The PROCTREE_OWNER and PROCTREE_TREE environment markers: who spawned a contained tree, and which tree.
 
 Every process of a tree spawned by proctree carries
-``PROCTREE_OWNER=<owner pid>:<owner start time>[:<tag>]`` in its environment,
+``PROCTREE_OWNER=<owner pid>:<owner start time>[:<tag>]@<pid ns>.<time ns>.<uid>``
+in its environment,
 and keeps it after it double-forks and reparents: the environment is the one
 handle that survives the events that break ppid, pgid, sid and tty links. The
 orphan reaper attributes a leftover to its owner with it, and (pid, start
-time) tells a live owner from a reused pid without any external oracle.
+time) tells a live owner from a reused pid without any external oracle. The part
+after ``@`` places those numbers: a pid and a start time mean one process only
+in one pid namespace and one time namespace (their inode numbers, 0 where the
+kernel has none), and the uid says whose authority the tree ran under. A
+value without that part (written by proctree before 0.2) is a legacy marker:
+the reaper takes it as proof only where it can place it (docs/reaper.md).
 
 All trees of one owner share its PROCTREE_OWNER value, so every tree also
 carries ``PROCTREE_TREE=<32 lowercase hex chars>``, random per spawn: the
@@ -30,18 +36,35 @@ MAX_TREE_CHAIN = 7  # ids in one PROCTREE_TREE value: 7 * 33 - 1 = 230 bytes, wi
 
 TAG_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TREE_RE = re.compile(r"[0-9a-f]{32}")
-_VALUE_RE = re.compile(r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?")
+_VALUE_RE = re.compile(
+    r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?(?:@([0-9]{1,20})\.([0-9]{1,20})\.([0-9]{1,10}))?"
+)
+_U64 = 1 << 64
+_U32 = 1 << 32
 
 
 class Marker(NamedTuple):
-    """A parsed PROCTREE_OWNER value. (pid, start_time) is the owner's identity."""
+    """A parsed PROCTREE_OWNER value. (pid, start_time) is the owner's identity.
+
+    pidns, timens: the owner's pid and time namespace inodes (0: the kernel
+    has none), uid: the owner's effective uid; all None in a legacy marker.
+    """
 
     pid: int
     start_time: int
     tag: str | None = None
+    pidns: int | None = None
+    timens: int | None = None
+    uid: int | None = None
 
     def __str__(self):
-        return format_marker(self.pid, self.start_time, self.tag)
+        place = None if self.pidns is None else (self.pidns, self.timens, self.uid)
+        return format_marker(self.pid, self.start_time, self.tag, place)
+
+    @property
+    def legacy(self):
+        """True when the value does not say which namespaces its numbers belong to."""
+        return self.pidns is None
 
 
 def check_tag(tag):
@@ -55,15 +78,25 @@ def check_tag(tag):
     return tag
 
 
-def format_marker(pid, start_time, tag=None):
-    """The marker value for an owner: 'pid:start_time' or 'pid:start_time:tag'."""
+def format_marker(pid, start_time, tag=None, place=None):
+    """The marker value for an owner: 'pid:start_time[:tag]', then '@pidns.timens.uid' when place is given.
+
+    place: (pid namespace inode, time namespace inode, uid) of the owner.
+    """
     for name, v in (("pid", pid), ("start_time", start_time)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError(f"marker {name} must be a non-negative int, got {v!r}")
     if pid == 0:
         raise ValueError("marker pid must be positive")
     tag = check_tag(tag)
-    return f"{pid}:{start_time}" + (f":{tag}" if tag else "")
+    value = f"{pid}:{start_time}" + (f":{tag}" if tag else "")
+    if place is None:
+        return value
+    pidns, timens, uid = place
+    for name, v, top in (("pidns", pidns, _U64), ("timens", timens, _U64), ("uid", uid, _U32)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < top:
+            raise ValueError(f"marker {name} must be an int in [0, {top}), got {v!r}")
+    return f"{value}@{pidns}.{timens}.{uid}"
 
 
 def parse_marker(value):
@@ -78,7 +111,12 @@ def parse_marker(value):
     m = _VALUE_RE.fullmatch(value)
     if not m:
         return None
-    return Marker(int(m.group(1)), int(m.group(2)), m.group(3))
+    if m.group(4) is None:
+        return Marker(int(m.group(1)), int(m.group(2)), m.group(3))
+    pidns, timens, uid = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    if pidns >= _U64 or timens >= _U64 or uid >= _U32:
+        return None
+    return Marker(int(m.group(1)), int(m.group(2)), m.group(3), pidns, timens, uid)
 
 
 def from_environ_block(data):

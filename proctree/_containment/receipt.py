@@ -65,6 +65,7 @@ class Receipt:
     pidns:   the owner's pid and time namespaces (inodes; 0 where the platform or
     timens:  kernel has none), so that a reader in other namespaces, whose pids
              and start times mean other processes, can tell; None if unknown
+    uid:     the file's owner (the uid that wrote it), None where not read from a file
     """
 
     path: str
@@ -81,6 +82,7 @@ class Receipt:
     created: float
     pidns: int | None = None
     timens: int | None = None
+    uid: int | None = None  # the file's owner: whose tree it is
 
 
 def file_name(keeper_pid: int, keeper_start: int) -> str:
@@ -89,44 +91,114 @@ def file_name(keeper_pid: int, keeper_start: int) -> str:
 
 
 def directory() -> str | None:
-    """The receipt directory of this user, created 0700 if missing; None if it fails the checks.
+    """The receipt directory of this user, created 0700 if missing; None if no location passes the checks.
 
-    PROCTREE_RECEIPTS_DIR if set (absolute); else $XDG_RUNTIME_DIR/proctree
-    when XDG_RUNTIME_DIR is an absolute directory of ours; else
-    <tempdir>/proctree-<uid>. The directory must be ours, a real directory
-    (not a symlink) and closed to group and others: otherwise no receipts.
+    PROCTREE_RECEIPTS_DIR if set (absolute; nothing else then). Otherwise the
+    first of: $XDG_RUNTIME_DIR/proctree when XDG_RUNTIME_DIR is an absolute
+    directory of ours; /run/user/<uid>/proctree when /run/user/<uid> is ours;
+    /run/proctree for root (only root can create it); <tempdir>/proctree-<uid>.
+    That last one can be created first by another user: then a directory of
+    ours made by mkdtemp, <tempdir>/proctree-<uid>.<random>, is used instead,
+    and read_all() says so. A location must be ours, a real directory (not a
+    symlink) and closed to group and others. why_no_directory() says why the
+    answer was None.
     """
-    return _ensure_directory()
+    global _last_problem
+    path, problems = _ensure_directory()
+    _last_problem = None if path is not None else "; ".join(f"{d}: {why}" for d, why in problems) or "no location"
+    return path
 
 
-def _ensure_directory() -> str | None:
-    path = _location()
-    if path is None:
+_last_problem: str | None = None
+RUN_ROOT = "/run"  # where /run/user/<uid> and root's /run/proctree live (tests point it elsewhere)
+
+
+def why_no_directory() -> str | None:
+    """Why the last directory() call found no location (each tried path and its problem), or None."""
+    return _last_problem
+
+
+def _ensure_directory() -> tuple[str | None, list[tuple[str, str]]]:
+    """(the first usable location, made if missing, or None; (path, why) for each location that failed)."""
+    problems: list[tuple[str, str]] = []
+    places = _locations()
+    for i, path in enumerate(places):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            problems.append((path, f"cannot create it: {exc.strerror}"))
+            continue
+        why = _dir_ok(path)
+        if why is None:
+            return path, problems
+        problems.append((path, why))
+        if i == len(places) - 1 and os.environ.get(ENV_DIR) is None:
+            fallback = _tempdir_fallback(create=True)
+            if fallback is not None:
+                return fallback, problems
+    return None, problems
+
+
+def _locations() -> list[str]:
+    """Where this user's receipts may be, in order of preference (see directory())."""
+    override = os.environ.get(ENV_DIR)
+    if override is not None:
+        return [os.path.normpath(override)] if os.path.isabs(override) else []
+    uid = os.geteuid()
+    out = []
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    for runtime in (xdg if xdg and os.path.isabs(xdg) else None, os.path.join(RUN_ROOT, "user", str(uid))):
+        if runtime is None:
+            continue
+        try:
+            st = os.lstat(runtime)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+            place = os.path.join(os.path.normpath(runtime), "proctree")
+            if place not in out:
+                out.append(place)
+    if uid == 0:
+        out.append(os.path.join(RUN_ROOT, "proctree"))
+    out.append(_tempdir_location())
+    return out
+
+
+def _tempdir_location() -> str:
+    import tempfile  # only here: it costs import time the common path never needs
+
+    return os.path.join(tempfile.gettempdir(), f"proctree-{os.geteuid()}")
+
+
+def _tempdir_fallback(create: bool) -> str | None:
+    """An existing <tempdir>/proctree-<uid>.<random> of ours, else (create) a new one by mkdtemp; None if neither."""
+    import tempfile
+
+    found = _tempdir_fallbacks()
+    if found:
+        return found[0]
+    if not create:
         return None
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+        path = tempfile.mkdtemp(prefix=f"proctree-{os.geteuid()}.")
     except OSError:
         return None
     return path if _dir_ok(path) is None else None
 
 
-def _location() -> str | None:
-    override = os.environ.get(ENV_DIR)
-    if override is not None:
-        return os.path.normpath(override) if os.path.isabs(override) else None
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isabs(xdg):
-        try:
-            st = os.lstat(xdg)
-        except OSError:
-            st = None
-        if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
-            return os.path.join(os.path.normpath(xdg), "proctree")
-    import tempfile  # only here: it costs the keeper import time it never needs
+def _tempdir_fallbacks() -> list[str]:
+    """Every <tempdir>/proctree-<uid>.<random> that passes the checks (another user's look-alikes do not)."""
+    import tempfile
 
-    return os.path.join(tempfile.gettempdir(), f"proctree-{os.geteuid()}")
+    root = tempfile.gettempdir()
+    prefix = f"proctree-{os.geteuid()}."
+    try:
+        names = sorted(n for n in os.listdir(root) if n.startswith(prefix))
+    except OSError:
+        return []
+    return [os.path.join(root, n) for n in names if _dir_ok(os.path.join(root, n)) is None]
 
 
 def _open_dir(path: str) -> int:
@@ -139,7 +211,9 @@ def _dir_ok(path: str) -> str | None:
     try:
         fd = _open_dir(path)
     except OSError as exc:
-        return "a symlink" if exc.errno == errno.ELOOP else f"cannot open it: {exc.strerror}"
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and os.path.islink(path)):
+            return "a symlink"
+        return f"cannot open it: {exc.strerror}"
     try:
         return _dir_problem(os.fstat(fd))
     finally:
@@ -274,15 +348,38 @@ def remove(path: str) -> None:
 
 
 def read_all(directory: str | None = None) -> tuple[list[Receipt], list[tuple[str, str]]]:
-    """Every valid receipt in directory (default: directory()), and (path, why) for every file ignored.
+    """Every valid receipt in directory (default: every location of this user, see directory()), and
+    (path, why) for every file or location ignored.
 
-    Never raises for a bad file. Temporary files younger than TEMP_PATIENCE
-    (a write in progress) are skipped silently.
+    Never raises for a bad file, and never creates a directory. Temporary files
+    younger than TEMP_PATIENCE (a write in progress) are skipped silently. A
+    location that exists but fails the checks (another user's directory, a
+    symlink) is reported as a problem: receipts written there would not be ours.
     """
-    if directory is None:
-        directory = _ensure_directory()
-        if directory is None:
-            return [], []
+    if directory is not None:
+        return _read_dir(directory)
+    good: list[Receipt] = []
+    bad: list[tuple[str, str]] = []
+    places = _locations()
+    for path in places:
+        if not os.path.lexists(path):
+            continue
+        why = _dir_ok(path)
+        if why is not None:
+            bad.append((path, f"not used for receipts: {why}"))
+            continue
+        g, b = _read_dir(path)
+        good.extend(g)
+        bad.extend(b)
+    if os.environ.get(ENV_DIR) is None:
+        for path in _tempdir_fallbacks():
+            g, b = _read_dir(path)
+            good.extend(g)
+            bad.extend(b)
+    return good, bad
+
+
+def _read_dir(directory: str) -> tuple[list[Receipt], list[tuple[str, str]]]:
     good: list[Receipt] = []
     bad: list[tuple[str, str]] = []
     try:
@@ -344,11 +441,11 @@ def _read_one(dfd: int, name: str, path: str) -> Receipt | str | None:
         return f"over {MAX_BYTES} bytes"
     if not name.endswith(_SUFFIX):
         return "not a receipt's name"
-    return parse(data, path)
+    return parse(data, path, st.st_uid)
 
 
-def parse(data: bytes, path: str) -> Receipt | str:
-    """A receipt's bytes read from path as a Receipt, or the reason they are not one."""
+def parse(data: bytes, path: str, uid: int | None = None) -> Receipt | str:
+    """A receipt's bytes read from path (a file owned by uid) as a Receipt, or the reason they are not one."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -378,6 +475,7 @@ def parse(data: bytes, path: str) -> Receipt | str:
         created=float(doc["created"]),
         pidns=doc.get("pidns"),
         timens=doc.get("timens"),
+        uid=uid,
     )
 
 

@@ -36,16 +36,18 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from typing import Any, cast
 
 from .. import _fds
-from .._errors import AccessDenied, NoSuchProcess
+from .._errors import AccessDenied, NoSuchProcess, ReceiptWarning
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
 from .._table.model import Proc
 from .._teardown import engine as _teardown
 from .._teardown import many as _many
 from .._teardown import signals as _signals
+from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
@@ -315,7 +317,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     env = popen_kwargs.pop("env", None)
     env = dict(os.environ if env is None else env)
     owner_pid, owner_start = _owner_identity()
-    marker = _marker.format_marker(owner_pid, owner_start, tag)
+    marker = _marker.format_marker(owner_pid, owner_start, tag, _marker_place())
     env[_marker.ENV] = marker
     tree_id = _new_tree_id()
     # Inside another tree (the caller carries its marker), the chain keeps the enclosing tree's id too.
@@ -340,7 +342,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         tree_id,
         tag,
         (owner_pid, owner_start),
-        _receipt.directory(),  # None: no receipts here (the directory failed its checks)
+        _receipt_directory(),  # None: no receipts here (no location passed the checks; warned once)
         pty,
         stop_signal,
     )
@@ -854,7 +856,10 @@ class Tree:
                 tree=launch.tree_id,
                 **_namespace_fields(),
             )
-        except (OSError, ValueError):
+        except OSError as exc:
+            _warn_no_receipts(f"writing a receipt into {launch.receipts} failed: {exc.strerror or exc}")
+            return
+        except ValueError:
             return
         self._receipt = path
         if _keeper_exited(self.keeper_pid):
@@ -1074,6 +1079,9 @@ class Tree:
     async def wait_async(self, timeout: float | None = None) -> int:
         """wait() without blocking the event loop (any number of them at once, on one loop or several)."""
         self._check_owner()
+        if _trioface.running_library() == "trio":
+            then = None if self.keep_orphans else 2 * self.grace + 5
+            return await _trioface.wait_in_slices(self.wait, timeout, self.args, then)
         loop = asyncio.get_running_loop()
         watch: list[Any] = []
         with self._lock:
@@ -1693,6 +1701,40 @@ def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
     return popen.wait()
 
 
+_receipts_warned = False
+
+
+def _receipt_directory() -> str | None:
+    """The receipt directory, warning once per process when there is none."""
+    path = _receipt.directory()
+    if path is None:
+        _warn_no_receipts(f"no receipt directory ({_receipt.why_no_directory()})")
+    return path
+
+
+def _warn_no_receipts(why: str) -> None:
+    global _receipts_warned
+    if _receipts_warned:
+        return
+    _receipts_warned = True
+    # Point at the caller's line, outside proctree, whichever path led here.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, cast("Any", sys._getframe(0))  # stacklevel 1 is this function's own frame
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(
+        f"proctree: {why}; trees spawned by this process keep no receipt (docs/reaper.md, 'Receipts')",
+        ReceiptWarning,
+        stacklevel=level,
+    )
+
+
+def _marker_place() -> tuple[int, int, int] | None:
+    """(pid ns, time ns, euid) of the owner for its marker; None (a legacy marker) where the namespaces are unreadable."""
+    ns = _namespaces.of("self")
+    return None if ns is None else (ns[0], ns[1], os.geteuid())
+
+
 def _namespace_fields() -> dict[str, int | None]:
     """The owner's pid and time namespaces for its receipts (None where unreadable)."""
     ns = _namespaces.of("self")
@@ -1748,6 +1790,8 @@ async def _in_worker(fn, discard=None):
     it got that far) handed to discard (in a worker too), and then the
     interruption propagates: a cancelled call leaves nothing running.
     """
+    if _trioface.running_library() == "trio":
+        return await _trioface.in_worker(fn, _Stop(), discard)
     loop = asyncio.get_running_loop()
     stop = _Stop()
     work = loop.run_in_executor(None, contextvars.copy_context().run, fn, stop)  # as asyncio.to_thread

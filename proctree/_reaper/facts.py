@@ -19,10 +19,12 @@ from .._containment import marker as _marker
 from .._containment import receipt as _receipt
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
+from .._table import credentials as _credentials
 from .._table import namespaces as _namespaces
 from .._table.model import Proc
 from .._teardown.signals import Guard
 from .._validate import PID_MAX
+from .model import Skipped
 from .rules import Rule
 from .select import Facts, ReceiptFact
 
@@ -66,26 +68,15 @@ def _pid_max() -> int:
         return PID_MAX
 
 
-def _cgroup_pids(path: str) -> list[int]:
-    try:
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            return [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _foreign(pids: Iterable[int], mine: _namespaces.Namespaces | None, *, strict: bool = True) -> bool:
-    """True when any of pids lives in other pid or time namespaces than the reaper.
-
-    strict: a process whose namespaces cannot be read counts as foreign (not
-    provably ours); otherwise only a positive difference counts.
-    """
+def _foreign(pids: Iterable[int], mine: _namespaces.Namespaces | None) -> bool:
+    """True when any of pids lives in other pid or time namespaces than the reaper, or its namespaces cannot be read
+    while it exists (not provably ours)."""
     if not _LINUX:
         return False  # no pid or time namespaces elsewhere
     for pid in pids:
         ns = _namespaces.of(pid)
         if ns is None:
-            if strict and os.path.exists(f"/proc/{pid}"):
+            if os.path.exists(f"/proc/{pid}"):
                 return True
             continue
         if ns != mine:
@@ -93,14 +84,42 @@ def _foreign(pids: Iterable[int], mine: _namespaces.Namespaces | None, *, strict
     return False
 
 
+def _unplaced(
+    owner_ns: tuple[int, int] | None, carriers: Iterable[int], mine: _namespaces.Namespaces | None
+) -> str | None:
+    """Why evidence naming an owner in owner_ns (None: not recorded) and carried by carriers is no proof here, or None.
+
+    Proof needs the owner's namespaces to be the reaper's and each carrier's.
+    Evidence that does not record them (older versions) is placed only when
+    the reaper runs in the initial namespaces: no pid namespace is above it,
+    so a carrier in its namespaces had an owner in them too.
+    """
+    if mine is None:
+        return "the reaper's own namespaces cannot be read"
+    if owner_ns is None:
+        if not _namespaces.is_initial(mine):
+            return "it does not record its owner's namespaces, and this reaper is not in the initial ones"
+    elif _LINUX and tuple(owner_ns) != tuple(mine):
+        return "its owner lives in another pid or time namespace"
+    if _foreign(carriers, mine):
+        return "it is carried in another pid or time namespace"
+    return None
+
+
 def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[Facts, dict[str, object]]:
     """(Facts of this moment, extras the reaper acts on: the Receipt objects by path)."""
     mine = _namespaces.of("self")
+    if _LINUX and not _namespaces.is_initial(mine):
+        warnings.append(
+            "this reaper runs in a nested pid or time namespace: it cannot see every owner, so evidence "
+            "naming an owner outside its namespaces, older markers and rule spawners prove nothing here"
+        )
     snap = _binding.snapshot()
     guard = Guard()
     procs: dict[int, Proc] = {p.pid: p for p in snap.procs()}
     readable = [p.pid for p in procs.values() if not p.is_zombie]  # a zombie carries no environment
     markers: dict[int, _marker.Marker | str] = {}
+    skipped: list[Skipped] = []
     counts: dict[str, int] = {}
 
     def unknown(pid: int, why: str) -> None:
@@ -112,9 +131,16 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
             m = _marker.parse_marker(v)
             if m is None:
                 unknown(pid, "malformed")
-            elif _foreign([pid], mine):
-                # Its owner's pid and start time are another namespace's numbers.
+                continue
+            owner = procs.get(m.pid)
+            if owner is not None and owner.start_time == m.start_time and (m.legacy or (m.pidns, m.timens) == mine):
+                markers[pid] = m  # a live owner of ours: it only protects, wherever its member runs
+                continue
+            why = _unplaced(None if m.legacy else (m.pidns, m.timens), [pid], mine)
+            if why is not None:
+                # Its owner's pid and start time are another namespace's numbers (or may be).
                 unknown(pid, "other-namespace")
+                skipped.append(Skipped(pid, f"marker {m}: not proof here: {why}"))
             else:
                 markers[pid] = m
         elif v not in ("absent", "gone"):
@@ -138,9 +164,11 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         for rule in wanting:
             spawner = rule.match(argv)
             if spawner is not None:
-                if _foreign([p.pid], mine):
-                    warnings.append(
-                        f"rule {rule.name}: pid {p.pid} is in another namespace: its spawner pid is not ours"
+                # A spawner pid says nothing of its namespace: placed only as a legacy value is.
+                why = _unplaced(None, [p.pid], mine)
+                if why is not None:
+                    skipped.append(
+                        Skipped(p.pid, f"rule {rule.name}: its spawner pid {spawner} is not proof here: {why}")
                     )
                 else:
                     rule_hits[p.pid] = (rule.name, spawner)
@@ -151,14 +179,12 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     warnings.extend(cg_warnings)
     for cg in found_cgroups:
         owner = procs.get(cg.owner[0])
-        if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie:
+        if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie and cg.ns in (None, mine):
             cgroups.append(cg)  # its owner, as we see it, is alive: it protects the cgroup
             continue
-        # Named by a pid and start time that may be another namespace's: the owner's own
-        # cgroup (where the parent was made) and the tree's members must all be ours.
-        base = _cgroup_pids(os.path.dirname(cg.parent))[:4096]
-        if _foreign(cg.pids, mine) or _foreign(base, mine, strict=False):
-            warnings.append(f"cgroup {cg.path}: its processes are in another namespace: not proof")
+        why = _unplaced(cg.ns, cg.pids, mine)
+        if why is not None:
+            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
             continue
         cgroups.append(cg)
 
@@ -169,12 +195,22 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         warnings.append(f"receipt {path} ignored: {why}")
     for r in found:
         if mine is None or (r.pidns, r.timens) != mine:
-            warnings.append(f"receipt {r.path} ignored: written in other (or unrecorded) namespaces")
+            skipped.append(
+                Skipped(None, f"receipt {r.path}: written in other (or unrecorded) namespaces: not proof here")
+            )
             continue
         receipts_by_path[r.path] = r
         receipts.append(
             ReceiptFact(
-                r.path, r.owner, r.keeper, r.sid, r.pgid, r.tag, None if r.command is None else r.command[0], r.tree
+                r.path,
+                r.owner,
+                r.keeper,
+                r.sid,
+                r.pgid,
+                r.tag,
+                None if r.command is None else r.command[0],
+                r.tree,
+                r.uid,
             )
         )
     # The tree id of every process a receipt could lead to, to corroborate it.
@@ -189,5 +225,19 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     pid_max = _pid_max()
     gone = _confirm_gone(pid for pid in named if pid not in procs and pid <= pid_max)
     ancestors = frozenset(guard.protected - {0, 1, guard.me})
-    facts = Facts(procs, markers, cgroups, receipts, rule_hits, gone, guard.me, ancestors, trees, pid_max)
+    facts = Facts(
+        procs,
+        markers,
+        cgroups,
+        receipts,
+        rule_hits,
+        gone,
+        guard.me,
+        ancestors,
+        trees,
+        pid_max,
+        _credentials.Lazy(procs),
+        tuple(skipped),
+        os.geteuid(),
+    )
     return facts, receipts_by_path

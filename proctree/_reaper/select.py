@@ -18,6 +18,14 @@ The rules, each a test in tests/test_reaper_select.py:
   before any later process that took the session's or group's id).
 - A rule's helper is an orphan when its declared spawner is gone (absent, or
   its pid holds a process started after the helper).
+- Evidence never lends privilege: a candidate is taken only if the process
+  that carried the evidence could have signalled it itself (the kernel's
+  rule: root, or the sender's real or effective uid is the target's real or
+  saved uid). A marker's carrier is the topmost process of the unbroken line
+  of ancestors carrying the same owner; a marker that names its owner's uid
+  bounds it too; a leftover cgroup's carrier is the uid that made it, a
+  receipt's the uid that wrote it (and its session and group members must
+  run as that uid). An orphan's descent stops at a change of credentials.
 """
 
 from __future__ import annotations
@@ -45,6 +53,17 @@ class ReceiptFact:
     tag: str | None
     command: int | None = None  # the command's pid (its process group's id), if recorded
     tree: str | None = None  # the PROCTREE_TREE value its members carry
+    uid: int | None = None  # who wrote it (the file's owner); None: not recorded (synthetic facts)
+
+
+Creds = tuple[int, int, int]  # (real, effective, saved) uid
+
+
+def can_signal(sender: Creds, target: Creds) -> bool:
+    """The kernel's kill(2) permission rule on uids: root, or sender's real or effective uid is target's real or saved."""
+    s_real, s_eff, _ = sender
+    t_real, _, t_saved = target
+    return s_eff == 0 or s_real in (t_real, t_saved) or s_eff in (t_real, t_saved)
 
 
 @dataclass(frozen=True)
@@ -59,6 +78,15 @@ class Facts:
     trees: pid -> its PROCTREE_TREE value, or why it is unknown ("absent",
            "denied", ...), for the processes a receipt could lead to.
     pid_max: the largest pid this system assigns; a larger one is no owner.
+    creds: pid -> (real, effective, saved) uid; a pid missing from it has
+           unknown credentials (never a candidate). None: every process's
+           three uids are its Proc.uid (synthetic facts).
+    skipped: evidence the gathering already judged not proof here (another
+             namespace, a legacy value it cannot place), reported as is.
+    reaper_uid: a dead cgroup made by another uid than the reaper's (or root)
+                is never ended whole by cgroup.kill, which would reach what
+                joins it later regardless of credentials: its orphans end one
+                by one, each by identity.
     """
 
     procs: Mapping[int, Proc]
@@ -71,6 +99,15 @@ class Facts:
     ancestors: frozenset[int] = frozenset()
     trees: Mapping[int, bytes | str] = field(default_factory=dict)
     pid_max: int = PID_MAX
+    creds: Mapping[int, Creds] | None = None
+    skipped: Sequence[Skipped] = ()
+    reaper_uid: int | None = None  # the reaper's effective uid; None: not recorded (synthetic facts)
+
+    def creds_of(self, pid: int) -> Creds | None:
+        if self.creds is None:
+            p = self.procs.get(pid)
+            return None if p is None else (p.uid, p.uid, p.uid)
+        return self.creds.get(pid)
 
 
 @dataclass
@@ -171,16 +208,63 @@ def select(
     # 2. Seeds: processes with their own evidence that the owner is gone.
     seeds: dict[int, Orphan] = {}
     unknown: set[int] = set()
+    refused: set[int] = set()  # evidence pointed at them, credentials said no: never reached by descent either
+    skipped.extend(facts.skipped)
 
-    def seed(p: Proc, reason: str, owner: tuple[int, int | None], via: str, evidence: str) -> None:
-        if p.pid not in protected and p.pid not in seeds:
+    def allowed(pid: int, authority: Creds | None, who: str) -> bool:
+        """May evidence carried with authority reach pid? If not, pid is skipped with the reason."""
+        if authority is None:
+            return True  # synthetic facts that record no carrier
+        target = facts.creds_of(pid)
+        if target is None:
+            skipped.append(Skipped(pid, f"its credentials cannot be read ({who}): never a candidate"))
+        elif not can_signal(authority, target):
+            skipped.append(
+                Skipped(
+                    pid,
+                    f"runs as uid {target[0]}/{target[1]}/{target[2]} (real/effective/saved), which {who} "
+                    f"(uid {authority[0]}/{authority[1]}/{authority[2]}) could not signal",
+                )
+            )
+        else:
+            return True
+        refused.add(pid)
+        unknown.add(pid)
+        return False
+
+    def seed(
+        p: Proc,
+        reason: str,
+        owner: tuple[int, int | None],
+        via: str,
+        evidence: str,
+        authority: Creds | None = None,
+        who: str = "",
+    ) -> None:
+        if p.pid in protected or p.pid in seeds or p.pid in refused:
+            return
+        if allowed(p.pid, authority, who):
             seeds[p.pid] = Orphan(p, reason, owner, via, evidence)
 
     def descend(roots: list[Orphan]) -> None:
-        """An orphan's descendants come with it, unless protected or with unknown evidence of their own."""
+        """An orphan's descendants come with it, unless protected, with unknown evidence of their own,
+        or running with other credentials than their parent (a setuid program, sudo, a dropped privilege)."""
         for s in roots:
-            for pid in subtree(kids, kids.get(s.proc.pid, ()), stop=protected | unknown):
+            stack = [(s.proc.pid, c) for c in kids.get(s.proc.pid, ())]
+            seen: set[int] = set()
+            while stack:
+                parent, pid = stack.pop()
+                if pid in seen or pid in protected or pid in unknown:
+                    continue
+                seen.add(pid)
                 if pid not in seeds:
+                    above, own = facts.creds_of(parent), facts.creds_of(pid)
+                    if above is None or own is None or above != own:
+                        unknown.add(pid)
+                        skipped.append(
+                            Skipped(pid, f"below orphan {s.proc.pid}, but runs with other (or unreadable) credentials")
+                        )
+                        continue
                     seeds[pid] = Orphan(
                         procs[pid],
                         s.reason,
@@ -188,6 +272,20 @@ def select(
                         f"ancestor {s.proc.pid}",
                         f"descends from {s.proc.pid}: {s.evidence}",
                     )
+                stack.extend((pid, c) for c in kids.get(pid, ()))
+
+    def carrier(pid: int, m: Marker) -> int:
+        """The topmost process of the unbroken line of ancestors of pid that carry m's owner."""
+        top, seen = pid, {pid}
+        while True:
+            parent = procs[top].ppid
+            pm = facts.markers.get(parent)
+            if parent in seen or parent not in procs or not isinstance(pm, Marker):
+                return top
+            if (pm.pid, pm.start_time) != (m.pid, m.start_time):
+                return top
+            seen.add(parent)
+            top = parent
 
     dead_cgroups: list[LeftoverCgroup] = []
     for cg in facts.cgroups:
@@ -198,11 +296,25 @@ def select(
             continue
         if tag is not None and cg.tag != tag:
             continue
+        if cg.hidden:
+            skipped.append(
+                Skipped(None, f"cgroup {cg.path}: {cg.hidden} member(s) in a pid namespace not visible here")
+            )
+            continue
         dead_cgroups.append(cg)
+        made_by = None if cg.uid is None else (cg.uid, cg.uid, cg.uid)
         for pid in cg.pids:
             p = procs.get(pid)
             if p is not None:
-                seed(p, "cgroup-owner-gone", cg.owner, f"cgroup {cg.path}", f"in {cg.path}; owner {cg.owner[0]} gone")
+                seed(
+                    p,
+                    "cgroup-owner-gone",
+                    cg.owner,
+                    f"cgroup {cg.path}",
+                    f"in {cg.path}; owner {cg.owner[0]} gone",
+                    made_by,
+                    "the cgroup's maker",
+                )
 
     for pid, m in facts.markers.items():
         p = procs.get(pid)
@@ -219,7 +331,23 @@ def select(
         state = owner_state(facts, m.pid, m.start_time)
         if state in _GONE_REASON and m.start_time <= p.start_time:
             how = {EXITED: "is a zombie", REUSED: "now holds a later process", GONE: "does not exist"}[state]
-            seed(p, _GONE_REASON[state], (m.pid, m.start_time), "marker", f"PROCTREE_OWNER={m}: pid {m.pid} {how}")
+            if m.uid is not None and not allowed(pid, (m.uid, m.uid, m.uid), "the marker's owner"):
+                continue
+            top = carrier(pid, m)
+            carried = facts.creds_of(top)
+            if carried is None:
+                unknown.add(pid)
+                skipped.append(Skipped(pid, f"marker {m}: the credentials of its carrier {top} cannot be read"))
+                continue
+            seed(
+                p,
+                _GONE_REASON[state],
+                (m.pid, m.start_time),
+                "marker",
+                f"PROCTREE_OWNER={m}: pid {m.pid} {how}",
+                carried,
+                "the marker's carrier" if top == pid else f"the marker's carrier {top}",
+            )
         else:
             unknown.add(pid)
             why = "invalid owner" if state == INVALID or m.start_time > p.start_time else f"owner {state}"
@@ -228,10 +356,16 @@ def select(
     # Parent links are stronger evidence than a shared session: the descendants
     # of the cgroup and marker seeds are attributed before receipts and rules look.
     descend(list(seeds.values()))
-    first = list(seeds.values())
+    first = set(seeds)
 
     stale: list[str] = []
     receipt_orphans: dict[str, set[int]] = {}
+    by_sid: dict[int, list[Proc]] = {}
+    by_pgid: dict[int, list[Proc]] = {}
+    if facts.receipts:
+        for p in procs.values():
+            by_sid.setdefault(p.sid, []).append(p)
+            by_pgid.setdefault(p.pgid, []).append(p)
     for r in facts.receipts:
         if tag is not None and r.tag != tag:
             continue
@@ -242,6 +376,8 @@ def select(
             continue
         keeper_start = r.keeper[1]
         took = receipt_orphans.setdefault(r.path, set())
+        undecided = False
+        writer = None if r.uid is None else (r.uid, r.uid, r.uid)
         # The keeper leads the tree's session and the command leads its group: an id
         # that is not theirs (a setsid that failed) is somebody else's session or group.
         ids = [("session", r.sid)] if r.sid == r.keeper[0] else []
@@ -250,15 +386,28 @@ def select(
         for kind, ident in ids:
             holder = procs.get(ident)
             reused_by = holder if holder is not None and (holder.pid, holder.start_time) != r.keeper else None
-            for p in procs.values():
-                if (p.sid if kind == "session" else p.pgid) != ident or not _after(p, keeper_start, reused_by):
+            for p in (by_sid if kind == "session" else by_pgid).get(ident, ()):
+                if not _after(p, keeper_start, reused_by):
+                    continue
+                # A member runs as the receipt's writer: a process of another uid in a
+                # session or group whose id was reused is not this tree's.
+                own = facts.creds_of(p.pid)
+                if r.uid is not None and (own is None or r.uid not in (own[0], own[1])):
                     continue
                 # Where the environment can be read it must carry the tree's id: a session or
-                # group id reused by a leader that has since exited is not this tree's.
+                # group id reused by a leader that has since exited is not this tree's. One we
+                # may not read ("denied") belongs to someone else; one we could not read whole
+                # proves nothing either way.
                 tid = facts.trees.get(p.pid)
-                if isinstance(tid, bytes) and r.tree is not None and not _marker.carries_tree(tid, r.tree):
+                if isinstance(tid, bytes):
+                    if r.tree is not None and not _marker.carries_tree(tid, r.tree):
+                        continue
+                elif tid in ("absent", "gone", "denied"):
                     continue
-                if tid in ("absent", "gone"):
+                elif tid is not None:
+                    undecided = True
+                    unknown.add(p.pid)
+                    skipped.append(Skipped(p.pid, f"in {kind} {ident} of receipt {r.path}, but its tree id is {tid}"))
                     continue
                 took.add(p.pid)
                 seed(
@@ -267,8 +416,10 @@ def select(
                     r.owner,
                     f"{kind} {ident}",
                     f"{kind} {ident} of receipt {r.path}; owner {r.owner[0]} and keeper {r.keeper[0]} gone",
+                    writer,
+                    "the receipt's writer",
                 )
-        if not took:
+        if not took and not undecided:
             stale.append(r.path)
 
     if tag is None:
@@ -287,12 +438,17 @@ def select(
                 continue
             seed(p, rule, (spawner, None), f"rule {rule}", f"{rule}: declared spawner pid {spawner} {how}")
 
-    descend([o for o in seeds.values() if o not in first])
+    descend([o for pid, o in seeds.items() if pid not in first])
     orphans = seeds
 
     for s in seeds.values():
         for pid in kids.get(s.proc.pid, ()):
-            if pid in unknown and pid not in orphans and not isinstance(facts.markers.get(pid), Marker):
+            if (
+                pid in unknown
+                and pid in facts.markers
+                and pid not in orphans
+                and not isinstance(facts.markers[pid], Marker)
+            ):
                 skipped.append(Skipped(pid, f"below orphan {s.proc.pid}, but its own marker is {facts.markers[pid]}"))
     result = [o for o in orphans.values() if not o.proc.is_zombie]
     if within is not None:
@@ -301,7 +457,9 @@ def select(
     chosen = {o.proc.pid for o in result}
 
     def ends_whole(cg: LeftoverCgroup) -> bool:
-        if cg.path == cg.parent:
+        if cg.path == cg.parent or cg.hidden:
+            return False
+        if facts.reaper_uid is not None and cg.uid not in (0, facts.reaper_uid):
             return False
         if within is None:
             return all(pid in chosen or pid not in procs or procs[pid].is_zombie for pid in cg.pids)
@@ -312,8 +470,9 @@ def select(
         )
 
     whole = [cg for cg in dead_cgroups if ends_whole(cg)]
+    whole_paths = {cg.path for cg in whole}
     for cg in dead_cgroups:
-        if cg.path != cg.parent and cg not in whole and any(pid in chosen for pid in cg.pids):
+        if cg.path != cg.parent and cg.path not in whole_paths and any(pid in chosen for pid in cg.pids):
             warnings.append(f"cgroup {cg.path} holds processes that are not selected: its orphans end one by one")
     result.sort(key=lambda o: o.proc.pid)
     return Selection(result, skipped, warnings, protected, dead_cgroups, whole, stale, receipt_orphans)

@@ -138,7 +138,13 @@ class Supervisor:
                 self._atexit = False
 
     def _prepare(self) -> None:
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio (directly or through anyio), or no event loop at all
+            raise RuntimeError(
+                "proctree.Supervisor runs on asyncio (anyio's asyncio backend included); "
+                "elsewhere (trio, threads) use proctree.SyncSupervisor, which runs its own"
+            ) from None
         # Spawns and teardowns run in the loop's default executor: give it room for every
         # service's teardown at once, so that stopping 16 services takes one grace, not three.
         # Only when the loop has made none yet (asyncio's own attribute; other loops are left as they are).

@@ -11,7 +11,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from .. import _core
+try:
+    from .. import _core
+except ImportError as exc:  # a source checkout without its build, most often: say so, and the ways out
+    from .nocore import missing_core_error
+
+    raise missing_core_error(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), exc) from None
 from .._errors import AccessDenied, NoSuchProcess
 from .model import Proc, Snapshot
 

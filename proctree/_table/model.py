@@ -60,6 +60,11 @@ class Proc(_ProcFields):
         return (self.pid, self.start_time)
 
 
+class _NotInSnapshot(NoSuchProcess, KeyError):
+    """snap[pid] for a pid the snapshot does not hold: NoSuchProcess as documented, and a KeyError
+    as a Mapping's lookup must raise (so Mapping.get, `except KeyError` and dict-like code work)."""
+
+
 def _check_key(pid: object) -> int:
     if isinstance(pid, bool) or not isinstance(pid, int):
         raise TypeError(f"pid must be an int, not {type(pid).__name__}")
@@ -116,9 +121,11 @@ class Snapshot(Mapping[int, Proc]):
         return -1
 
     def __getitem__(self, pid: int) -> Proc:
-        i = self._find(pid) if isinstance(pid, int) and not isinstance(pid, bool) else -1
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise KeyError(pid)  # not a pid at all: a plain Mapping miss
+        i = self._find(pid)
         if i < 0:
-            raise KeyError(pid)
+            raise _NotInSnapshot(pid, msg="process not in this snapshot")
         return self._row_at(i)
 
     def __contains__(self, pid: object) -> bool:

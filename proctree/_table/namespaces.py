@@ -34,3 +34,19 @@ def of(pid: int | str) -> Namespaces | None:
     except OSError:
         return None
     return (pidns, timens)
+
+
+# The inode numbers the kernel gives the initial pid and time namespaces (include/linux/proc_ns.h).
+INITIAL_PID_NS = 0xEFFFFFFC
+INITIAL_TIME_NS = 0xEFFFFFFA
+
+
+def is_initial(ns: Namespaces | None) -> bool:
+    """True for the initial pid and time namespaces (a kernel without time namespaces: 0), and everywhere off Linux.
+
+    Only there is no pid namespace above the reader: a process in it cannot
+    have been started by an owner whose numbers are another namespace's.
+    """
+    if not _LINUX:
+        return True
+    return ns is not None and ns[0] == INITIAL_PID_NS and ns[1] in (0, INITIAL_TIME_NS)

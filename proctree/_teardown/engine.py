@@ -178,7 +178,13 @@ def run_blocking_many(
 
 async def run_async(engine: _Teardown) -> TeardownReport:
     """Drive engine from the running loop: blocking calls in a worker thread, waits as loop events."""
-    loop = asyncio.get_running_loop()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio (anyio's trio backend too), or an error naming what is supported
+        from . import trioface
+
+        trioface.running_library()
+        return await trioface.run_engine(engine)
     gen = engine.steps()
     try:
         req = next(gen)

@@ -11,11 +11,10 @@ It must never print a traceback for bad input, nor two JSON documents.
 
 import argparse
 import importlib
-import json
 import os
 import sys
 
-from ._common import CliError
+from ._common import CliError, HelpFormatter, exit_statuses, write_json
 
 # Subcommand modules, in the order `proctree --help` lists them.
 SUBCOMMANDS = ["tree", "kill", "run", "reap", "up", "demo"]
@@ -63,6 +62,17 @@ def build_parser():
     parser = _Parser(
         prog="proctree",
         description="Stop a process and everything it started, and nothing else.",
+        epilog=exit_statuses(
+            ("0", "done (each command's --help lists its own statuses)"),
+            (
+                "1",
+                "proctree's compiled core is missing (a source checkout that is not built: the message says "
+                "what to do)",
+            ),
+            ("2", "a command line that cannot be parsed"),
+            ("130", "interrupted (Ctrl+C)"),
+        ),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="print proctree's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -70,7 +80,22 @@ def build_parser():
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"proctree.cli.{name}")
         module.register(sub)
+    parser.set_defaults(commands=sub.choices)
     return parser
+
+
+def parse(parser, argv):
+    """parser.parse_args(argv), except that an argument the subcommand does not know is
+    reported with the subcommand's usage (argparse would show the top-level one)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        try:  # `proctree --bogus tree` is the top level's error, `proctree tree --bogus` tree's
+            before_command = argv.index(extra[0]) < argv.index(args.command)
+        except ValueError:
+            before_command = False
+        where = parser if before_command else args.commands[args.command]
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def json_stream_of(argv):
@@ -97,7 +122,7 @@ def json_stream_of(argv):
                 command = arg
             elif command == "run":
                 break
-    if not wants_json:
+    if not wants_json or command == "demo":  # demo has no JSON form: its errors are text
         return None
     return sys.stderr if command == "run" else sys.stdout
 
@@ -113,7 +138,7 @@ def report(error, stream):
     if stream is None:
         sys.stderr.write(error.text())
     else:
-        stream.write(json.dumps(error.document()) + "\n")
+        write_json(error.document(), stream)
     return error.code
 
 
@@ -123,7 +148,7 @@ def main(argv=None):
         # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
         sys.stdout = open(os.devnull, "w")
     try:
-        args = build_parser().parse_args(argv)  # imports every subcommand: a Ctrl+C may land here
+        args = parse(build_parser(), argv)  # imports every subcommand: a Ctrl+C may land here
     except CliError as error:
         return report(error, json_stream_of(argv))
     except KeyboardInterrupt:
@@ -137,6 +162,11 @@ def main(argv=None):
         return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), stream)
     except BrokenPipeError:
         return _quiet_broken_pipe()
+    except ImportError as exc:
+        if exc.name != "proctree._core":
+            raise
+        # A source checkout without its build: the message says why and the ways out; no traceback.
+        return report(CliError(str(exc), code=1, kind="ImportError"), stream)
 
 
 def _quiet_broken_pipe():

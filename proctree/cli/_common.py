@@ -6,6 +6,7 @@ of a fixed shape. Nothing here touches the system.
 """
 
 import argparse
+import json
 import re
 
 from proctree._validate import PID_MAX, check_signal
@@ -115,3 +116,62 @@ def _escape(ch):
     if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# -- the options and output every command shares ----------------------------------
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that an indented paragraph (the exit-status table) keeps its lines."""
+
+    def _fill_text(self, text, width, indent):
+        paragraphs = text.split("\n\n")
+        return "\n\n".join(
+            p if p.startswith("  ") or "\n  " in p else super(HelpFormatter, self)._fill_text(p, width, indent)
+            for p in paragraphs
+        )
+
+
+def exit_statuses(*rows):
+    """The epilog of a command's --help: its exit statuses, one (code, meaning) row each, wrapped to 79 columns."""
+    import textwrap
+
+    lines = ["exit status:"]
+    for code, meaning in rows:
+        lines += textwrap.wrap(meaning, 79, initial_indent=f"  {code:<8} ", subsequent_indent=" " * 11)
+    return "\n".join(lines)
+
+
+def subcommand(sub, name, *, help, description, statuses):
+    """A subcommand's parser, its --help ending with its exit statuses."""
+    return sub.add_parser(
+        name, help=help, description=description, epilog=exit_statuses(*statuses), formatter_class=HelpFormatter
+    )
+
+
+def add_output_options(p, *, quiet, verbose=None, json_help=None):
+    """-q (and -v, where there is more to show; never both) and --json, with help saying what each means here."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    if verbose is not None:
+        group.add_argument("-v", "--verbose", action="store_true", help=verbose)
+    else:
+        p.set_defaults(verbose=False)
+    if json_help is not None:
+        p.add_argument("--json", action="store_true", help=json_help)
+    else:
+        p.set_defaults(json=False)
+
+
+def write_json(doc, out):
+    """One JSON document: a single line (what scripts and `jq -c` pipelines expect), indented only for a terminal."""
+    try:
+        pretty = out.isatty()
+    except (AttributeError, ValueError):
+        pretty = False
+    out.write(json.dumps(doc, indent=2 if pretty else None) + "\n")
+
+
+def cut(text, width):
+    """text cut to width characters (a line of a table on a terminal); width None: whole."""
+    return text if width is None or len(text) <= width else text[: max(0, width)]

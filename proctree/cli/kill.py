@@ -1,4 +1,4 @@
-"""`proctree kill PID [--grace S] [--signal SIG] [--hangup] [--json]`: end a process and its whole tree, print the report.
+"""`proctree kill PID [--grace S] [--signal SIG] [--hangup] [-q|-v] [--json]`: end a process and its whole tree, print the report.
 
 Exit status: 0 when nothing of the tree survived, 1 when something did (see
 "survivors"), 2 for bad input, a pid that is not there or a refused pid (pid 1,
@@ -6,20 +6,40 @@ the caller or its ancestors, a kernel thread): nothing was signalled then.
 All policy lives in proctree.terminate_tree; this only parses and prints.
 """
 
-import json
 import sys
 
 import proctree
 
-from ._common import CliError, parse_pid, parse_seconds, parse_signal, printable
+from ._common import (
+    CliError,
+    add_output_options,
+    parse_pid,
+    parse_seconds,
+    parse_signal,
+    printable,
+    subcommand,
+    write_json,
+)
+
+STATUSES = [
+    ("0", "nothing of the tree survived"),
+    ("1", "something survived (listed as SURVIVORS)"),
+    (
+        "2",
+        "bad input, no process PID, or a refused pid (1, this command, its ancestors, a kernel thread): "
+        "nothing was signalled",
+    ),
+    ("130", "interrupted (Ctrl+C)"),
+]
 
 
 def register(sub):
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "kill",
         help="end a process and everything it started (TERM once, then KILL after the grace)",
-        description="End PID and everything it started, and nothing else; print the report. "
-        "Exit 0 if nothing survived, 1 if something did, 2 on bad input (nothing signalled).",
+        description="End PID and everything it started, and nothing else; print the report.",
+        statuses=STATUSES,
     )
     p.add_argument("pid", metavar="PID", help="root of the tree to end (decimal digits)")
     p.add_argument(
@@ -38,7 +58,12 @@ def register(sub):
         action="store_true",
         help="also hang up the root's process group first (SIGHUP, as a closing terminal would)",
     )
-    p.add_argument("--json", action="store_true", help="print the report (or the error) as one JSON object")
+    add_output_options(
+        p,
+        quiet="print nothing but errors (the exit status says whether anything survived)",
+        verbose="also list every process found, with how it ended",
+        json_help="print the report (or the error) as one JSON object",
+    )
     p.set_defaults(run=run)
 
 
@@ -46,13 +71,15 @@ def _line(p):
     return f"{p.pid:>7}  {p.state}  {printable(p.name)}"
 
 
-def _print_text(report, out):
+def _print_text(report, out, verbose=False):
     r = report
     out.write(
         f"tree of {r.root.pid} ({printable(r.root.name)}): {len(r.found)} found, {len(r.exited)} exited, "
         f"{len(r.killed)} killed, {len(r.survivors)} survived, {len(r.late)} late"
         f"{', TRUNCATED' if r.truncated else ''} in {r.elapsed * 1e3:.1f} ms\n"
     )
+    if verbose:
+        _print_fates(r, out)
     for title, procs in (("killed (needed SIGKILL)", r.killed), ("denied", r.denied), ("SURVIVORS", r.survivors)):
         if procs:
             out.write(f"{title}:\n")
@@ -60,6 +87,21 @@ def _print_text(report, out):
                 out.write(f"  {_line(p)}\n")
     if r.extra.get("spared"):
         out.write(f"spared (the caller or its ancestors): {r.extra['spared']}\n")
+
+
+def _print_fates(r, out):
+    fates: dict[int, str] = {}
+    for fate, procs in (
+        ("exited", r.exited),
+        ("late, exited", r.late),
+        ("killed", r.killed),
+        ("SURVIVED", r.survivors),
+    ):
+        for p in procs:
+            fates.setdefault(p.pid, fate)
+    out.write("found:\n")
+    for p in r.found:
+        out.write(f"  {_line(p)}  ({fates.get(p.pid, 'gone')})\n")
 
 
 def run(args, out=None):
@@ -74,8 +116,7 @@ def run(args, out=None):
         # root, which come before any signal; a system error mid-teardown too.
         raise CliError.from_exception(exc, pid) from None
     if args.json:
-        json.dump(report.to_dict(), out, indent=2)
-        out.write("\n")
-    else:
-        _print_text(report, out)
+        write_json(report.to_dict(), out)
+    elif not getattr(args, "quiet", False):
+        _print_text(report, out, getattr(args, "verbose", False))
     return 0 if report.ok else 1

@@ -1,4 +1,4 @@
-"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [--keep-orphans] [--json] [--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [--keep-orphans] [-q|-v] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
@@ -25,17 +25,29 @@ import sys
 
 import proctree
 
-from ._common import CliError, parse_seconds, parse_signal
+from ._common import CliError, add_output_options, parse_seconds, parse_signal, printable, subcommand
+
+STATUSES = [
+    ("N", "CMD's own exit status; 128+N when a signal N ended it"),
+    ("2", "bad input"),
+    ("125", "CMD's keeper was killed: CMD's status cannot be known"),
+    ("126", "CMD could not be started"),
+    ("127", "CMD was not found"),
+    ("130", "interrupted (Ctrl+C) before CMD was started"),
+]
 
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 
 
 def register(sub):
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "run",
         help="run CMD contained in the foreground; nothing it started outlives it",
         description="Run CMD in the foreground as a contained tree; when it ends (or is "
-        "interrupted, or this command is killed) nothing it started is left running.",
+        "interrupted, or this command is killed) nothing it started is left running. "
+        "What CMD left running, and was ended, is said in one line on stderr.",
+        statuses=STATUSES,
     )
     p.add_argument(
         "--contain",
@@ -60,8 +72,11 @@ def register(sub):
     p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
     )
-    p.add_argument(
-        "--json", action="store_true", help="print the teardown report (or the error) as one JSON object on stderr"
+    add_output_options(
+        p,
+        quiet="say nothing about what CMD left running (errors only)",
+        verbose="also say when CMD left nothing running, and name each process ended with its pid",
+        json_help="print the teardown report (or the error) as one JSON object on stderr",
     )
     p.add_argument(
         "--no-pty",
@@ -71,6 +86,30 @@ def register(sub):
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     # stdout belongs to CMD: the JSON report, errors included, goes to stderr.
     p.set_defaults(run=run, json_on_stderr=True)
+
+
+def leftovers_line(report, verbose=False, most=8):
+    """One line on what was ended after CMD exited (None when nothing was left, unless verbose)."""
+    ended = [*report.exited, *report.killed, *report.late]
+    if not ended and not report.survivors:
+        return "proctree run: CMD left nothing running" if verbose else None
+    if verbose:
+        names = [f"{printable(p.name)} ({p.pid})" for p in ended]
+    else:
+        counts: dict[str, int] = {}
+        for p in ended:
+            counts[p.name] = counts.get(p.name, 0) + 1
+        names = [printable(n) + (f" x{c}" if c > 1 else "") for n, c in counts.items()]
+    listed = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+    line = f"proctree run: ended {len(ended)} process{'es' if len(ended) != 1 else ''} CMD left running"
+    line += f": {listed}" if ended else ""
+    if report.killed:
+        line += f" ({len(report.killed)} needed SIGKILL)"
+    if report.survivors:
+        line += f"; {len(report.survivors)} SURVIVED: " + ", ".join(
+            f"{printable(p.name)} ({p.pid})" for p in report.survivors[:most]
+        )
+    return line
 
 
 def _exit_code(rc):
@@ -143,7 +182,14 @@ def run(args):
             tree.join()  # until the last orphan has ended by itself
         report = tree.terminate(grace)
         if args.json:
-            sys.stderr.write(json.dumps({"returncode": rc, "mode": tree.mode, **report.to_dict()}) + "\n")
+            ended = [p.pid for p in (*report.exited, *report.killed, *report.late)]
+            sys.stderr.write(
+                json.dumps({"returncode": rc, "mode": tree.mode, "ended": ended, **report.to_dict()}) + "\n"
+            )
+        elif not getattr(args, "quiet", False):
+            line = leftovers_line(report, verbose=getattr(args, "verbose", False))
+            if line:
+                sys.stderr.write(line + "\n")
         return _exit_code(rc)
     finally:
         if tree is not None and report is None:

@@ -1,4 +1,9 @@
-"""`proctree tree [PID] [--json]`: draw the process tree like pstree.
+"""`proctree tree [PID] [--names] [-q|-v] [--json]`: draw the process tree like pstree, with command lines.
+
+Each process is shown with its command line (argv, escaped like names, cut to
+the terminal's width as ps cuts it; -v never cuts), or its name in brackets
+where it has none to read (kernel threads, zombies, another user's process
+the system will not show); --names shows names only, as before.
 
 The walk is iterative (a chain thousands deep draws like any other tree),
 and the JSON form is flat, one record per process in drawing order with its
@@ -7,25 +12,31 @@ parsers accept (Python's json.loads stops near 500 levels of processes).
 Reads one snapshot; never signals anything.
 """
 
-import json
+import os
 import sys
 
 import proctree
 
-from ._common import CliError, parse_pid, printable
+from ._common import CliError, add_output_options, cut, parse_pid, printable, subcommand, write_json
 
 
 def register(sub):
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "tree",
-        help="draw the process tree (pid, pgid, sid, state, name)",
-        description="Draw the process tree below PID (default: every process).",
+        help="draw the process tree (pid, pgid, sid, state, command line)",
+        description="Draw the process tree below PID (default: every process), each process with its "
+        "command line, cut to the terminal's width.",
+        statuses=[("0", "drawn"), ("2", "bad input, or no process PID")],
     )
     p.add_argument("pid", nargs="?", metavar="PID", help="root of the tree to draw (default: the whole table)")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help='print {"ok": true, "roots": [...], "procs": [...]} (one record per process, in drawing order)',
+    p.add_argument("--names", action="store_true", help="show process names, not command lines")
+    add_output_options(
+        p,
+        quiet="print only the pids, one per line, in drawing order",
+        verbose="never cut command lines to the terminal's width",
+        json_help='print {"ok": true, "roots": [...], "procs": [...]} (one record per process, in drawing '
+        "order, with its argv)",
     )
     p.set_defaults(run=run)
 
@@ -63,27 +74,81 @@ def walk(snap, roots, everything=False):
                 yield from from_root(pid)
 
 
-def label(p):
-    return f"{p.pid} [pgid {p.pgid} sid {p.sid} {p.state}] {printable(p.name)}"
+def argv_of(pid):
+    """pid's argv; [] for a kernel thread or a zombie; None when it cannot be read (gone, or not ours to read)."""
+    try:
+        return proctree.cmdline(pid)
+    except (proctree.Error, OSError):
+        return None
 
 
-def draw(snap, steps, out):
-    """Write the walk as a pstree-like drawing, one line per process."""
+def argvs_of(snap, steps):
+    """pid -> argv for every pid drawn, None where it cannot be vouched for.
+
+    argv is read by pid after the snapshot, so a pid may have been reused
+    meanwhile: a second snapshot keeps only the argvs whose pid still names
+    the same process (same start time); the others show their names.
+    """
+    argvs = {pid: argv_of(pid) for pid, _, _, _ in steps}
+    again = proctree.snapshot()
+    for pid in argvs:
+        now = again.get(pid)
+        if now is None or now.start_time != snap[pid].start_time:
+            argvs[pid] = None
+    return argvs
+
+
+def shown_command(p, argv):
+    """What a line shows for p: its argv joined by spaces and escaped, else its name in brackets (as ps does)."""
+    if argv:
+        return printable(" ".join(argv))
+    return f"[{printable(p.name)}]"
+
+
+def label(p, argv=None, names=True):
+    what = printable(p.name) if names else shown_command(p, argv)
+    return f"{p.pid} [pgid {p.pgid} sid {p.sid} {p.state}] {what}"
+
+
+def draw(snap, steps, out, argvs=None, width=None):
+    """Write the walk as a pstree-like drawing, one line per process.
+
+    argvs: pid -> argv to show command lines (names without it); width: cut each line to it.
+    """
     rails: list[str] = []  # rails[d]: what runs down the column of depth d+1 below the current line
     for pid, depth, last, _ in steps:
+        text = label(snap[pid], None if argvs is None else argvs.get(pid), names=argvs is None)
         if depth == 0:
-            out.write(label(snap[pid]) + "\n")
+            out.write(cut(text, width) + "\n")
             rails.clear()
             continue
         del rails[depth - 1 :]
-        out.write("".join(rails) + ("└─ " if last else "├─ ") + label(snap[pid]) + "\n")
+        out.write(cut("".join(rails) + ("└─ " if last else "├─ ") + text, width) + "\n")
         rails.append("   " if last else "│  ")
 
 
-def document(snap, steps):
-    """The --json form: {"ok": true, "roots": [...], "procs": [{Proc fields, depth, children}, ...]}."""
-    procs = [{**snap[pid]._asdict(), "depth": depth, "children": kids} for pid, depth, _, kids in steps]
+def document(snap, steps, argvs=None):
+    """The --json form: {"ok": true, "roots": [...], "procs": [{Proc fields, argv, depth, children}, ...]}.
+
+    argv is [] for a kernel thread or a zombie, null where it could not be read.
+    """
+    argvs = {} if argvs is None else argvs
+    procs = [
+        {**snap[pid]._asdict(), "argv": argvs.get(pid), "depth": depth, "children": kids}
+        for pid, depth, _, kids in steps
+    ]
     return {"ok": True, "roots": [p["pid"] for p in procs if p["depth"] == 0], "procs": procs}
+
+
+def terminal_width(out):
+    """The width to cut lines to: the terminal's when out is one, else $COLUMNS if set, else None (no cut)."""
+    try:
+        if out.isatty():
+            return os.get_terminal_size(out.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isascii() and columns.isdigit() and int(columns) > 0 else None
 
 
 def run(args, out=None):
@@ -96,10 +161,13 @@ def run(args, out=None):
         roots = [pid]
     else:
         raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid)
-    steps = walk(snap, roots, everything=pid is None)
+    steps = list(walk(snap, roots, everything=pid is None))
+    if getattr(args, "quiet", False) and not args.json:
+        out.write("".join(f"{pid}\n" for pid, _, _, _ in steps))
+        return 0
+    argvs = None if getattr(args, "names", False) and not args.json else argvs_of(snap, steps)
     if args.json:
-        json.dump(document(snap, steps), out, indent=2)
-        out.write("\n")
+        write_json(document(snap, steps, argvs), out)
     else:
-        draw(snap, steps, out)
+        draw(snap, steps, out, argvs, width=None if getattr(args, "verbose", False) else terminal_width(out))
     return 0

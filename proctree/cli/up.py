@@ -1,4 +1,4 @@
-"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--json] [NAME...]`
+"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q] [--json] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
@@ -27,7 +27,7 @@ import proctree
 from proctree._validate import MAX_STOP_GRACE
 
 from . import _upview
-from ._common import CliError, parse_seconds, parse_signal, shown
+from ._common import CliError, add_output_options, parse_seconds, parse_signal, shown, subcommand
 
 # The signals that end the run, and the status each one gives (128 + N, as a shell reports it).
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -35,8 +35,22 @@ SIGPIPE_STATUS = 128 + signal.SIGPIPE
 
 
 def register(sub):
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "up",
+        statuses=[
+            ("N", "the status of the entry whose end ended the run (--exit-with NAME: NAME's); 128+N for a signal N"),
+            ("0", "every entry ended by itself with status 0"),
+            (
+                "2",
+                "bad input (the Procfile, .env, settings or options; nothing was started), or the entries "
+                "could not be started",
+            ),
+            ("129", "stopped by SIGHUP"),
+            ("130", "stopped by SIGINT (Ctrl+C)"),
+            ("143", "stopped by SIGTERM"),
+            ("141", "stdout was closed (SIGPIPE)"),
+        ],
         help="run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
         description="Run the entries of a Procfile (foreman/honcho format) as contained services, "
         "their output prefixed with their names. One entry's end stops the rest (unless it can_die); "
@@ -93,7 +107,11 @@ def register(sub):
         help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
     )
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
-    p.add_argument("--json", action="store_true", help="print each event as one JSON object per line")
+    add_output_options(
+        p,
+        quiet="print the entries' output only, and why the run failed if it did",
+        json_help="print each event as one JSON object per line",
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
     p.set_defaults(run=run)
 
@@ -195,7 +213,11 @@ class Up:
         # Entries something waits on to complete (migrations, builds): their exit 0 is their job done.
         self.one_shots = {dep for s in plan.services for dep, cond in s.depends_on.items() if cond == "completed"}
         self.out = Output(
-            sys.stdout, [s.name for s in plan.services], json_mode=args.json, timestamps=not args.no_timestamp
+            sys.stdout,
+            [s.name for s in plan.services],
+            json_mode=args.json,
+            timestamps=not args.no_timestamp,
+            quiet=args.quiet,
         )
         self.ending: asyncio.Event | None = None
         self.code = 0
@@ -238,6 +260,7 @@ class Up:
                     f"{self.reason}: stopping everything (grace {self.args.grace:g} s)",
                     kind="stopping",
                     after_echo=self.signals > 0,
+                    even_if_quiet=self.code != 0 and not self.signals,  # why a run failed is always said
                 )
                 await sup.stop("all")
                 unsubscribe()
@@ -335,9 +358,13 @@ class Up:
 class Output:
     """Where up's lines go: text through the view, or JSON lines; once stdout breaks, nowhere."""
 
-    def __init__(self, stream, names, *, json_mode: bool, timestamps: bool) -> None:
+    # Under -q, the only news up still prints (as text; --json prints everything).
+    QUIET_NEWS = frozenset({"output", "failed", "crash-loop"})
+
+    def __init__(self, stream, names, *, json_mode: bool, timestamps: bool, quiet: bool = False) -> None:
         self.stream = stream
         self.json = json_mode
+        self.quiet = quiet and not json_mode
         self.view = _upview.View(names, colour=not json_mode and _upview.colour_wanted(stream), timestamps=timestamps)
         self.broken = False
 
@@ -348,13 +375,19 @@ class Output:
         self.stream.flush()
 
     def event(self, event: Any) -> None:
+        if self.quiet and event.kind not in self.QUIET_NEWS:
+            return
         if self.json:
             self.write([_upview.json_line(event.to_dict())])
         else:
             self.write(self.view.event(event))
 
-    def system(self, text: str, *, kind: str, after_echo: bool = False, **fields: Any) -> None:
+    def system(
+        self, text: str, *, kind: str, after_echo: bool = False, even_if_quiet: bool = False, **fields: Any
+    ) -> None:
         """One line of up's own; after_echo: a terminal may have echoed ^C, which the line overwrites."""
+        if self.quiet and not even_if_quiet:
+            return
         try:
             if self.json:
                 self.write([_upview.json_line({"kind": kind, "at": time.time(), "message": text, **fields})])
@@ -374,6 +407,9 @@ class Output:
                 incomplete=incomplete,
             )
             return
+        if self.quiet and not any(s.kill_incomplete for s in stopped):
+            return
+        self.quiet = False  # something may be left running: always said
         for line in _upview.closing_lines(stopped):
             self.system(line, kind="closing")
 

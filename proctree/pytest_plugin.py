@@ -1,0 +1,289 @@
+"""proctree's pytest plugin: every process a test leaks is named, blamed on its test or fixture, and ended.
+
+Shipped in the wheel and registered through the ``pytest11`` entry point, it
+does nothing until enabled: ``--proctree-leaks=fail|warn|kill`` (or the ini
+option ``proctree_leaks``), or a ``@pytest.mark.proctree(leaks=...)`` on a
+test. Enabled, the pytest process contains itself (proctree.contain_self):
+every process started from then on carries the run's marker, orphans come
+back to pytest (a child subreaper, Linux), and a native watchdog ends them all
+if pytest dies (SIGKILL, a timeout's os._exit, the OOM killer).
+
+Around each test (setup, call, teardown) the plugin compares the members
+before and after; what the test left running is reported with pid, name,
+command line, age and the test's node id, ended, and the test fails (an error
+at teardown), warns, or only has it ended. Processes a fixture starts are the
+fixture's: they are checked when that fixture is finalized, at its scope's
+end. At the start of a run, processes left by earlier runs that were killed
+(their marker names a pytest that is gone) are ended and reported.
+
+A layer-6 face, like the CLI: only the public API.
+
+Must never: signal a process this run did not start (the members are the
+run's own descendants or carriers of its tree id, each ended by identity).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import proctree
+
+MODES = ("fail", "warn", "kill", "off")
+_KEY = pytest.StashKey["_Guard"]()
+
+
+class ProcessLeakWarning(UserWarning):
+    """A test or fixture left processes running (--proctree-leaks=warn); they were ended."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("proctree", "processes a test leaves behind (proctree)")
+    group.addoption(
+        "--proctree-leaks",
+        choices=MODES,
+        default=None,
+        help="what to do with processes a test or fixture leaves running: fail the test, warn, "
+        "only kill them, or off (the default; ini: proctree_leaks)",
+    )
+    parser.addini("proctree_leaks", "fail, warn, kill or off (the default)", default="off")
+    parser.addini(
+        "proctree_subreaper",
+        "become a child subreaper so orphans come back to pytest (Linux; default true). false: members are "
+        "found by their PROCTREE_TREE, a scan of every environment per test",
+        type="bool",
+        default=True,
+    )
+    parser.addini(
+        "proctree_grace", "seconds a leaked process gets between SIGTERM and SIGKILL (default 1)", default="1"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "proctree(leaks='fail'|'warn'|'kill'|'off'): the leak check's mode for this test, over --proctree-leaks",
+    )
+    mode = config.getoption("proctree_leaks") or config.getini("proctree_leaks") or "off"
+    if mode not in MODES:
+        raise pytest.UsageError(f"proctree_leaks must be one of {', '.join(MODES)}, got {mode!r}")
+    try:
+        grace = float(config.getini("proctree_grace"))
+    except ValueError:
+        raise pytest.UsageError(f"proctree_grace must be a number of seconds, got {config.getini('proctree_grace')!r}")
+    guard = _Guard(config, mode, bool(config.getini("proctree_subreaper")), grace)
+    config.stash[_KEY] = guard
+    config.pluginmanager.register(guard, "proctree-leaks")
+
+
+def _describe(p: proctree.Proc, who: str, now: float) -> str:
+    try:
+        argv = proctree.cmdline(p.pid)
+    except (proctree.Error, OSError):
+        argv = []
+    line = " ".join(argv) if argv else f"[{p.name}]"
+    if len(line) > 200:
+        line = line[:197] + "..."
+    age = _age(p, now)
+    return f"pid {p.pid} ({p.name}), running {age}: {line!r}, left by {who}"
+
+
+def _age(p: proctree.Proc, now: float) -> str:
+    try:
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        ticks = os.sysconf("SC_CLK_TCK")
+        seconds = max(0.0, up - p.start_time / ticks)
+    except (OSError, ValueError):
+        return "?"
+    return f"{seconds:.1f} s"
+
+
+class _Guard:
+    """The run's containment, the marks around each test, and who started what."""
+
+    def __init__(self, config: pytest.Config, mode: str, subreaper: bool, grace: float) -> None:
+        self.config = config
+        self.mode = mode
+        self.subreaper = subreaper
+        self.grace = grace
+        self.box: Any = None
+        self.worker = hasattr(config, "workerinput")
+        self.marks: dict[str, Any] = {}
+        # fixture key -> (description, identities it started)
+        self.fixtures: dict[tuple[str, str, int], tuple[str, set[tuple[int, int]]]] = {}
+        self.pending: list[str] = []  # fixture leaks found at finalization, told at the current test's teardown
+        self.leakers: list[tuple[str, list[str]]] = []
+        self.earlier: list[str] = []
+
+    # -- the containment ------------------------------------------------------------------
+
+    def _ensure(self) -> Any:
+        if self.box is None:
+            self.box = proctree.contain_self(subreaper=self.subreaper, tag="pytest", grace=self.grace)
+        return self.box
+
+    def _mode_for(self, item: pytest.Item) -> str:
+        m = item.get_closest_marker("proctree")
+        if m is not None:
+            mode = m.kwargs.get("leaks", m.args[0] if m.args else self.mode)
+            if mode not in MODES:
+                raise pytest.UsageError(f"{item.nodeid}: proctree(leaks=...) must be one of {', '.join(MODES)}")
+            return str(mode)
+        return self.mode
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.mode == "off":
+            return
+        if not self.worker:
+            self._end_earlier_runs()
+        self._ensure()
+
+    def _end_earlier_runs(self) -> None:
+        """End what earlier runs that were killed left: their marker names a pytest that is gone."""
+        try:
+            report = proctree.reap_orphans(tag="pytest", grace=self.grace)
+        except (proctree.Error, OSError) as exc:
+            self.earlier.append(f"could not look for processes left by earlier runs: {exc}")
+            return
+        now = time.time()
+        for o in report.candidates:
+            self.earlier.append(_describe(o.proc, f"an earlier run (pytest pid {o.owner[0]}, gone)", now))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.box is None:
+            return
+        left = self.box.members()
+        now = time.time()
+        if left:
+            self.leakers.append(
+                ("the session's end", [_describe(p, "the run (still running at its end)", now) for p in left])
+            )
+        self.box.close()
+
+    # -- fixtures: what their setup starts is theirs --------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+        box = self.box
+        before = box.mark() if box is not None else None
+        yield
+        if box is None or before is None:
+            return
+        new = box.leaks_since(before)
+        if new:
+            key = (fixturedef.argname, fixturedef.scope, id(fixturedef))
+            desc = f"fixture {fixturedef.argname!r} (scope {fixturedef.scope}, set up for {request.node.nodeid})"
+            self.fixtures.setdefault(key, (desc, set()))[1].update((p.pid, p.start_time) for p in new)
+
+    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
+        key = (fixturedef.argname, fixturedef.scope, id(fixturedef))
+        got = self.fixtures.pop(key, None)
+        if got is None or self.box is None:
+            return
+        desc, ids = got
+        alive = [p for p in self.box.members() if (p.pid, p.start_time) in ids]
+        if alive:
+            now = time.time()
+            self.pending.extend(_describe(p, desc, now) for p in alive)
+            self.box.end(alive, grace=self.grace)
+
+    # -- tests ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        if self._mode_for(item) != "off":
+            self.marks[item.nodeid] = self._ensure().mark()
+        yield
+
+    def _fixture_owned(self, members: list[proctree.Proc]) -> set[tuple[int, int]]:
+        """Identities of live fixtures' processes and everything they started since."""
+        owned = set().union(*(ids for _, ids in self.fixtures.values())) if self.fixtures else set()
+        if not owned:
+            return owned
+        by_pid = {p.pid: p for p in members}
+        for p in members:
+            chain: list[tuple[int, int]] = []
+            q: proctree.Proc | None = p
+            hops = 0
+            while q is not None and hops < 64:
+                if (q.pid, q.start_time) in owned:
+                    owned.update(chain)
+                    break
+                chain.append((q.pid, q.start_time))
+                q, hops = by_pid.get(q.ppid), hops + 1
+        return owned
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+        outcome: Any = yield
+        if call.when != "teardown":
+            return
+        mark = self.marks.pop(item.nodeid, None)
+        found: list[str] = []
+        mode = self._mode_for(item)
+        if mark is not None and self.box is not None:
+            members = self.box.members()
+            owned = self._fixture_owned(members)
+            leaks = self.box.leaks_since(mark, exclude=owned)
+            if leaks:
+                now = time.time()
+                found.extend(_describe(p, f"test {item.nodeid}", now) for p in leaks)
+                self.box.end(leaks, grace=self.grace)
+            else:
+                self.box.reap_adopted()
+        found.extend(self.pending)
+        self.pending.clear()
+        if not found or mode == "off":
+            return
+        report = outcome.get_result()
+        text = "proctree: processes left running, now ended:\n" + "\n".join(f"  {line}" for line in found)
+        report.user_properties.append(("proctree_leaks", text))
+        if mode == "fail":
+            report.outcome = "failed"
+            report.longrepr = text
+        elif mode == "warn":
+            warnings.warn(ProcessLeakWarning(text), stacklevel=1)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == "proctree_leaks":
+                self.leakers.append((report.nodeid, str(value).splitlines()[1:]))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.worker or not (self.leakers or self.earlier):
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "proctree: leaked processes")
+        for line in self.earlier:
+            tr.write_line(f"ended, {line}")
+        for nodeid, lines in self.leakers:
+            tr.write_line(f"{nodeid}: {len(lines)} process(es)")
+            for line in lines:
+                tr.write_line(f"    {line.strip()}")
+
+
+@pytest.fixture
+def proctree_spawn(request: pytest.FixtureRequest) -> Iterator[Callable[..., proctree.Tree]]:
+    """spawn(args, **kwargs) -> a contained proctree.Tree, ended (with what it started) at the test's teardown."""
+    made: list[proctree.Tree] = []
+
+    def spawn(args: Any, **kwargs: Any) -> proctree.Tree:
+        tree = proctree.spawn(args, **kwargs)
+        made.append(tree)
+        return tree
+
+    yield spawn
+    for tree in made:
+        try:
+            tree.terminate()
+        finally:
+            for f in (tree.stdin, tree.stdout, tree.stderr):
+                if f is not None:
+                    f.close()

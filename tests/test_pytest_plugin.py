@@ -1,0 +1,302 @@
+"""The pytest plugin (proctree.pytest_plugin) on example suites that leak in every way.
+
+Each case writes a small test suite, runs pytest on it in a subprocess (the
+plugin makes that process a subreaper and marks its environment: never this
+one), and checks that every leaked process was blamed on the right test or
+fixture and ended, and that processes the inner run did not start were left
+alone. The leaked processes report their pids through files, never guessed.
+"""
+
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import proctree
+from support.spawnkit import alive, wait_gone
+from support.treekit import _PROCTREE_HOME
+
+LINUX = sys.platform.startswith("linux")
+pytestmark = pytest.mark.skipif(not LINUX, reason="the subreaper and the tests' leaks are Linux's here")
+
+
+def _entry_point_registered():
+    return any(ep.value == "proctree.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+def run_inner(tmp_path, files, *args, timeout=90, env=None):
+    """Write files into tmp_path and run pytest there with the plugin; the CompletedProcess."""
+    for name, body in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(body))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    full_env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME, PYTHONDONTWRITEBYTECODE="1")
+    full_env.update(env or {})
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def pids_in(tmp_path, name):
+    path = tmp_path / name
+    if not path.exists():
+        return []
+    return [int(x) for x in path.read_text().split()]
+
+
+LEAKS = r"""
+import multiprocessing, os, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def record(name, pid):
+    with open(os.path.join(HERE, name), "a") as f:
+        f.write(f"{pid}\n")
+
+def test_popen_server_not_waited():
+    p = subprocess.Popen(["sleep", "300"])
+    record("popen.pids", p.pid)
+
+def test_clean():
+    subprocess.run(["true"], check=True)
+
+def test_setsid_double_fork_daemon():
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b"%d" % os.getpid())
+            os.execvp("sleep", ["sleep", "300"])
+        os._exit(0)
+    os.close(w)
+    record("daemon.pids", int(os.read(r, 32)))
+    os.wait()
+
+def test_scrubbed_environment():
+    p = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE)
+    record("scrubbed.pids", int(p.stdout.readline()))
+    p.wait()
+
+def _sleep():
+    time.sleep(300)
+
+def test_multiprocessing_child():
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_sleep)
+    proc.start()
+    record("mp.pids", proc.pid)
+"""
+
+
+def test_every_kind_of_leak_is_blamed_on_its_test_and_ended(tmp_path, started_outside):
+    r = run_inner(tmp_path, {"test_leaks.py": LEAKS}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    for test, name in [
+        ("test_popen_server_not_waited", "popen.pids"),
+        ("test_setsid_double_fork_daemon", "daemon.pids"),
+        ("test_scrubbed_environment", "scrubbed.pids"),
+        ("test_multiprocessing_child", "mp.pids"),
+    ]:
+        (pid,) = pids_in(tmp_path, name)
+        assert f"ERROR at teardown of {test}" in out, out
+        assert f"pid {pid} " in out and f"left by test test_leaks.py::{test}" in out, out
+        assert wait_gone([pid], 5), f"{name}: {pid} still running"
+    assert "test_clean" not in out.split("proctree: leaked processes")[-1]
+    assert "5 passed, 4 errors" in out  # each leaking test passed, then errored at its teardown
+    assert all(alive(p) for p in started_outside)
+
+
+@pytest.fixture
+def started_outside():
+    """A process this test starts outside the inner run: the plugin must never touch it."""
+    p = subprocess.Popen(["sleep", "300"])
+    yield [p.pid]
+    p.kill()
+    p.wait()
+
+
+@pytest.mark.parametrize(("mode", "rc", "word"), [("warn", 0, "ProcessLeakWarning"), ("kill", 0, "1 passed")])
+def test_warn_and_kill_modes_end_the_leak_without_failing(tmp_path, mode, rc, word):
+    body = """
+        import subprocess, os
+        def test_leak():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(str(p.pid))
+    """
+    r = run_inner(tmp_path, {"test_one.py": body}, f"--proctree-leaks={mode}")
+    out = r.stdout + r.stderr
+    assert r.returncode == rc, out
+    assert word in out
+    assert "proctree: leaked processes" in out and "test_one.py::test_leak" in out
+    assert wait_gone(pids_in(tmp_path, "pids"), 5)
+
+
+def test_off_by_default_and_a_marker_opts_one_test_in(tmp_path):
+    body = """
+        import subprocess, os, pytest
+        HERE = os.path.dirname(__file__)
+        def test_unchecked():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(HERE, "unchecked"), "w").write(str(p.pid))
+        @pytest.mark.proctree(leaks="fail")
+        def test_checked():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(HERE, "checked"), "w").write(str(p.pid))
+    """
+    r = run_inner(tmp_path, {"test_opt.py": body})
+    out = r.stdout + r.stderr
+    (unchecked,), (checked,) = pids_in(tmp_path, "unchecked"), pids_in(tmp_path, "checked")
+    try:
+        assert r.returncode == 1, out
+        assert (
+            "ERROR at teardown of test_checked" in out and "test_unchecked" not in out.split("short test summary")[-1]
+        )
+        assert wait_gone([checked], 5)
+    finally:
+        if alive(unchecked):
+            proctree.terminate_tree(unchecked, grace=0)
+
+
+FIXTURES = r"""
+import os, subprocess, pytest
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+@pytest.fixture(scope="module")
+def server():
+    p = subprocess.Popen(["sleep", "300"])
+    open(os.path.join(HERE, "server"), "w").write(str(p.pid))
+    yield p  # never stopped: the fixture leaks it
+
+@pytest.fixture
+def tidy():
+    p = subprocess.Popen(["sleep", "300"])
+    yield p
+    p.kill(); p.wait()
+
+def test_uses_server(server, tidy):
+    assert server.poll() is None
+
+def test_uses_server_again(server):
+    assert server.poll() is None
+"""
+
+
+def test_a_fixtures_processes_are_the_fixtures_and_checked_at_its_scopes_end(tmp_path):
+    r = run_inner(tmp_path, {"test_fx.py": FIXTURES}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    (server,) = pids_in(tmp_path, "server")
+    assert "ERROR at teardown of test_uses_server_again" in out, out
+    assert "ERROR at teardown of test_uses_server " not in out and "ERROR at teardown of test_uses_server\n" not in out
+    assert f"pid {server} " in out and "left by fixture 'server' (scope module" in out, out
+    assert wait_gone([server], 5)
+
+
+def test_proctree_spawn_fixture_ends_its_tree(tmp_path):
+    body = """
+        import os
+        def test_spawned(proctree_spawn):
+            t = proctree_spawn(["sh", "-c", "sleep 300 & sleep 300"])
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(" ".join(str(p.pid) for p in t.members()))
+    """
+    r = run_inner(tmp_path, {"test_sp.py": body}, "--proctree-leaks=fail")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert wait_gone(pids_in(tmp_path, "pids"), 5)
+
+
+KILLED = r"""
+import os, subprocess, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+def test_hangs():
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b"%d" % os.getpid())
+            os.execvp("sleep", ["sleep", "300"])
+        os._exit(0)
+    os.wait()
+    open(os.path.join(HERE, "pids"), "w").write(os.read(r, 32).decode())
+    p = subprocess.Popen(["sleep", "300"])
+    open(os.path.join(HERE, "pids"), "a").write(f" {p.pid}")
+    open(os.path.join(HERE, "ready"), "w").write("1")
+    time.sleep(300)
+"""
+
+
+def test_a_test_killed_by_pytest_timeout_leaves_nothing(tmp_path):
+    r = run_inner(
+        tmp_path, {"test_k.py": KILLED}, "--proctree-leaks=fail", "--timeout=3", "--timeout-method=thread", timeout=60
+    )
+    assert "Timeout" in r.stdout + r.stderr
+    pids = pids_in(tmp_path, "pids")
+    assert len(pids) == 2
+    assert wait_gone(pids, 10), [p for p in pids if alive(p)]
+
+
+def test_a_sigkilled_pytest_leaves_nothing_and_the_next_run_reports_what_an_unwatched_one_left(tmp_path):
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    (tmp_path / "test_k.py").write_text(KILLED)
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "ready").exists()
+    pids = pids_in(tmp_path, "pids")
+    inner.kill()  # SIGKILL: no teardown, no atexit
+    inner.wait()
+    assert wait_gone(pids, 10), [p for p in pids if alive(p)]
+
+
+def test_leftovers_of_an_earlier_run_whose_watchdog_died_too_are_ended_at_the_next_start(tmp_path):
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    (tmp_path / "test_k.py").write_text(KILLED)
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = pids_in(tmp_path, "pids")
+    # As if the machine's OOM killer took pytest and its watchdog at once: stop pytest, kill the keeper, kill pytest.
+    keepers = [p.pid for p in proctree.children(inner.pid) if p.name == "proctree-keeper"]
+    assert keepers
+    inner.send_signal(signal.SIGSTOP)
+    for k in keepers:
+        os.kill(k, signal.SIGKILL)
+    inner.kill()
+    inner.wait()
+    try:
+        time.sleep(0.3)
+        assert any(alive(p) for p in pids)  # nothing watched them any more
+        (tmp_path / "test_k.py").unlink()
+        (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+        r = run_inner(tmp_path, {}, "--proctree-leaks=fail")
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out
+        assert "an earlier run" in out
+        assert wait_gone(pids, 10)
+    finally:
+        for p in pids:
+            if alive(p):
+                proctree.terminate_tree(p, grace=0)
+
+
+def test_xdist_workers_each_check_their_own_tests(tmp_path):
+    pytest.importorskip("xdist")
+    r = run_inner(tmp_path, {"test_leaks.py": LEAKS}, "--proctree-leaks=fail", "-n", "2")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "proctree: leaked processes" in out
+    for name in ("popen.pids", "daemon.pids", "scrubbed.pids", "mp.pids"):
+        (pid,) = pids_in(tmp_path, name)
+        assert wait_gone([pid], 5)
+    assert out.count("left by test test_leaks.py::") >= 4
