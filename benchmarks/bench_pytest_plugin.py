@@ -11,7 +11,9 @@ round, three ways:
       comparison after it: a walk of pytest's own descendants, no table scan);
   (c) what projects write by hand: an autouse fixture that lists every
       process whose parent is init with psutil before and after each test
-      (mlflow's PPID=1 orphan tracker).
+      (mlflow's PPID=1 orphan tracker). It only counts what it sees: on a
+      shared machine it also sees orphans of processes other users run, and
+      would blame the tests for them.
 
 Prints the medians of the whole runs, the per-test overhead of (b) and (c)
 over (a), and the plugin's target (under 0.5 ms a test). The crowd's
@@ -42,12 +44,13 @@ import psutil, pytest
 def _orphans():
     return {p.info["pid"] for p in psutil.process_iter(["pid", "ppid"]) if p.info["ppid"] == 1}
 
+NEW = []
+
 @pytest.fixture(autouse=True)
 def no_new_orphans():
     before = _orphans()
     yield
-    new = _orphans() - before
-    assert not new, new
+    NEW.append(_orphans() - before)  # counted, not asserted: on a shared machine it also sees others' orphans
 """
 
 

@@ -60,7 +60,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=True,
     )
     parser.addini(
+        "proctree_watchdog",
+        "start a native keeper that ends everything the run started if pytest dies (default true)",
+        type="bool",
+        default=True,
+    )
+    parser.addini(
         "proctree_grace", "seconds a leaked process gets between SIGTERM and SIGKILL (default 1)", default="1"
+    )
+    parser.addini(
+        "proctree_settle",
+        "seconds a process still running after a test may take to exit on its own (one the test just killed) "
+        "before it counts as leaked (default 1)",
+        default="1",
     )
 
 
@@ -72,11 +84,22 @@ def pytest_configure(config: pytest.Config) -> None:
     mode = config.getoption("proctree_leaks") or config.getini("proctree_leaks") or "off"
     if mode not in MODES:
         raise pytest.UsageError(f"proctree_leaks must be one of {', '.join(MODES)}, got {mode!r}")
-    try:
-        grace = float(config.getini("proctree_grace"))
-    except ValueError:
-        raise pytest.UsageError(f"proctree_grace must be a number of seconds, got {config.getini('proctree_grace')!r}")
-    guard = _Guard(config, mode, bool(config.getini("proctree_subreaper")), grace)
+    seconds = {}
+    for name in ("proctree_grace", "proctree_settle"):
+        try:
+            seconds[name] = float(config.getini(name))
+        except ValueError:
+            raise pytest.UsageError(f"{name} must be a number of seconds, got {config.getini(name)!r}") from None
+        if not 0 <= seconds[name] <= 3600:
+            raise pytest.UsageError(f"{name} must be between 0 and 3600 seconds, got {seconds[name]}")
+    guard = _Guard(
+        config,
+        mode,
+        bool(config.getini("proctree_subreaper")),
+        bool(config.getini("proctree_watchdog")),
+        seconds["proctree_grace"],
+        seconds["proctree_settle"],
+    )
     config.stash[_KEY] = guard
     config.pluginmanager.register(guard, "proctree-leaks")
 
@@ -93,6 +116,15 @@ def _describe(p: proctree.Proc, who: str, now: float) -> str:
     return f"pid {p.pid} ({p.name}), running {age}: {line!r}, left by {who}"
 
 
+def _running(p: proctree.Proc) -> bool:
+    """p is still the same process, and not a zombie."""
+    try:
+        now = proctree.proc(p.pid)
+    except proctree.NoSuchProcess:
+        return False
+    return now.start_time == p.start_time and not now.is_zombie
+
+
 def _age(p: proctree.Proc, now: float) -> str:
     try:
         with open("/proc/uptime") as f:
@@ -107,17 +139,21 @@ def _age(p: proctree.Proc, now: float) -> str:
 class _Guard:
     """The run's containment, the marks around each test, and who started what."""
 
-    def __init__(self, config: pytest.Config, mode: str, subreaper: bool, grace: float) -> None:
+    def __init__(
+        self, config: pytest.Config, mode: str, subreaper: bool, watchdog: bool, grace: float, settle: float
+    ) -> None:
+        self.settle = settle
         self.config = config
         self.mode = mode
         self.subreaper = subreaper
+        self.watchdog = watchdog
         self.grace = grace
         self.box: Any = None
         self.worker = hasattr(config, "workerinput")
         self.marks: dict[str, Any] = {}
         # fixture key -> (description, identities it started)
         self.fixtures: dict[tuple[str, str, int], tuple[str, set[tuple[int, int]]]] = {}
-        self.pending: list[str] = []  # fixture leaks found at finalization, told at the current test's teardown
+        self.finalized: list[tuple[str, set[tuple[int, int]]]] = []  # fixtures finalized in this teardown phase
         self.leakers: list[tuple[str, list[str]]] = []
         self.earlier: list[str] = []
 
@@ -125,7 +161,9 @@ class _Guard:
 
     def _ensure(self) -> Any:
         if self.box is None:
-            self.box = proctree.contain_self(subreaper=self.subreaper, tag="pytest", grace=self.grace)
+            self.box = proctree.contain_self(
+                subreaper=self.subreaper, watchdog=self.watchdog, tag="pytest", grace=self.grace
+            )
         return self.box
 
     def _mode_for(self, item: pytest.Item) -> str:
@@ -183,16 +221,26 @@ class _Guard:
             self.fixtures.setdefault(key, (desc, set()))[1].update((p.pid, p.start_time) for p in new)
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        key = (fixturedef.argname, fixturedef.scope, id(fixturedef))
-        got = self.fixtures.pop(key, None)
-        if got is None or self.box is None:
-            return
-        desc, ids = got
-        alive = [p for p in self.box.members() if (p.pid, p.start_time) in ids]
-        if alive:
-            now = time.time()
-            self.pending.extend(_describe(p, desc, now) for p in alive)
-            self.box.end(alive, grace=self.grace)
+        # Checked once the whole teardown phase is over: another fixture finalized in the same
+        # phase (one this fixture used to start them) may be the one that ends them.
+        got = self.fixtures.pop((fixturedef.argname, fixturedef.scope, id(fixturedef)), None)
+        if got is not None:
+            self.finalized.append(got)
+
+    def _fixture_leaks(self) -> list[str]:
+        """The processes of fixtures finalized in this teardown that still run, ended; their descriptions."""
+        out: list[str] = []
+        finalized, self.finalized = self.finalized, []
+        if self.box is None or not finalized:
+            return out
+        members = self.box.members()
+        now = time.time()
+        for desc, ids in finalized:
+            alive = self._settled([p for p in members if (p.pid, p.start_time) in ids])
+            if alive:
+                out.extend(_describe(p, desc, now) for p in alive)
+                self.box.end(alive, grace=self.grace)
+        return out
 
     # -- tests ------------------------------------------------------------------------------
 
@@ -220,6 +268,16 @@ class _Guard:
                 q, hops = by_pid.get(q.ppid), hops + 1
         return owned
 
+    def _settled(self, leaks: list[proctree.Proc]) -> list[proctree.Proc]:
+        """Those of leaks still running after up to settle seconds (a process the test just killed is exiting)."""
+        deadline = time.monotonic() + self.settle
+        while leaks:
+            leaks = [p for p in leaks if _running(p)]  # a zombie has exited: its owner reaps it
+            if not leaks or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        return leaks
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
         outcome: Any = yield
@@ -231,15 +289,14 @@ class _Guard:
         if mark is not None and self.box is not None:
             members = self.box.members()
             owned = self._fixture_owned(members)
-            leaks = self.box.leaks_since(mark, exclude=owned)
+            leaks = self._settled(self.box.leaks_since(mark, exclude=owned))
             if leaks:
                 now = time.time()
                 found.extend(_describe(p, f"test {item.nodeid}", now) for p in leaks)
                 self.box.end(leaks, grace=self.grace)
             else:
                 self.box.reap_adopted()
-        found.extend(self.pending)
-        self.pending.clear()
+        found.extend(self._fixture_leaks())
         if not found or mode == "off":
             return
         report = outcome.get_result()

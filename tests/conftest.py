@@ -28,5 +28,13 @@ def pytest_sessionstart(session):
         atexit.register(shutil.rmtree, run_dir, True)
 
 
-# The shared fixtures and the no-leftover check (tests/support/plugin.py).
-pytest_plugins = ["support.plugin"]
+def _proctree_plugin_by_entry_point():
+    import importlib.metadata
+
+    return any(ep.value == "proctree.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+# The shared fixtures (tests/support/plugin.py), and proctree's own pytest plugin for the
+# no-leftover check (configured in pyproject.toml), loaded here when proctree is not
+# installed with its entry point (an in-place build).
+pytest_plugins = ["support.plugin"] + ([] if _proctree_plugin_by_entry_point() else ["proctree.pytest_plugin"])

@@ -63,12 +63,16 @@ class Mark:
 
 
 def _set_subreaper(on: bool) -> bool:
-    """prctl(PR_SET_CHILD_SUBREAPER, on); True if it took effect."""
+    """prctl(PR_SET_CHILD_SUBREAPER, on); True if it took effect (never off Linux)."""
+    if not _LINUX:
+        return False
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
 
 
 def _is_subreaper() -> bool:
+    if not _LINUX:
+        return False
     libc = ctypes.CDLL(None, use_errno=True)
     flag = ctypes.c_int(0)
     return libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0

@@ -1,9 +1,11 @@
-"""The test suite's pytest plugin: the shared fixtures, and the check that no test leaves a process behind.
+"""The test suite's shared fixtures.
 
-Loaded by tests/conftest.py (pytest_plugins). Every process a test starts
-inherits PROCTREE_TEST_RUN=<nonce>; after each test, whatever still carries
-the nonce fails the test and is ended (pid + start time checked). The trees
-the run spawns write their receipts into a directory of the run's own
+Loaded by tests/conftest.py (pytest_plugins). That no test leaves a process
+behind is checked by proctree's own pytest plugin (proctree.pytest_plugin,
+enabled in pyproject.toml: proctree_leaks = "fail"), which fails the test,
+names what it left and ends it. Every process a test starts also inherits
+PROCTREE_TEST_RUN=<nonce>, which some tests look for. The trees the run
+spawns write their receipts into a directory of the run's own
 (PROCTREE_RECEIPTS_DIR), never into the user's.
 """
 
@@ -12,7 +14,6 @@ import os
 import secrets
 import shutil
 import tempfile
-import time
 
 import pytest
 
@@ -39,21 +40,9 @@ def _reap_own_zombies():
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_processes(request):
-    """Fail the test if a process it started (directly or not) outlives it."""
+def reap_own_zombies():
+    """Reap the zombie children a test left (its unwaited Popens): the next test starts with none."""
     yield
-    deadline = time.monotonic() + 5.0
-    left = leakcheck.leftovers(NONCE)
-    while left and time.monotonic() < deadline:
-        # Processes a test just killed may take a moment to exit or be reaped.
-        time.sleep(0.02)
-        _reap_own_zombies()
-        left = leakcheck.leftovers(NONCE)
-    if left:
-        leakcheck.end(left)
-        _reap_own_zombies()
-        names = ", ".join(f"{p.pid} ({p.name})" for p in left)
-        pytest.fail(f"test left processes behind: {names}", pytrace=False)
     _reap_own_zombies()
 
 
