@@ -63,3 +63,51 @@ def check_positive_int(value: object, what: str) -> int:
     if value < 1:
         raise ValueError(f"{what} must be >= 1, got {_brief(value)}")
     return int(value)
+
+
+# Signals that cannot be a stop signal: SIGKILL and SIGSTOP cannot be caught, so
+# they leave nothing to drain (use grace=0 for an immediate kill), and SIGCONT
+# only resumes.
+_NOT_STOP = {"SIGKILL", "SIGSTOP", "SIGCONT"}
+
+
+def check_signal(value: object, what: str = "signal") -> int:
+    """A stop signal as an int, from a number, a signal.Signals, or a name ("SIGINT", "INT", "sigint").
+
+    TypeError for another type (bool included); ValueError for an unknown
+    name or number, or SIGKILL, SIGSTOP or SIGCONT, which cannot ask a process to stop.
+    """
+    import signal as _signal
+
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{what} must be a signal number or name, not {type(value).__name__}")
+    if isinstance(value, str):
+        name = value.strip().upper()
+        if name.isdigit():
+            return check_signal(int(name), what)
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        sig = getattr(_signal, name, None)
+        if not isinstance(sig, _signal.Signals) or name.startswith("SIG_"):
+            raise ValueError(f"{what} {_brief(value)} is not a signal name")
+    else:
+        try:
+            sig = _signal.Signals(value)
+        except ValueError:
+            raise ValueError(f"{what} {_brief(value)} is not a signal number") from None
+    if sig.name in _NOT_STOP:
+        raise ValueError(
+            f"{what} {sig.name} cannot be a stop signal: SIGKILL and SIGSTOP cannot be handled and "
+            "SIGCONT only resumes (for an immediate kill use grace=0)"
+        )
+    return int(sig)
+
+
+def signal_name(sig: int) -> str:
+    """The name of signal number sig ("SIGTERM"), or "SIG<n>" for one without a name."""
+    import signal as _signal
+
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"SIG{sig}"

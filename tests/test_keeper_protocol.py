@@ -70,6 +70,8 @@ def args(**kw):
         args(mode="session", receipts="/tmp/proctree-0", exe="/bin/sh"),
         args(pty=True),
         args(mode="cgroup", cgroup="/c/proctree-1-2/t", go_fd=4, pty=True, argv=("vim",)),
+        args(stop_signal=signal.SIGINT),
+        args(stop_signal=signal.SIGUSR1, pty=True),
     ],
 )
 def test_argv_round_trip(a):
@@ -97,12 +99,20 @@ def _with(i, value):
         (["v2"] + GOOD[1:], "not the supported"),  # v2 had no pty field
         (["v3"] + GOOD[1:], "not the supported"),  # v3 had no done line, and cgroup mode needed a go fd
         (["v4"] + GOOD[1:], "not the supported"),  # v4's exe field had "-" for argv[0]
-        (["v6"] + GOOD[1:], "not the supported"),
-        (GOOD[:12], "need"),  # no command after "--"
-        (GOOD[:13], "need"),
-        (_with(12, "++"), "need"),
+        (["v5"] + GOOD[1:], "not the supported"),  # v5 had no stop signal field
+        (["v7"] + GOOD[1:], "not the supported"),
+        (GOOD[:13], "need"),  # no command after "--"
+        (GOOD[:14], "need"),
+        (_with(13, "++"), "need"),
         (_with(10, "relative/dir"), "receipts"),
         (GOOD[:11] + GOOD[12:], "need"),  # a v2 line: the pty field missing
+        (GOOD[:12] + GOOD[13:], "need"),  # a v5 line: the stop signal field missing
+        (_with(12, "9"), "stop_signal"),  # SIGKILL cannot be a stop signal
+        (_with(12, "19"), "stop_signal"),  # nor SIGSTOP
+        (_with(12, "18"), "stop_signal"),  # nor SIGCONT
+        (_with(12, "0"), "stop_signal"),
+        (_with(12, "TERM"), "stop_signal"),
+        (_with(12, "65"), "stop_signal"),
         (_with(11, "2"), "pty"),
         (_with(11, "-"), "pty"),
         (_with(11, "yes"), "pty"),
@@ -122,7 +132,7 @@ def _with(i, value):
         (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
         (_with(8, "yes"), "restore_signals"),
         (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
-        (GOOD[:13] + ["a\0b"], "argv"),
+        (GOOD[:14] + ["a\0b"], "argv"),
     ],
 )
 def test_argv_rejected(argv, why):
@@ -177,6 +187,9 @@ def test_argv_fuzz_never_crashes_the_decoder():
         "v3",
         "v4",
         "v5",
+        "v6",
+        "9",
+        "15",
         "0",
         "1",
         "-1",
@@ -230,6 +243,8 @@ def test_argv_fuzz_never_crashes_the_decoder():
         (b"exit 15", Exit(15)),
         ("done 1", Done(True)),
         ("done 0", Done(False)),
+        ("held", protocol.Held()),
+        ("sweep", protocol.Sweep()),
     ],
 )
 def test_status_lines(line, record):
@@ -241,6 +256,8 @@ def test_status_lines(line, record):
         Stopped: lambda r: protocol.stopped_line(r.signal),
         Exit: lambda r: protocol.exit_line(r.wait_status),
         Done: lambda r: protocol.done_line(r.clean),
+        protocol.Held: lambda r: protocol.held_line(),
+        protocol.Sweep: lambda r: protocol.sweep_line(),
     }[type(record)](record)
     assert formatted == text
 

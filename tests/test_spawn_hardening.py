@@ -552,7 +552,7 @@ def test_a_discarded_tree_whose_teardown_fails_still_leaves_nothing(monkeypatch)
     t = spawn(["sleep", "60"])
     cmd = t.pid
 
-    def failing(self, grace, stop):
+    def failing(self, grace, stop, sig=None):
         raise OSError(5, "teardown failed")
 
     monkeypatch.setattr(Tree, "_terminate", failing)

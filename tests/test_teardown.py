@@ -61,6 +61,14 @@ def test_seed_reproduction_hup_ignorer_in_its_own_group_behind_a_shell(kit):
     report = proctree.terminate_tree(tree.root, grace=60)
     assert_all_gone(tree, report)
     assert job.identity in {p.identity for p in report.exited}, "SIGTERM by pid reached it"
+    assert report.extra["group"].endswith("not hung up"), "no hang-up unless asked"
+    assert set(report.signals.values()) == {"SIGTERM"}
+
+
+def test_hangup_true_hangs_up_the_roots_group_first(kit):
+    tree = kit.hup_ignorer_behind_shell()
+    report = proctree.terminate_tree(tree.root, grace=60, hangup=True)
+    assert_all_gone(tree, report)
     assert report.extra["group"].startswith("SIGHUP to group")
 
 

@@ -61,7 +61,7 @@ def test_kill_exits_1_when_something_survives(kit):
             pass
 
         a = Args()
-        a.pid, a.grace, a.json = str(tree.root), 0.1, False
+        a.pid, a.grace, a.json, a.signal, a.hangup = str(tree.root), 0.1, False, "SIGTERM", False
         buf = io.StringIO()
         code = kill.run(a, out=buf)
         return buf.getvalue().encode(), code

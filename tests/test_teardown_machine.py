@@ -215,7 +215,7 @@ class FakeSystem:
         return FakeTarget(proc)
 
 
-def drive(world, pid=100, grace=1.0, include_root=True, signal_group=True, max_procs=1000, reap=False):
+def drive(world, pid=100, grace=1.0, include_root=True, signal_group=True, max_procs=1000, reap=False, **kw):
     engine = make_teardown(
         pid,
         grace=grace,
@@ -224,6 +224,7 @@ def drive(world, pid=100, grace=1.0, include_root=True, signal_group=True, max_p
         max_procs=max_procs,
         reap=reap,
         world=FakeSystem(world),
+        **kw,
     )
     gen = engine.steps()
     steps = 0
@@ -256,9 +257,20 @@ def sigs(w, name=None):
     return [(pid, s) for pid, s in w.log if name is None or s == name]
 
 
-def test_cooperative_tree_gets_hup_term_cont_and_no_kill():
+def test_cooperative_tree_gets_term_cont_once_no_hup_and_no_kill():
     w = world(P(100, ME), P(101, 100), P(102, 101, pgid=102))
     rep = drive(w)
+    assert not sigs(w, "HUP"), "no hang-up unless asked"
+    assert sigs(w, "TERM") == [(100, "TERM"), (101, "TERM"), (102, "TERM")]
+    assert sigs(w, "CONT") == [(100, "CONT"), (101, "CONT"), (102, "CONT")]
+    assert not sigs(w, "KILL") and not sigs(w, "STOP")
+    assert rep.signals == {100: "SIGTERM", 101: "SIGTERM", 102: "SIGTERM"}
+    assert rep.ok
+
+
+def test_hangup_true_hangs_up_the_group_first():
+    w = world(P(100, ME), P(101, 100), P(102, 101, pgid=102))
+    rep = drive(w, hangup=True)
     assert w.log[0] == (-100, "HUP")
     assert sigs(w, "TERM") == [(100, "TERM"), (101, "TERM"), (102, "TERM")]
     assert sigs(w, "CONT") == [(100, "CONT"), (101, "CONT"), (102, "CONT")]
@@ -472,3 +484,39 @@ def test_on_xnu_a_fork_completing_after_the_stop_is_still_found(monkeypatch, xnu
         # Linux restarts a fork interrupted by SIGSTOP: one quiet rescan of a
         # stopped tree is proof there, and the engine does not look again.
         assert 102 not in [p.pid for p in rep.found]
+
+
+def test_the_stop_signal_is_the_callers_choice_and_sent_once():
+    w = world(P(100, ME), P(101, 100), p100={"INT": "ignore"}, p101={"INT": "ignore"})
+    rep = drive(w, grace=0.2, signal=signal.SIGINT)
+    assert not sigs(w, "TERM") and not sigs(w, "HUP")
+    assert sigs(w, "INT") == [(100, "INT"), (101, "INT")], "exactly one stop signal each"
+    assert rep.signals == {100: "SIGINT", 101: "SIGINT"}
+    assert sorted(p.pid for p in rep.killed) == [100, 101]
+
+
+def test_a_member_that_already_had_the_stop_signal_gets_no_second_one():
+    w = world(P(100, ME), P(101, 100), p101={"TERM": "ignore"})
+    already = {w.procs[101].identity: signal.SIGTERM}
+    rep = drive(w, grace=0.2, already=already)
+    assert [s for pid, s in w.log if pid == 101] == ["STOP", "KILL"], "no second TERM, no CONT"
+    assert rep.signals == {100: "SIGTERM", 101: "SIGTERM"}
+
+
+@pytest.mark.parametrize("bad", ["SIGKILL", signal.SIGSTOP, "NOPE", 0, 10_000])
+def test_a_bad_stop_signal_is_refused_before_anything_is_signalled(bad):
+    w = world(P(100, ME))
+    with pytest.raises(ValueError):
+        drive(w, signal=bad)
+    assert w.log == []
+
+
+@pytest.mark.parametrize("bad", [True, 15.0, None, b"TERM"])
+def test_a_stop_signal_of_the_wrong_type_is_a_type_error(bad):
+    with pytest.raises(TypeError):
+        drive(world(P(100, ME)), signal=bad)
+
+
+def test_hangup_needs_signal_group():
+    with pytest.raises(ValueError, match="hangup=True needs signal_group=True"):
+        drive(world(P(100, ME)), hangup=True, signal_group=False)

@@ -69,7 +69,7 @@
 
 extern char **environ;
 
-#define FIXED        12    /* fields before "--" (protocol._FIXED) */
+#define FIXED        13    /* fields before "--" (protocol._FIXED) */
 #define MAX_PROCS    16384 /* members one scan holds */
 #define SET_SLOTS    32768 /* identity set slots: a power of two, twice MAX_PROCS */
 #define MAX_CG_DIRS  4096  /* nested cgroups visited at most */
@@ -93,6 +93,9 @@ static struct {
     pid_t owner;
     double grace;
     bool keep_orphans, restore_signals, pty;
+    int stop_sig;      /* what each member gets, once, when we end the tree */
+    bool held;         /* the owner ends the tree: we signal no member on our own */
+    bool sweeping;     /* our own teardown has begun (we said "sweep") */
     bool looked_again; /* session mode with keep_orphans: the tree looked empty once already */
     bool in_cgroup;    /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
                      * spawn); without one we stay outside and the command is born inside */
@@ -118,6 +121,8 @@ static struct {
 static const int FORWARD[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 #define NFORWARD   ((int)(sizeof(FORWARD) / sizeof(FORWARD[0])))
 #define PDEATH_SIG SIGALRM
+/* The owner's "I end this tree" (protocol.HOLD_SIGNAL): never forwarded, ignored by default elsewhere. */
+#define HOLD_SIG SIGURG
 /* Room kept in the status pipe for the exit line: a "stopped" line that would eat into it is dropped. */
 #define EXIT_RESERVE 256
 /* Where the free room cannot be read (macOS), at most this many "stopped" lines: ~3 KB, inside the smallest pipe. */
@@ -251,10 +256,10 @@ static int parse_args(int argc, char **argv)
     long long v;
     if (n < 1 || a[0][0] != 'v')
         return refuse("keeper arguments must start with a protocol version%s", "");
-    if (strcmp(a[0], "v5") != 0)
-        return refuse("keeper protocol version '%s' is not the supported 5", a[0] + 1);
+    if (strcmp(a[0], "v6") != 0)
+        return refuse("keeper protocol version '%s' is not the supported 6", a[0] + 1);
     if (n <= FIXED + 1 || strcmp(a[FIXED], "--") != 0)
-        return refuse("keeper arguments need 11 fields, '--' and a command%s", "");
+        return refuse("keeper arguments need 12 fields, '--' and a command%s", "");
     if (parse_uint(a[1], INT_MAX, &v) < 0)
         return refuse("status_fd must be a decimal number, not '%s'", a[1]);
     K.status_fd = (int)v;
@@ -287,6 +292,9 @@ static int parse_args(int argc, char **argv)
         return refuse("receipts must be an absolute directory or -, not '%s'", a[10]);
     if (parse_flag(a[11], &K.pty) < 0)
         return refuse("pty must be 0 or 1, not '%s'", a[11]);
+    if (parse_uint(a[12], 64, &v) < 0 || v == 0 || v == SIGKILL || v == SIGSTOP || v == SIGCONT)
+        return refuse("stop_signal must be a signal number other than SIGKILL, SIGSTOP and SIGCONT, not '%s'", a[12]);
+    K.stop_sig = (int)v;
     if ((K.cgroup != NULL) != (K.mode == M_CGROUP) || (K.go_fd >= 0 && !K.cgroup))
         return refuse("cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup%s", "");
     K.argv = a + FIXED + 1;
@@ -546,6 +554,34 @@ static int32_t g_queue[MAX_PROCS];
 static char g_env_scratch[ENV_SCRATCH];
 static double g_marks_at = -1;
 
+/* The processes a forwarded stop-type signal reached (members of the command's group when it was sent), for the
+ * life of the keeper: our own teardown sends them no other stop signal. */
+struct stopped_ident {
+    int32_t pid;
+    uint64_t start;
+};
+static struct stopped_ident g_stopped[SET_SLOTS];
+static int g_nstopped;
+
+/* Returns true if (pid, start) is in g_stopped; with add, inserts it (false then: it was not there, or no room). */
+static bool stopped_has(int32_t pid, uint64_t start, bool add)
+{
+    uint32_t h = ((uint32_t)pid * 2654435761u) & (SET_SLOTS - 1);
+    for (int i = 0; i < SET_SLOTS; i++, h = (h + 1) & (SET_SLOTS - 1)) {
+        struct stopped_ident *e = &g_stopped[h];
+        if (e->pid == 0) {
+            if (add && g_nstopped < MAX_PROCS) {
+                *e = (struct stopped_ident){.pid = pid, .start = start};
+                g_nstopped++;
+            }
+            return false;
+        }
+        if (e->pid == pid && e->start == start)
+            return true;
+    }
+    return false;
+}
+
 /* Returns the identity set's entry for (pid, start), inserting it (isnew = true), or NULL when the set is full. */
 static struct ident *ident_get(int32_t pid, uint64_t start, bool *isnew)
 {
@@ -789,9 +825,23 @@ static bool tree_empty(void)
 /* ------------------------------------------------------------------------- */
 /* Events: signals, the owner, the command */
 
-/* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode). */
+/* Returns nothing: the owner's hold. Once our own teardown has begun, nothing: its "sweep" line is out already. */
+static void hold(void)
+{
+    if (K.sweeping)
+        return;
+    K.held = true;
+    say("held");
+}
+
+/* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode); takes the owner's
+ * hold at once. */
 static void queue_signal(int sig)
 {
+    if (sig == HOLD_SIG) {
+        hold();
+        return;
+    }
     bool pass = K.pty && sig == SIGCONT;
     for (int f = 0; f < NFORWARD; f++)
         pass = pass || sig == FORWARD[f];
@@ -862,6 +912,25 @@ static bool reap(void)
     }
 }
 
+/* Returns true if sig, forwarded to the command's group, asks its members to stop (protocol.STOPPING). */
+static bool stopping(int sig)
+{
+    return sig == K.stop_sig || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+/* Returns nothing: records the live members of the command's group in g_stopped, before a stop-type signal to it (a
+ * process that joins the group between this read and the signal gets it unrecorded: a fork's microseconds). */
+static void record_group(void)
+{
+    int n = pt_snapshot(g_snap, MAX_PROCS);
+    if (n == -ENOBUFS)
+        n = MAX_PROCS;
+    for (int i = 0; i < n; i++) {
+        if (g_snap[i].pgid == K.cmd && g_snap[i].state != 'Z' && g_snap[i].state != 'X')
+            stopped_has(g_snap[i].pid, g_snap[i].start_time, true);
+    }
+}
+
 /* Returns nothing: sends queued signals to the command's group (its pid is its group's while unreaped), and SIGCONT
  * after TERM/INT/HUP so that a stopped command cannot wedge its runner. In pty mode a SIGCONT to us continues the
  * command, and first gives the terminal back to its group if it had stopped (as a shell's fg). */
@@ -871,6 +940,8 @@ static void forward(void)
         int sig = K.pending[i];
         if (K.cmd <= 0 || K.cmd_done)
             continue;
+        if (stopping(sig))
+            record_group();
         if (sig == SIGCONT && K.cmd_stopped && K.tty_fd >= 0)
             tcsetpgrp(K.tty_fd, K.cmd); /* SIGTTOU is blocked: a background caller may */
         if (killpg(K.cmd, sig) != 0)
@@ -892,8 +963,10 @@ static bool owner_alive(void)
 /* ------------------------------------------------------------------------- */
 /* Teardown */
 
-/* Returns true if sig reached a member of this scan that had not had it yet in this teardown (flag records it);
- * SIGTERM is followed by SIGCONT, so that a stopped member can act on it. */
+/* Returns true if sig reached a member of this scan that had not had it yet in this teardown (flag records it).
+ * The stop signal (SENT_TERM) is sent at most once per member: never to one a forwarded stop-type signal reached, and
+ * none at all while the owner holds the tree (it sent its own); it is followed by SIGCONT, so that a stopped member
+ * can act on it. */
 static bool signal_new(int sig, uint8_t flag)
 {
     bool any = false;
@@ -904,9 +977,11 @@ static bool signal_new(int sig, uint8_t flag)
             continue;
         if (e)
             e->sent |= flag;
+        if (flag == SENT_TERM && (K.held || stopped_has(g_cur[i].pid, g_cur[i].start_time, false)))
+            continue;
         if (send_sig(g_cur[i].pid, g_cur[i].start_time, sig) > 0)
             any = true;
-        if (sig == SIGTERM)
+        if (flag == SENT_TERM)
             send_sig(g_cur[i].pid, g_cur[i].start_time, SIGCONT);
     }
     return any;
@@ -939,8 +1014,8 @@ static void cgroup_kill(void)
 #endif
 }
 
-/* Returns true if nothing of the tree survived and no scan was cut short: TERM + CONT to every member, the grace
- * (re-scanning: late joiners get TERM too), then stop-the-world (SIGSTOP until a scan finds nothing new) and SIGKILL,
+/* Returns true if nothing of the tree survived and no scan was cut short: the stop signal + CONT to every member
+ * (once: see signal_new), the grace (re-scanning: late joiners get it too), then stop-the-world (SIGSTOP until a scan finds nothing new) and SIGKILL,
  * until a full scan finds nothing. */
 static bool teardown(void)
 {
@@ -949,7 +1024,9 @@ static bool teardown(void)
     g_incomplete = false;
     double deadline = now_s() + K.grace;
     scan(false);
-    signal_new(SIGTERM, SENT_TERM);
+    if (K.sweeping && g_ncur > 0)
+        say("sweep"); /* before our first signal: the owner must not send these members another */
+    signal_new(K.stop_sig, SENT_TERM);
     int pause = 2;
     while (g_ncur > 0) {
         double left = deadline - now_s();
@@ -960,7 +1037,7 @@ static bool teardown(void)
         pause = pause * 2 > 20 ? 20 : pause * 2;
         reap();
         scan(false);
-        signal_new(SIGTERM, SENT_TERM); /* late joiners */
+        signal_new(K.stop_sig, SENT_TERM); /* late joiners */
     }
     /* Stop the world: nothing left can fork or move while we collect it; rescan until nothing new is stopped. */
     for (int round = 0; g_ncur > 0 && round < 50; round++) {
@@ -1246,6 +1323,7 @@ static int setup_events(void)
     for (int i = 0; i < NFORWARD; i++)
         sigaddset(&K.blocked, FORWARD[i]);
     sigaddset(&K.blocked, SIGCHLD);
+    sigaddset(&K.blocked, HOLD_SIG);
     sigaddset(&K.blocked, PDEATH_SIG);
     sigaddset(&K.blocked, SIGPIPE);
     if (K.pty) { /* SIGCONT: the owner's "fg"; SIGTTOU: tcsetpgrp from our background group must not stop us */
@@ -1277,11 +1355,12 @@ static int setup_events(void)
     if (K.owner_fd < 0)
         return -errno;
     fcntl(K.owner_fd, F_SETFD, FD_CLOEXEC);
-    struct kevent ev[NFORWARD + 3];
+    struct kevent ev[NFORWARD + 4];
     int n = 0;
     for (int i = 0; i < NFORWARD; i++)
         EV_SET(&ev[n++], FORWARD[i], EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
     EV_SET(&ev[n++], SIGCHLD, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
+    EV_SET(&ev[n++], HOLD_SIG, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
     if (K.pty)
         EV_SET(&ev[n++], SIGCONT, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
     if (kevent(K.owner_fd, ev, n, NULL, 0, NULL) != 0)
@@ -1405,18 +1484,28 @@ static int run(void)
                 children = true;
             }
         }
-        if (K.cmd_done && (!K.keep_orphans || !children)) {
-            bool clean = true;
-            if (!K.keep_orphans && (children || K.mode == M_SESSION))
-                clean = end_tree(); /* with keep_orphans, what runs on is never ours to end here */
+        if (K.cmd_done && !K.keep_orphans && !K.held)
+            wait_events(0); /* a hold the owner sent before its stop signal ended the command counts */
+        /* Held in session mode with a pty: the command's orphans went to init, and our exit would hang up the
+         * terminal under them while they drain: we stay until the owner's teardown has ended them. */
+        bool held_session = K.held && K.mode == M_SESSION && K.pty;
+        if (K.cmd_done && held_session && !children)
+            children = !tree_empty();
+        bool leave = K.keep_orphans || K.held; /* what runs on is not ours to end here */
+        if (K.cmd_done && (!leave || !children)) {
+            bool clean = !K.held; /* held: the owner's teardown knows what survived, we do not */
+            if (!leave && (children || K.mode == M_SESSION)) {
+                K.sweeping = true; /* an owner's hold from now on waits for our done */
+                clean = end_tree();
+            }
             cleanup_cgroup();
             end_receipt(clean);
             say("done %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
             return exit_code();
         }
         /* Without an owner watch getppid() is polled; so are orphans whose exit sends us nothing. */
-        bool polling = K.owner_fd < 0 || (K.cmd_done && (K.cgroup || session_keep));
-        wait_events(polling ? 250 : 30000);
+        bool polling = K.owner_fd < 0 || (K.cmd_done && (K.cgroup || session_keep || held_session));
+        wait_events(K.cmd_done && held_session ? 20 : polling ? 250 : 30000); /* held: the owner is ending it now */
     }
 }
 

@@ -234,7 +234,12 @@ class KeeperWatch:
                 sys.unraisablehook(_Unraisable(exc, w.settled))  # type: ignore[arg-type]
         # Each in a thread of its own: a killed keeper's tree takes its grace to end, and
         # several killed at once (an OOM kill) must not end one after another.
-        threading.Thread(target=self._call, args=(w,), name="proctree-keeper-lost", daemon=True).start()
+        try:
+            threading.Thread(target=self._call, args=(w,), name="proctree-keeper-lost", daemon=True).start()
+        except RuntimeError:
+            # No thread to be had (the pid space is full: a fork storm): run it here rather than
+            # lose it, and the watch with it. The other keepers wait until it returns.
+            self._call(w)
 
     @staticmethod
     def _call(w: _Watched) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
@@ -50,11 +50,20 @@ class _Member:
 
 
 class _CgroupTeardown:
-    """One teardown of a cgroup's members: TERM each by identity, wait for exits, then kill the cgroup."""
+    """One teardown of a cgroup's members: the stop signal to each by identity, once, wait for exits, then kill the cgroup."""
 
-    def __init__(self, path: str, spare: Iterable[int]) -> None:
+    def __init__(
+        self,
+        path: str,
+        spare: Iterable[int],
+        stop_signal: int = signal.SIGTERM,
+        already: Mapping[tuple[int, int], int] | None = None,
+    ) -> None:
         self.path = os.path.normpath(path)
         self.spare = frozenset(spare)
+        self.stop_signal = stop_signal
+        self.already = dict(already or {})  # identity -> a stop signal another path sent it: no second one
+        self.signals: dict[int, int] = {}  # pid -> the stop signal the member got
         self.use_pidfd = _signals.pidfds_available()
         self.guard = _signals.Guard()
         self.waiter = _exitwait.make_waiter(self.use_pidfd)
@@ -135,10 +144,17 @@ class _CgroupTeardown:
 
     def _polite(self, m: _Member) -> None:
         assert m.target is not None
-        if _signals.send(m.target, signal.SIGTERM, self.guard) == _signals.DENIED:
-            m.denied = True
-            return
-        _signals.send(m.target, signal.SIGCONT, self.guard)
+        earlier = self.already.get((m.proc.pid, m.proc.start_time))
+        if earlier is not None:
+            self.signals[m.proc.pid] = earlier  # draining already: a second stop signal is "force quit" to many
+        else:
+            outcome = _signals.send(m.target, self.stop_signal, self.guard)
+            if outcome == _signals.DENIED:
+                m.denied = True
+                return
+            if outcome == _signals.SENT:
+                self.signals[m.proc.pid] = self.stop_signal
+            _signals.send(m.target, signal.SIGCONT, self.guard)
         if not self.waiter.watch(m.target):
             m.ended = True
 
@@ -221,6 +237,7 @@ class _CgroupTeardown:
             denied=procs(lambda m: m.denied),
             elapsed=time.monotonic() - t0,
             mode="cgroup",
+            signals={pid: _signal_name(sig) for pid, sig in self.signals.items()},
         )
 
     def close(self) -> None:
@@ -230,10 +247,26 @@ class _CgroupTeardown:
                 m.target.close()
 
 
-def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: int | None = None) -> TeardownReport:
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"SIG{sig}"
+
+
+def end_cgroup(
+    path: str,
+    grace: float,
+    *,
+    spare: Iterable[int] = (),
+    stop_fd: int | None = None,
+    stop_signal: int = signal.SIGTERM,
+    already: Mapping[tuple[int, int], int] | None = None,
+) -> TeardownReport:
     """End every process in the tree cgroup at path and return the TeardownReport (root None, mode "cgroup").
 
-    SIGTERM + SIGCONT to each member by identity, late joiners too; wait
+    The stop signal (SIGTERM by default) + SIGCONT to each member by identity,
+    once, late joiners too (none to a member in already, which had one); wait
     (event-driven) up to grace for them to exit; then cgroup.kill, or freeze
     and kill where the kernel lacks it, and SIGKILL each member left (with
     no grace, straight to the kill; the members are read first, for the report). spare:
@@ -241,7 +274,7 @@ def end_cgroup(path: str, grace: float, *, spare: Iterable[int] = (), stop_fd: i
     rest of the grace is skipped.
     """
     t0 = time.monotonic()
-    run = _CgroupTeardown(path, spare)
+    run = _CgroupTeardown(path, spare, stop_signal, already)
     try:
         # No grace: a TERM an instant before the KILL would only cost time.
         run.admit(late=False, polite=grace > 0)

@@ -14,7 +14,7 @@ Command line (after the program)::
 
     v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
     <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe> <receipts|-> <pty 0|1>
-    -- <argv...>
+    <stop signal> -- <argv...>
 
 Status lines (ASCII, one per line)::
 
@@ -23,7 +23,25 @@ Status lines (ASCII, one per line)::
     stopped <signal>           pty mode: the command stopped (Ctrl+Z at its terminal, SIGSTOP, ...)
     exit <wait status>         it ended (a raw waitpid status)
     done <clean 0|1>           the keeper ended the tree and is about to exit (v4)
+    held                       the keeper leaves the tree's teardown to the owner (v6)
+    sweep                      the keeper begins ending the tree itself (v6)
 
+The stop signal (v6) is the one the keeper sends each member, once, when it
+ends the tree (SIGTERM by default; never SIGKILL, SIGSTOP or SIGCONT).
+
+One stop signal per process per teardown (v6). The owner sends the keeper
+HOLD_SIGNAL (SIGURG) before it ends the tree itself; the keeper answers
+``held`` and from then on never signals a member on its own: when the
+command exits it waits for what is left to end (the owner is ending it),
+and if the owner dies it waits out the grace without a stop signal (the
+owner sent it) before the kill. A keeper that began its own teardown first
+(the command exited by itself) wrote ``sweep`` before its first signal and
+answers nothing: the owner waits for its ``done``. A hold that reaches the
+keeper before it reaps the exit it caused counts (the keeper reads its
+pending signals before it decides to sweep). The keeper also remembers the
+members of the command's process group it forwarded a stop-type signal to
+(the stop signal, SIGTERM, SIGINT, SIGHUP), and its own teardown sends them
+no other.
 The exe field always names the program (v5): it has no placeholder, so a
 program may be called "-".
 
@@ -61,11 +79,17 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 MODES = ("cgroup", "subreaper", "session")
 STAGES = ("exec", "cgroup", "subreaper", "owner", "pty")
 NONE = "-"  # an absent go fd, cgroup or receipt directory
-_FIXED = 12  # fields before "--"
+_FIXED = 13  # fields before "--"
+# What the owner sends the keeper to say "I end this tree; signal none of it yourself".
+# Not forwarded, ignored by default (an older keeper, or a stray one, kills nothing).
+HOLD_SIGNAL: int = _sig.SIGURG
+# Signals that, forwarded to the command's group, count as its members' stop signal.
+STOPPING: tuple[int, ...] = (_sig.SIGTERM, _sig.SIGINT, _sig.SIGHUP)
+_NOT_STOP = (_sig.SIGKILL, _sig.SIGSTOP, _sig.SIGCONT)
 
 # The signals the keeper forwards to the command's process group; any other
 # signal the owner sends goes to the command directly.
@@ -148,6 +172,7 @@ class KeeperArgs(_Record):
                      the tree itself; None: no receipt
     pty:             the keeper's stdin is a pseudo-terminal's slave: make it the controlling
                      terminal, the command its foreground group, and report the command's stops
+    stop_signal:     the signal each member gets once when the keeper ends the tree (v6)
     argv:            the command's argv
     """
 
@@ -163,9 +188,10 @@ class KeeperArgs(_Record):
         "exe",
         "receipts",
         "pty",
+        "stop_signal",
         "argv",
     )
-    _defaults = {"pty": False}
+    _defaults = {"pty": False, "stop_signal": int(_sig.SIGTERM)}
     status_fd: int
     go_fd: int | None
     mode: str
@@ -177,6 +203,7 @@ class KeeperArgs(_Record):
     exe: str
     receipts: str | None
     pty: bool
+    stop_signal: int
     argv: tuple[str, ...]
 
     def _complete(self) -> None:
@@ -192,6 +219,10 @@ class KeeperArgs(_Record):
         _check(isinstance(self.keep_orphans, bool), "keep_orphans must be a bool")
         _check(isinstance(self.restore_signals, bool), "restore_signals must be a bool")
         _check(isinstance(self.pty, bool), "pty must be a bool")
+        _check(
+            _is_int(self.stop_signal) and 0 < self.stop_signal < 65 and self.stop_signal not in _NOT_STOP,
+            f"stop_signal must be a signal number other than SIGKILL, SIGSTOP and SIGCONT, not {self.stop_signal!r}",
+        )
         _check(self.cgroup is None or _is_word(self.cgroup), f"cgroup must be a path or None, not {self.cgroup!r}")
         _check(
             (self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
@@ -227,6 +258,7 @@ class KeeperArgs(_Record):
             self.exe,
             _opt(self.receipts),
             _flag(self.pty),
+            str(self.stop_signal),
             "--",
             *self.argv,
         ]
@@ -245,7 +277,7 @@ class KeeperArgs(_Record):
             len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
             f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}",
         )
-        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts, pty = argv[1:_FIXED]
+        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts, pty, stop = argv[1:_FIXED]
         try:
             return cls(
                 status_fd=_int(status_fd, "status_fd"),
@@ -259,6 +291,7 @@ class KeeperArgs(_Record):
                 exe=exe,
                 receipts=None if receipts == NONE else receipts,
                 pty=_bool(pty, "pty"),
+                stop_signal=_int(stop, "stop_signal"),
                 argv=tuple(argv[_FIXED + 1 :]),
             )
         except ProtocolError:
@@ -312,8 +345,20 @@ class Done(_Record):
     clean: bool
 
 
+class Held(_Record):
+    """The keeper leaves the tree's teardown to the owner: it will signal no member on its own (v6)."""
+
+    __slots__ = ()
+
+
+class Sweep(_Record):
+    """The keeper begins ending the tree itself (the command exited): the owner waits for its done (v6)."""
+
+    __slots__ = ()
+
+
 if TYPE_CHECKING:
-    Status = Ok | Err | Stopped | Exit | Done
+    Status = Ok | Err | Stopped | Exit | Done | Held | Sweep
 
 
 def ok_line(pid: int, start_time: int) -> str:
@@ -336,6 +381,14 @@ def done_line(clean: bool) -> str:
     return _format(Done(clean))
 
 
+def held_line() -> str:
+    return _format(Held())
+
+
+def sweep_line() -> str:
+    return _format(Sweep())
+
+
 def _format(record: Status) -> str:
     line = {
         Ok: lambda r: f"ok {r.pid} {r.start_time}",
@@ -343,6 +396,8 @@ def _format(record: Status) -> str:
         Stopped: lambda r: f"stopped {r.signal}",
         Exit: lambda r: f"exit {r.wait_status}",
         Done: lambda r: f"done {_flag(r.clean)}",
+        Held: lambda r: "held",
+        Sweep: lambda r: "sweep",
     }[type(record)](record)
     if parse_status(line) != record:
         raise ProtocolError(f"not a valid status record: {record!r}")
@@ -350,7 +405,7 @@ def _format(record: Status) -> str:
 
 
 def parse_status(line: str | bytes) -> Status:
-    """One status line (without its newline) as Ok, Err, Stopped, Exit or Done; ProtocolError if malformed."""
+    """One status line (without its newline) as Ok, Err, Stopped, Exit, Done, Held or Sweep; ProtocolError if malformed."""
     if isinstance(line, bytes):
         try:
             line = line.decode("ascii")
@@ -373,6 +428,10 @@ def parse_status(line: str | bytes) -> Status:
         return Stopped(sig)
     if kind == "done" and len(fields) == 1:
         return Done(_bool(fields[0], "clean"))
+    if kind == "held" and not fields:
+        return Held()
+    if kind == "sweep" and not fields:
+        return Sweep()
     if kind == "exit" and len(fields) == 1:
         status = _int(fields[0], "wait status")
         _check(status <= 0xFFFF, f"exit: wait status out of range in {line!r}")

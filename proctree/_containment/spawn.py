@@ -50,7 +50,7 @@ from .._teardown import many as _many
 from .._teardown import signals as _signals
 from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
-from .._validate import check_seconds
+from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
 from . import keeperwatch as _keeperwatch
 from . import marker as _marker
@@ -85,6 +85,8 @@ _UNIX_SHELL = "/bin/sh"  # what Popen runs for shell=True (outside Android)
 
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0
+# How long a teardown waits for the keeper to answer its hold (it answers at once unless stopped or busy).
+_HOLD_ANSWER = 2.0
 # Seconds between looks, while spawn() waits, for a keeper that something stopped.
 _STOPPED_KEEPER_CHECK = 0.5
 _counter = itertools.count(1)
@@ -273,6 +275,7 @@ def spawn(
     keep_orphans: bool = False,
     tag: str | None = None,
     pty: bool = False,
+    stop_signal: int | str = signal.SIGTERM,
     **popen_kwargs: Any,
 ) -> Tree:
     """Start args as a contained tree and return its Tree once the command runs.
@@ -289,18 +292,25 @@ def spawn(
     terminal and its stdin/stdout/stderr (ValueError if any of those is given
     too), sized like the caller's terminal if it has one; Tree.pty is then
     the master side's fd.
+
+    stop_signal (a number or a name, "SIGINT" or "INT"; SIGTERM by default)
+    is what each member gets, once, when the tree is ended: by terminate(),
+    by the keeper when the command exits and leaves processes behind, and by
+    the keeper on the owner's death. SIGKILL, SIGSTOP and SIGCONT are refused
+    (ValueError).
     """
-    return _spawn(args, contain, grace, keep_orphans, tag, dict(popen_kwargs, pty=pty), None)
+    return _spawn(args, contain, grace, keep_orphans, tag, dict(popen_kwargs, pty=pty, stop_signal=stop_signal), None)
 
 
 def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
     """spawn(); stop (a _Stop, or None) lets another thread abandon it at once."""
     contain = _check_mode(contain)
     grace = check_seconds(grace, "grace")
+    popen_kwargs = dict(popen_kwargs)
+    stop_signal = check_signal(popen_kwargs.pop("stop_signal", signal.SIGTERM), "stop_signal")
     if not isinstance(keep_orphans, bool):
         raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
     tag = _marker.check_tag(tag)
-    popen_kwargs = dict(popen_kwargs)
     _take_popen_policy(popen_kwargs)
     pty = _take_pty(popen_kwargs)
     shell = popen_kwargs.pop("shell", False)
@@ -337,6 +347,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
         (owner_pid, owner_start),
         _receipt_directory(),  # None: no receipts here (no location passed the checks; warned once)
         pty,
+        stop_signal,
     )
     reasons = [reason] if reason else []
     while True:
@@ -379,6 +390,7 @@ class _Launch:
     owner: tuple[int, int]  # (pid, start time) of the caller of spawn()
     receipts: str | None  # the receipt directory, or None
     pty: bool = False  # the command runs on a new pseudo-terminal
+    stop_signal: int = signal.SIGTERM  # what each member gets, once, when the tree is ended
 
     def keeper_args(self, status_fd: int, go_fd: int | None) -> _protocol.KeeperArgs:
         return _protocol.KeeperArgs(
@@ -393,6 +405,7 @@ class _Launch:
             exe=None if self.exe == self.argv[0] else self.exe,
             receipts=self.receipts,
             pty=self.pty,
+            stop_signal=self.stop_signal,
             argv=self.argv,
         )
 
@@ -796,6 +809,11 @@ class Tree:
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
         self.stop_signal: int | None = None  # the signal of the last stop reported
+        self.terminate_signal = launch.stop_signal  # what terminate() sends each member, once, by default
+        # (pid, start time) -> the stop-type signal a forward through the keeper sent it: no teardown sends another
+        self._stopped: dict[tuple[int, int], int] = {}
+        self._held = False  # the keeper said "held": it leaves every teardown to us
+        self._swept = False  # the keeper said "sweep": it is ending the tree itself
 
     def __repr__(self) -> str:
         rc = "lost" if self._lost is not None or (self._eof and self._status is None) else self._known_returncode()
@@ -969,6 +987,10 @@ class Tree:
             self.stop_signal = record.signal
         elif isinstance(record, _protocol.Done):
             self._done = True
+        elif isinstance(record, _protocol.Held):
+            self._held = True
+        elif isinstance(record, _protocol.Sweep):
+            self._swept = True
         return record.wait_status if isinstance(record, _protocol.Exit) else None
 
     def _drain(self) -> None:
@@ -1132,10 +1154,29 @@ class Tree:
         if isinstance(sig, bool) or not isinstance(sig, int):
             raise TypeError(f"sig must be a signal number, not {type(sig).__name__}")
         if sig in _protocol.FORWARD or (sig == signal.SIGCONT and self.pty is not None):
+            if sig in _protocol.STOPPING or sig == self.terminate_signal:
+                self._record_stopped(sig)
             # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
             self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
         else:
             self._send_direct(sig)
+
+    def _record_stopped(self, sig: int) -> None:
+        """Remember the members of the command's group that a forwarded stop-type signal is about to reach.
+
+        A later teardown sends them no second stop signal (to many servers a
+        second one means "force quit" and cuts their drain); the keeper keeps
+        the same record for its own teardowns.
+        """
+        if self.pid is None or self._status is not None or not self._keeper_is_ours():
+            return
+        try:
+            snap = _binding.snapshot()
+        except OSError:
+            return
+        for p in snap.values():
+            if p.pgid == self.pid and not p.is_zombie:
+                self._stopped.setdefault(p.identity, sig)
 
     def _send_direct(self, sig):
         if self.poll() is not None or self._root is None or not self._keeper_is_ours():
@@ -1193,14 +1234,53 @@ class Tree:
                             out.setdefault(p.pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
-    def terminate(self, grace: float | None = None) -> TeardownReport:
-        """Tear the whole tree down (SIGTERM, then SIGKILL after grace) and return the TeardownReport."""
+    def terminate(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
+        """Tear the whole tree down and return the TeardownReport.
+
+        Each member gets the stop signal once (signal, else the tree's
+        stop_signal, SIGTERM by default), then SIGKILL after grace if it is
+        still there. A member that a forwarded SIGTERM/SIGINT/SIGHUP (or the
+        stop signal) already reached gets no second one; the keeper is told to
+        leave the teardown to this call, so its own sweep never adds one.
+        """
         self._check_owner()
         grace = self.grace if grace is None else check_seconds(grace, "grace")
-        return self._terminate(grace, None)
+        sig = self.terminate_signal if signal is None else check_signal(signal, "signal")
+        return self._terminate(grace, None, sig)
 
-    def _terminate(self, grace, stop):
+    def _hold_keeper(self, stop: _Stop | None) -> None:
+        """Ask the keeper to leave this teardown to us, and wait for its answer (held, or the end of its own sweep).
+
+        The keeper answers "held" and from then on signals no member itself;
+        if its own sweep began first (the command exited by itself) it said
+        "sweep" before its first signal, and we wait for its last line instead:
+        what it signalled must not be signalled again. A keeper that does not
+        answer (stopped, or its pipe full) is not waited for past a bound.
+        """
+        if self._done or self._held or self._status_fd is None or not self._keeper_is_ours():
+            return
+        try:
+            self._popen.send_signal(_protocol.HOLD_SIGNAL)
+        except OSError:
+            return
+        deadline = time.monotonic() + _HOLD_ANSWER
+        while not (self._held or self._done):
+            if self._swept:
+                deadline = max(deadline, time.monotonic() + self.grace + _HOLD_ANSWER)
+            try:
+                line = self._next_line(deadline, stop)
+            except TimeoutError:
+                _continue_if_stopped(self._popen.pid)
+                return
+            if line is None:
+                return
+            status = self._heard(line)
+            if status is not None and self._status is None:
+                self._status = status
+
+    def _terminate(self, grace, stop, sig=None):
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
+        sig = self.terminate_signal if sig is None else sig
         with self._lock:
             if self._eof and self._status is None and self._lost is None:
                 self._on_keeper_exit()  # the keeper is gone: what it left is ended there
@@ -1209,12 +1289,16 @@ class Tree:
                 self._close_pty()
                 return self._recovery
             t0 = time.monotonic()
+            try:
+                self._hold_keeper(stop)
+            except _Stopped:
+                grace = 0.0
             if self.cgroup is not None:
-                rep = self._cgroup_teardown(grace, stop)
+                rep = self._cgroup_teardown(grace, stop, sig)
                 rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
             elif self._keeper_is_ours():
                 try:
-                    rep = self._engine_teardown(grace, stop)
+                    rep = self._engine_teardown(grace, stop, sig)
                     rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
@@ -1232,61 +1316,67 @@ class Tree:
             rep = dataclasses.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
-                extra={**rep.extra, "keeper": self.keeper_pid, **({"cgroup": self.cgroup} if self.cgroup else {})},
+                extra={
+                    **rep.extra,
+                    "keeper": self.keeper_pid,
+                    **({"cgroup": self.cgroup} if self.cgroup else {}),
+                    **({"keeper_swept": True} if self._swept else {}),
+                },
             )
             self._report = rep
             return rep
 
-    def _cgroup_teardown(self, grace, stop):
+    def _cgroup_teardown(self, grace, stop, sig):
         """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
         assert self.cgroup is not None  # called in cgroup mode only
-        return _owner.end_cgroup(self.cgroup, grace, spare={self.keeper_pid}, stop_fd=None if stop is None else stop.fd)
-
-    def _engine_teardown(self, grace, stop):
-        """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself)."""
-        if self.mode == "session":
-            return self._session_teardown(grace, stop)
-        kw = dict(grace=grace, include_root=False, signal_group=False)
-        if stop is None:
-            return _teardown.terminate_tree(self.keeper_pid, **kw)
-        # Stoppable: the engine's asyncio face, whose cancellation SIGKILLs what
-        # is left at once, on a loop of this worker thread's own.
-        rep = _run_stoppable(_teardown.terminate_tree_async(self.keeper_pid, **kw), stop)
-        if rep is None:  # stopped, perhaps before it began: kill whatever is left
-            rep = _teardown.terminate_tree(self.keeper_pid, **{**kw, "grace": 0})
-        return rep
-
-    def _session_teardown(self, grace, stop):
-        """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker."""
-        if stop is None:
-            daemons = self._marked_outsiders()
-            if daemons:
-                return _run_coroutine(self._session_teardown_async(grace, daemons))
-            # The common case, nothing marked outside the session: the engine's blocking
-            # face, which runs its calls inline (the asyncio one hands each to a thread).
-            kw = dict(grace=grace, include_root=False, signal_group=False)
-            main = _teardown.terminate_tree(self.keeper_pid, **kw)
-            late = self._marked_outsiders()
-            again = _many.end_trees(late, grace=0, protect={self.keeper_pid}, signal_group=False) if late else []
-            return _merge_reports(main, [], again, [p.pid for p in late])
-        rep = _run_stoppable(self._session_teardown_async(grace), stop)
-        if rep is None:  # stopped: kill whatever is left
-            rep = _run_coroutine(self._session_teardown_async(0))
-        return rep
-
-    async def _session_teardown_async(self, grace, daemons=None):
-        """The keeper's tree and the marked outsiders ended at once (one grace), then a last look for late daemons."""
-        kw = dict(grace=grace, include_root=False, signal_group=False)
-        protect = {self.keeper_pid}
-        if daemons is None:
-            daemons = self._marked_outsiders()
-        main, first = await asyncio.gather(
-            _teardown.terminate_tree_async(self.keeper_pid, **kw),
-            _many.end_trees_async(daemons, grace=grace, protect=protect, signal_group=False),
+        return _owner.end_cgroup(
+            self.cgroup,
+            grace,
+            spare={self.keeper_pid},
+            stop_fd=None if stop is None else stop.fd,
+            stop_signal=sig,
+            already=self._stopped,
         )
+
+    def _engine_teardown(self, grace, stop, sig):
+        """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself).
+
+        Driven in this thread, with no thread or event loop of its own (a
+        fork storm that fills the pid space is when a teardown is needed);
+        once stop (a _Stop) is set, the rest of the grace is skipped.
+        """
+        if self.mode == "session":
+            return self._session_teardown(grace, stop, sig)
+        engine = _teardown.make_teardown(
+            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
+        )
+        return _teardown.run_blocking(engine, None if stop is None else stop.fd)
+
+    def _session_teardown(self, grace, stop, sig):
+        """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker.
+
+        The keeper's tree and the marked outsiders are ended at once (one
+        grace), then a last look for late daemons; all in this thread.
+        """
+        stop_fd = None if stop is None else stop.fd
+        protect = {self.keeper_pid}
+        daemons = self._marked_outsiders()
+        main_engine = _teardown.make_teardown(
+            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
+        )
+        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, self._stopped)]
+        results = _teardown.run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
+        main = results[0]
+        if isinstance(main, Exception):
+            raise main
+        first = [_many.report_of(r, res) for r, res in zip(daemons, results[1:], strict=True)]
         # A daemon forked (and marked) while the teardown ran: once more, at once.
         late = self._marked_outsiders()
-        again = await _many.end_trees_async(late, grace=0, protect=protect, signal_group=False) if late else []
+        again = (
+            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=self._stopped)
+            if late
+            else []
+        )
         return _merge_reports(main, first, again, [p.pid for p in daemons + late])
 
     def _marked_outsiders(self) -> list[Proc]:
@@ -1390,12 +1480,13 @@ class Tree:
         t0 = time.monotonic()
         grace = self.grace if grace is None else grace
         if self.cgroup is not None:
-            rep = _owner.end_cgroup(self.cgroup, grace)
+            rep = _owner.end_cgroup(self.cgroup, grace, stop_signal=self.terminate_signal, already=self._stopped)
         else:
+            sig, done = self.terminate_signal, self._stopped
             roots = self._marked(None)
-            first = _many.end_trees(roots, grace=grace, signal_group=False) if roots else []
+            first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
             late = self._marked(None)  # forked while the first ones ended
-            again = _many.end_trees(late, grace=0, signal_group=False) if late else []
+            again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
             rep = _merge_reports(
                 TeardownReport(root=self._root, mode=self.mode), first, again, [p.pid for p in roots + late]
             )
@@ -1411,7 +1502,7 @@ class Tree:
         """terminate() with no grace: SIGKILL at once."""
         return self.terminate(grace=0)
 
-    async def terminate_async(self, grace: float | None = None) -> TeardownReport:
+    async def terminate_async(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
         """terminate() without blocking the event loop.
 
         Cancelling it skips the rest of the grace: what is left is SIGKILLed
@@ -1420,7 +1511,8 @@ class Tree:
         """
         self._check_owner()
         grace = self.grace if grace is None else check_seconds(grace, "grace")
-        return await _in_worker(functools.partial(self._terminate, grace))
+        sig = self.terminate_signal if signal is None else check_signal(signal, "signal")
+        return await _in_worker(lambda stop: self._terminate(grace, stop, sig))
 
     def _finish(self, clean=None, release_fds=True):
         """Reap the keeper (it ends once its tree is gone), remove the cgroup, and the receipt.
@@ -1590,20 +1682,9 @@ def _merge_reports(
         late=union("late", tuple(p for r in late for p in r.found)),
         denied=union("denied"),
         truncated=main.truncated or any(r.truncated for r in others),
+        signals={k: v for r in (*reversed(others), main) for k, v in r.signals.items()},
         extra={**main.extra, **({"marked": sorted(set(roots))} if roots else {})},
     )
-
-
-def _run_coroutine(coro):
-    """Run coro to completion from synchronous code, also in a thread whose event loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
@@ -1701,7 +1782,7 @@ def _spawn_stoppable(args, kwargs, stop):
         kw.pop("grace", 2.0),
         kw.pop("keep_orphans", False),
         kw.pop("tag", None),
-        kw,
+        kw,  # stop_signal, pty and the Popen keywords
         stop,
     )
     if stop.is_set():
@@ -1749,26 +1830,3 @@ async def _settle(fut):
             continue
     if not fut.cancelled():
         fut.exception()  # retrieved: a _Stopped is expected, not "never retrieved"
-
-
-def _run_stoppable(coro, stop):
-    """Run coro on a new event loop in this (worker) thread; cancel it once stop is set. Its result, or None if cancelled."""
-    loop = asyncio.new_event_loop()
-    try:
-        task = loop.create_task(coro)
-
-        def cancel():
-            try:
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:
-                pass  # the loop is closed: the task is over
-
-        stop.on_set(cancel)
-        try:
-            return loop.run_until_complete(task)
-        except asyncio.CancelledError:
-            return None
-        finally:
-            loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        loop.close()

@@ -15,6 +15,7 @@ pyproject.toml or `[services.NAME]` in a proctree.toml beside the Procfile:
     can_die = true                             # its exit does not stop the rest
     port = 8000                                # instead of 5000 + 100 * entry
     cwd = "frontend"                           # relative to the Procfile's folder
+    stop_signal = "SIGINT"                     # what stops it (once): a name or number; SIGTERM by default
 
 PORT is 5000 (or -p, or PORT from the .env files or the environment) + 100 per
 Procfile entry (its position in the file, whether it runs or not) + the
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._validate import check_signal
 from .dotenv import read_dotenv
 from .procfile import NAME, ProcfileEntry, ProcfileError, read_procfile
 from .tomlread import read_toml
@@ -40,7 +42,7 @@ from .tomlread import read_toml
 DEFAULT_BASE_PORT = 5000
 RESTART_POLICIES = ("no", "on-failure", "always")
 CONDITIONS = ("started", "ready", "completed")
-SETTING_KEYS = ("ready", "depends_on", "restart", "max_restarts", "env", "can_die", "port", "cwd")
+SETTING_KEYS = ("ready", "depends_on", "restart", "max_restarts", "env", "can_die", "port", "cwd", "stop_signal")
 # A scale is a handful of copies of a process, not a load generator: past this
 # it is a typo (web=1000 for web=100? web=10?).
 MAX_INSTANCES = 100
@@ -61,6 +63,7 @@ class EntrySettings:
     can_die: bool = False
     port: int | None = None
     cwd: str | None = None
+    stop_signal: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class ProcfileService:
     restart: str
     max_restarts: int | None
     can_die: bool
+    stop_signal: int | None = None  # None: up's --stop-signal (SIGTERM by default)
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,12 @@ def _entry_settings(value: dict[str, Any], where: str, source: str) -> EntrySett
     cwd = value.get("cwd")
     if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
         raise fail("cwd must be a non-empty path")
+    stop_signal = value.get("stop_signal")
+    if stop_signal is not None:
+        try:
+            stop_signal = check_signal(stop_signal, "stop_signal")
+        except (TypeError, ValueError) as exc:
+            raise fail(f'{exc} (a name such as "SIGINT" or "INT", or a number)') from None
     return EntrySettings(
         ready=ready,
         depends_on=depends_on,
@@ -258,6 +268,7 @@ def _entry_settings(value: dict[str, Any], where: str, source: str) -> EntrySett
         can_die=can_die,
         port=port,
         cwd=cwd,
+        stop_signal=stop_signal,
     )
 
 
@@ -462,6 +473,7 @@ def plan_services(
                     restart=s.restart,
                     max_restarts=s.max_restarts,
                     can_die=s.can_die,
+                    stop_signal=s.stop_signal,
                 )
             )
     return tuple(services)

@@ -19,6 +19,7 @@ import asyncio
 import errno
 import logging
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -460,6 +461,7 @@ class Service:
                 stderr=subprocess.STDOUT,
                 contain=self.host.settings.contain,
                 grace=self.stop_grace,
+                stop_signal=signal.SIGTERM if spec.stop_signal is None else spec.stop_signal,
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self.note(f"cannot start: {describe_error(exc)}")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_seconds, check_stop_grace
+from .._validate import check_seconds, check_signal, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
 
@@ -132,7 +132,9 @@ class ServiceSpec:
     "completed"} or a list of names ("started"). restart: "no",
     "on-failure" or "always"; max_restarts: quick restarts in a row before
     giving up (None: no limit). ready_timeout, stop_grace: None for the
-    supervisor's.
+    supervisor's. stop_signal: what stops the service's tree, each member
+    once (a number or a name, "SIGINT" or "INT"; SIGTERM by default; SIGKILL,
+    SIGSTOP and SIGCONT are refused).
     """
 
     command: Any
@@ -146,6 +148,7 @@ class ServiceSpec:
     max_restarts: int | None = 5
     ready_timeout: float | None = None
     stop_grace: float | None = None
+    stop_signal: Any = None
 
     def __post_init__(self) -> None:
         from .readiness import parse_ready
@@ -171,6 +174,7 @@ class ServiceSpec:
         _restart.check_max_restarts(self.max_restarts)
         fix(self, "ready_timeout", _seconds_or_none(self.ready_timeout, "ready_timeout"))
         fix(self, "stop_grace", None if self.stop_grace is None else check_stop_grace(self.stop_grace))
+        fix(self, "stop_signal", None if self.stop_signal is None else check_signal(self.stop_signal, "stop_signal"))
 
 
 def check_specs(specs: object) -> list[ServiceSpec]:

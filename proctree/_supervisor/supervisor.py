@@ -174,6 +174,7 @@ class Supervisor:
         max_restarts: int | None = 5,
         ready_timeout: float | None = None,
         stop_grace: float | None = None,
+        stop_signal: Any = None,
     ) -> ServiceSnapshot:
         """Start one service; return its snapshot once it is spawned (or has failed).
 
@@ -195,6 +196,7 @@ class Supervisor:
             max_restarts=max_restarts,
             ready_timeout=ready_timeout,
             stop_grace=stop_grace,
+            stop_signal=stop_signal,
         )
         return (await self.start_all([spec]))[0]
 

@@ -8,8 +8,11 @@ goes through the World it was given (world.py; the real one by default).
 
 The policy (docs/teardown.md says why):
   1. take the tree (one snapshot) before signalling anything, by identity;
-  2. hang up the root's process group when the root leads it and it holds
-     no protected process; SIGTERM + SIGCONT every member by identity;
+  2. the stop signal (SIGTERM unless the caller chose another) + SIGCONT to
+     every member by identity, at most once each (a member the caller says
+     already had one is not sent another); with hangup=True, SIGHUP to the
+     root's process group first, when the root leads it and it holds no
+     protected process;
   3. wait for exits by events (pidfds / kqueue), rescanning on a backoff so
      late forks join the tree (and get the same signals);
   4. after the grace: SIGSTOP every survivor and rescan until nothing new
@@ -26,7 +29,7 @@ from __future__ import annotations
 import enum
 import signal
 import sys
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .._errors import AccessDenied, Error, NoSuchProcess
@@ -88,7 +91,7 @@ class _Call(NamedTuple):
 
 
 class _Member:
-    __slots__ = ("proc", "target", "status", "late", "signalled")
+    __slots__ = ("proc", "target", "status", "late", "signalled", "stop")
 
     def __init__(self, proc: Proc, late: bool) -> None:
         self.proc = proc
@@ -96,6 +99,7 @@ class _Member:
         self.status = MemberState.LIVE
         self.late = late
         self.signalled = False
+        self.stop: int | None = None  # the stop signal it got (this teardown's, or one it already had)
 
 
 # What the machine's generators yield; each is sent back the _Call's result (None for a _Wait).
@@ -118,8 +122,16 @@ class _Teardown:
         reap: bool = False,
         *,
         world: World | None = None,
+        stop_signal: int = signal.SIGTERM,
+        hangup: bool = False,
+        already: Mapping[tuple[int, int], int] | None = None,
     ) -> None:
         self.world: World = System() if world is None else world
+        self.stop_signal = stop_signal
+        self.hangup = hangup
+        # (pid, start time) -> the stop signal another path (the keeper's forward) already sent it
+        self.already = dict(already or {})
+        self.deadline = float("inf")  # the end of the grace, once the polite signals are out
         self.pid = pid
         self.reap = reap
         self.grace = grace
@@ -314,14 +326,28 @@ class _Teardown:
         if outcome == _signals.DENIED:
             m.status = MemberState.DENIED
             self.unended.pop(id(m.target), None)
-        elif outcome == _signals.SENT and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP):
+        elif outcome == _signals.SENT and sig in (self.stop_signal, signal.SIGKILL, signal.SIGSTOP):
             m.signalled = True
+            if sig == self.stop_signal and m.stop is None:
+                m.stop = sig
 
     def _polite(self, ms: Iterable[_Member]) -> Generator[Request, Any, None]:
-        """SIGTERM then SIGCONT each member (yields to the loop between batches)."""
+        """The stop signal then SIGCONT to each member, once (yields to the loop between batches).
+
+        A member that already had a stop signal (self.already) is sent
+        neither: a second stop signal is "force quit" to many servers, and it
+        is draining already.
+        """
         for i, m in enumerate(ms):
-            self._signal(m, signal.SIGTERM)
-            self._signal(m, signal.SIGCONT)
+            if m.stop is not None:
+                continue
+            earlier = self.already.get(m.proc.identity)
+            if earlier is not None:
+                m.stop = earlier
+                m.signalled = m.status is MemberState.LIVE
+            else:
+                self._signal(m, self.stop_signal)
+                self._signal(m, signal.SIGCONT)
             if i % BATCH == BATCH - 1:
                 yield _Wait(None, 0)
 
@@ -359,14 +385,14 @@ class _Teardown:
             root_member = self.root_member = self._add(root, late=False)
         first = yield from self._rescan(late=False)
 
-        # 2. Hang up the root's group, then TERM + CONT every member.
+        # 2. Check the root's group (hang it up if asked), then the stop signal + CONT to every member.
         if root_member is not None and self.signal_group:
-            yield from self._hangup_group(root_member)
+            yield from self._check_group(root_member)
         polite = ([root_member] if root_member else []) + first
         yield from self._polite(polite)
 
         # 3. Wait for the members to end, keeping the tree current.
-        deadline = self.world.monotonic() + self.grace
+        self.deadline = self.world.monotonic() + self.grace
         interval = RESCAN_FIRST
         next_scan = self.world.monotonic() + interval
         while True:
@@ -388,6 +414,7 @@ class _Teardown:
                 yield from self._polite(late)
                 continue
             now = self.world.monotonic()
+            deadline = self.deadline
             if now >= deadline:
                 break
             if now >= next_scan:
@@ -409,7 +436,13 @@ class _Teardown:
             self._reap_own()
         return self._report(t0, root)
 
-    def _hangup_group(self, root_member: _Member) -> Generator[Request, Any, None]:
+    def hurry(self) -> None:
+        """Skip the rest of the grace (a stop request): the machine goes on to the kill and its report."""
+        self.grace = 0.0
+        self.deadline = min(self.deadline, self.world.monotonic())
+
+    def _check_group(self, root_member: _Member) -> Generator[Request, Any, None]:
+        """Whether the root's group holds tree members alone (group_ok); SIGHUP to it when hangup=True."""
         pgid = root_member.proc.pgid
         guard = self._guard()
         if root_member.status is not MemberState.LIVE or root_member.target is None:
@@ -420,6 +453,10 @@ class _Teardown:
             self.group_note = f"skipped: group {pgid} holds the caller or an ancestor"
         elif self._outsiders_in_group(pgid, uncapped=self.truncated):
             self.group_note = f"skipped: group {pgid} holds processes outside the tree"
+        elif not self.hangup or self.stop_signal == signal.SIGHUP:
+            # SIGHUP as the stop signal reaches each member once by identity: no group hang-up too.
+            self.group_ok = True
+            self.group_note = f"group {pgid} holds the tree alone; not hung up"
         else:
             self.group_ok = True
             target = root_member.target
@@ -429,7 +466,7 @@ class _Teardown:
     def _kill_group(self) -> Generator[Request, Any, None]:
         """Truncated tree: SIGKILL the root's group too, to reach members we could not hold.
 
-        Only the group checked by _hangup_group, and only while the root still
+        Only the group checked by _check_group, and only while the root still
         holds its pid (its pidfd says so), so the group id cannot name another.
         """
         root = self.root_member
@@ -589,6 +626,7 @@ class _Teardown:
             truncated=self.truncated,
             elapsed=self.world.monotonic() - t0,
             mode="plain",
+            signals={m.proc.pid: _signal_name(m.stop) for m in ms if m.stop is not None},
             extra={
                 "group": self.group_note,
                 "pidfds": self.use_pidfd,
@@ -602,6 +640,13 @@ class _Teardown:
         if m.target is None:
             return True  # could not be checked: unknown is not dead
         return not self.world.target_ended(m.target)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"SIG{sig}"
 
 
 def _run_inline(gen: Generator[Request, Any, Any]) -> Any:

@@ -14,12 +14,12 @@ Must never: signal a root by pid alone, or anything the guard protects.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from signal import SIGTERM
 
 from .._errors import NoSuchProcess
 from .._table.model import Proc
-from .engine import _validated, run_async
+from .engine import _check_stop, _validated, run_async, run_blocking_many
 from .machine import _Teardown
 from .report import TeardownReport
 from .signals import Guard
@@ -49,6 +49,50 @@ class PinnedWorld(System):
         return Guard(me=base.me, ancestors=(base.protected - {0, 1, base.me}) | self.protect)
 
 
+def make_engines(
+    roots: Sequence[Proc],
+    grace: float,
+    protect: Iterable[int],
+    signal_group: bool,
+    max_procs: int,
+    signal: int | str,
+    hangup: bool,
+    already: Mapping[tuple[int, int], int] | None,
+) -> list[_Teardown]:
+    """One validated engine per root, each pinned to the root's identity (for run_blocking_many or run_async)."""
+    protect = frozenset(protect)
+    engines = []
+    for root in roots:
+        pid, grace_, _, signal_group_, max_procs_, _ = _validated(root.pid, grace, True, signal_group, max_procs)
+        sig, hangup_ = _check_stop(signal, hangup, signal_group_)
+        world = PinnedWorld({root.pid: root.start_time}, protect)
+        engines.append(
+            _Teardown(
+                pid,
+                grace_,
+                True,
+                signal_group_,
+                max_procs_,
+                world=world,
+                stop_signal=sig,
+                hangup=hangup_,
+                already=already,
+            )
+        )
+    return engines
+
+
+def report_of(root: Proc, result: TeardownReport | BaseException) -> TeardownReport:
+    """One root's report; a root gone or refused gets an empty one saying so. Other errors propagate."""
+    if isinstance(result, TeardownReport):
+        return result
+    if isinstance(result, NoSuchProcess):
+        return TeardownReport(root=root, extra={"gone": True})
+    if isinstance(result, ValueError):
+        return TeardownReport(root=root, survivors=(root,), extra={"refused": str(result)})
+    raise result
+
+
 async def end_trees_async(
     roots: Sequence[Proc],
     *,
@@ -56,6 +100,9 @@ async def end_trees_async(
     protect: Iterable[int] = (),
     signal_group: bool = True,
     max_procs: int = 16384,
+    signal: int | str = SIGTERM,
+    hangup: bool = False,
+    already: Mapping[tuple[int, int], int] | None = None,
 ) -> list[TeardownReport]:
     """End each root's tree (as terminate_tree would), all at once; one report per root, in order.
 
@@ -63,21 +110,16 @@ async def end_trees_async(
     empty report with extra["gone"] True; a root the guard refuses (protected,
     a kernel thread) gets one with extra["refused"] and the reason. Cancelling
     SIGKILLs what every engine holds, then CancelledError propagates.
+    signal, hangup: as terminate_tree's; already: (pid, start time) -> a stop
+    signal another path already sent that process (it is not sent another).
     """
-    protect = frozenset(protect)
-    engines = []
-    for root in roots:
-        pid, grace_, _, signal_group_, max_procs_, _ = _validated(root.pid, grace, True, signal_group, max_procs)
-        world = PinnedWorld({root.pid: root.start_time}, protect)
-        engines.append(_Teardown(pid, grace_, True, signal_group_, max_procs_, world=world))
+    engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
 
     async def one(root: Proc, engine: _Teardown) -> TeardownReport:
         try:
             return await run_async(engine)
-        except NoSuchProcess:
-            return TeardownReport(root=root, extra={"gone": True})
-        except ValueError as exc:
-            return TeardownReport(root=root, survivors=(root,), extra={"refused": str(exc)})
+        except (NoSuchProcess, ValueError) as exc:
+            return report_of(root, exc)
 
     return list(await asyncio.gather(*(one(r, e) for r, e in zip(roots, engines, strict=True))))
 
@@ -89,12 +131,15 @@ def end_trees(
     protect: Iterable[int] = (),
     signal_group: bool = True,
     max_procs: int = 16384,
+    signal: int | str = SIGTERM,
+    hangup: bool = False,
+    already: Mapping[tuple[int, int], int] | None = None,
+    stop_fd: int | None = None,
 ) -> list[TeardownReport]:
-    """end_trees_async, blocking; usable from a thread that runs an event loop (it then uses a worker thread)."""
-    coro = end_trees_async(roots, grace=grace, protect=protect, signal_group=signal_group, max_procs=max_procs)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    """end_trees_async, blocking, in the calling thread (no thread, no event loop: it works with the pid space full).
+
+    stop_fd: an fd that turns readable when the rest of the grace must be skipped.
+    """
+    engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
+    results = run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
+    return [report_of(r, res) for r, res in zip(roots, results, strict=True)]

@@ -21,6 +21,9 @@ class TeardownReport:
     truncated: the tree exceeded max_procs; what was found was still ended, but
                the rest may survive, so `ok` is False
     elapsed:   seconds from the call to the report
+    signals:   pid -> the name of the stop signal each member got ("SIGTERM"), once;
+               a member that ended before it was sent one is absent (SIGKILL, for
+               the members in `killed`, came on top after the grace)
     """
 
     root: Proc | None
@@ -34,6 +37,7 @@ class TeardownReport:
     elapsed: float = 0.0
     mode: str = "plain"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    signals: dict[int, str] = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -62,5 +66,6 @@ class TeardownReport:
             "truncated": self.truncated,
             "elapsed": round(self.elapsed, 6),
             "mode": self.mode,
+            "signals": {str(pid): name for pid, name in sorted(self.signals.items())},
             **({"extra": self.extra} if self.extra else {}),
         }

@@ -9,7 +9,7 @@ import argparse
 import json
 import re
 
-from proctree._validate import PID_MAX
+from proctree._validate import PID_MAX, check_signal
 
 # Plain ASCII decimal digits only: int() would also take "1_0", "+5", " 12"
 # and Unicode digits like "١٢", none of which a user means as a pid.
@@ -81,6 +81,14 @@ def parse_seconds(text):
     if seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)}")
     return seconds
+
+
+def parse_signal(text):
+    """An argparse type: a stop signal by name (SIGINT, INT, int) or number (2). ArgumentTypeError otherwise."""
+    try:
+        return check_signal(text, "signal")
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (a name such as SIGINT or INT, or a number)") from None
 
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

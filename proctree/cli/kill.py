@@ -1,4 +1,4 @@
-"""`proctree kill PID [--grace S] [-q|-v] [--json]`: end a process and its whole tree, print the report.
+"""`proctree kill PID [--grace S] [--signal SIG] [--hangup] [-q|-v] [--json]`: end a process and its whole tree, print the report.
 
 Exit status: 0 when nothing of the tree survived, 1 when something did (see
 "survivors"), 2 for bad input, a pid that is not there or a refused pid (pid 1,
@@ -10,7 +10,16 @@ import sys
 
 import proctree
 
-from ._common import CliError, add_output_options, parse_pid, parse_seconds, printable, subcommand, write_json
+from ._common import (
+    CliError,
+    add_output_options,
+    parse_pid,
+    parse_seconds,
+    parse_signal,
+    printable,
+    subcommand,
+    write_json,
+)
 
 STATUSES = [
     ("0", "nothing of the tree survived"),
@@ -28,13 +37,26 @@ def register(sub):
     p = subcommand(
         sub,
         "kill",
-        help="end a process and everything it started (TERM, then KILL after the grace)",
+        help="end a process and everything it started (TERM once, then KILL after the grace)",
         description="End PID and everything it started, and nothing else; print the report.",
         statuses=STATUSES,
     )
     p.add_argument("pid", metavar="PID", help="root of the tree to end (decimal digits)")
     p.add_argument(
         "--grace", type=parse_seconds, default=2.0, metavar="S", help="seconds between SIGTERM and SIGKILL (default 2)"
+    )
+    p.add_argument(
+        "--signal",
+        "-s",
+        type=parse_signal,
+        default="SIGTERM",
+        metavar="SIG",
+        help="the stop signal each member gets once, by name or number (default SIGTERM; not KILL, STOP or CONT)",
+    )
+    p.add_argument(
+        "--hangup",
+        action="store_true",
+        help="also hang up the root's process group first (SIGHUP, as a closing terminal would)",
     )
     add_output_options(
         p,
@@ -86,7 +108,7 @@ def run(args, out=None):
     out = out or sys.stdout
     pid = parse_pid(args.pid)
     try:
-        report = proctree.terminate_tree(pid, grace=args.grace)
+        report = proctree.terminate_tree(pid, grace=args.grace, signal=args.signal, hangup=args.hangup)
     except proctree.NoSuchProcess:
         raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid) from None
     except (ValueError, TypeError, proctree.Error, OSError) as exc:

@@ -1,9 +1,11 @@
-"""`proctree run [--contain MODE] [--grace S] [--keep-orphans] [-q|-v] [--json] [--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [--keep-orphans] [-q|-v] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
 to CMD's process group (TERM, INT and HUP followed by SIGCONT, so a stopped CMD
-still ends), and the exit status is CMD's (128+N for a signal).
+still ends), and the exit status is CMD's (128+N for a signal). What CMD leaves
+behind when it exits gets the stop signal (--stop-signal, SIGTERM by default)
+once, and none at all if a forwarded TERM, INT or HUP reached it already.
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death). If the keeper is
 killed, CMD's status cannot be known: exit 125 with the reason.
@@ -23,7 +25,7 @@ import sys
 
 import proctree
 
-from ._common import CliError, add_output_options, parse_seconds, printable, subcommand
+from ._common import CliError, add_output_options, parse_seconds, parse_signal, printable, subcommand
 
 STATUSES = [
     ("N", "CMD's own exit status; 128+N when a signal N ended it"),
@@ -59,6 +61,13 @@ def register(sub):
         default=2.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL at teardown (default 2)",
+    )
+    p.add_argument(
+        "--stop-signal",
+        type=parse_signal,
+        default="SIGTERM",
+        metavar="SIG",
+        help="the signal that stops what CMD leaves behind, once each (default SIGTERM; not KILL, STOP or CONT)",
     )
     p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
@@ -139,7 +148,15 @@ def run(args):
         try:
             # keep_orphans in the keeper either way: what CMD leaves is ended here,
             # so that the report names it (the keeper still ends all if we die).
-            tree = spawn(cmd, contain=args.contain, grace=grace, keep_orphans=True, close_fds=False, pty=use_pty)
+            tree = spawn(
+                cmd,
+                contain=args.contain,
+                grace=grace,
+                keep_orphans=True,
+                close_fds=False,
+                pty=use_pty,
+                stop_signal=args.stop_signal,
+            )
         except proctree.KeeperLost as exc:  # killed before it reported the start; what it started is ended
             raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
         except FileNotFoundError:

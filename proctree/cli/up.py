@@ -27,7 +27,7 @@ import proctree
 from proctree._validate import MAX_STOP_GRACE
 
 from . import _upview
-from ._common import CliError, add_output_options, parse_seconds, shown, subcommand
+from ._common import CliError, add_output_options, parse_seconds, parse_signal, shown, subcommand
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -91,6 +91,13 @@ def register(sub):
         default=3.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when stopping (default 3; -t/--timeout is foreman's name)",
+    )
+    p.add_argument(
+        "--stop-signal",
+        type=parse_signal,
+        default=None,
+        metavar="SIG",
+        help="what stops each entry's tree, once per process (default SIGTERM; a stop_signal setting wins)",
     )
     p.add_argument(
         "--ready-timeout",
@@ -163,12 +170,18 @@ def load_plan(args) -> Any:
     return plan
 
 
-def service_specs(plan) -> list[Any]:
-    """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
+def service_specs(plan, stop_signal=None) -> list[Any]:
+    """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses.
+
+    stop_signal: --stop-signal, for the entries without a stop_signal setting of their own.
+    """
     specs = []
     for s in plan.services:
         try:
             extra = {} if s.max_restarts is None else {"max_restarts": s.max_restarts}
+            sig = s.stop_signal if s.stop_signal is not None else stop_signal
+            if sig is not None:
+                extra["stop_signal"] = sig
             specs.append(
                 proctree.ServiceSpec(
                     s.command,
@@ -190,7 +203,7 @@ def service_specs(plan) -> list[Any]:
 
 def run(args):
     plan = load_plan(args)
-    specs = service_specs(plan)
+    specs = service_specs(plan, args.stop_signal)
     return asyncio.run(Up(plan, specs, args).main())
 
 

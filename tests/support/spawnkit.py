@@ -178,7 +178,9 @@ class KeeperRun:
         receipts=None,
         env=None,
         pty=None,
+        stop_signal=None,
     ):
+        import signal
         import subprocess
 
         from proctree._containment import protocol
@@ -202,6 +204,7 @@ class KeeperRun:
             exe=exe,
             receipts=receipts,
             pty=pty is not None,
+            stop_signal=signal.SIGTERM if stop_signal is None else stop_signal,
             argv=tuple(argv),
         )
         fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
