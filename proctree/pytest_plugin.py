@@ -244,6 +244,29 @@ class _Guard:
         if not self.worker:
             self._end_earlier_runs()
         self._ensure()
+        self._on_termination()
+
+    def _on_termination(self) -> None:
+        """A SIGTERM or SIGHUP (a CI job cancelled, a terminal closed) that would end pytest at once ends what
+        the run started first, those that scrubbed every marker included (the watchdog finds them only by it)."""
+        import signal
+
+        if not self.owns_box:
+            return
+
+        def stop(signum: int, frame: Any) -> None:
+            try:
+                self.box.close()
+            finally:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                if signal.getsignal(sig) == signal.SIG_DFL:
+                    signal.signal(sig, stop)
+            except (ValueError, OSError):  # not the main thread, or no such signal here
+                pass
 
     def _end_earlier_runs(self) -> None:
         """End what earlier runs that were killed left: their marker names a pytest that is gone."""

@@ -455,3 +455,29 @@ box.close()
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == "None"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_pytest_ends_even_what_scrubbed_every_marker(tmp_path, sig):
+    body = r"""
+        import os, subprocess, time
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        def test_hangs():
+            p = subprocess.Popen(["sleep", "300"], env={})
+            open(os.path.join(HERE, "pids"), "w").write(str(p.pid))
+            open(os.path.join(HERE, "ready"), "w").write("1")
+            time.sleep(300)
+    """
+    (tmp_path / "test_t.py").write_text(textwrap.dedent(body))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = pids_in(tmp_path, "pids")
+    inner.send_signal(sig)
+    assert inner.wait(timeout=30) == -sig
+    assert wait_gone(pids, 10)

@@ -243,7 +243,10 @@ class Containment:
 
     def close(self) -> list[TeardownReport]:
         """End every member, stop the watchdog, and restore the environment and the subreaper flag."""
-        with self._lock:
+        # Not blocking: a signal handler that closes while the main thread is closing must not wait for it.
+        if not self._lock.acquire(blocking=False):
+            return []
+        try:
             if self._closed:
                 return []
             if os.getpid() != self.pid:
@@ -257,7 +260,9 @@ class Containment:
             finally:
                 self._closed = True
                 self._release()
-        return reports
+            return reports
+        finally:
+            self._lock.release()
 
     def _restore_environment(self) -> None:
         for k, v in self._saved.items():
