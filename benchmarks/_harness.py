@@ -171,3 +171,14 @@ def side_by_side(fns, rounds):
         for name, fn in fns.items():
             samples[name].append(time_ns(fn))
     return {name: statistics.median(v) / 1e9 for name, v in samples.items()}
+
+
+def table(head, rows, markdown):
+    """head, then rows of (measurement, value, target, verdict): a Markdown table or aligned text."""
+    if markdown:
+        lines = [head, "", "| measurement | value | target | |", "|---|---|---|---|"]
+        lines += [f"| {w} | {v} | {tg} | {ok} |" for w, v, tg, ok in rows]
+    else:
+        width = max(len(w) for w, *_ in rows)
+        lines = [head, ""] + [f"{w:<{width}}  {v:>14}  {tg:>8}  {ok}".rstrip() for w, v, tg, ok in rows]
+    return "\n".join(lines)

@@ -31,7 +31,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _harness import Crowd, build  # noqa: E402
+from _harness import Crowd, build, table  # noqa: E402
 
 import proctree  # noqa: E402
 
@@ -117,13 +117,7 @@ def main(argv=None):
         f"Linux {os.uname().release}; {n} processes on the machine; medians of {args.rounds} interleaved runs; "
         f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
-    if args.markdown:
-        lines = [head, "", "| measurement | value | target | |", "|---|---|---|---|"]
-        lines += [f"| {w} | {v} | {tg} | {ok} |" for w, v, tg, ok in rows]
-    else:
-        width = max(len(w) for w, *_ in rows)
-        lines = [head, ""] + [f"{w:<{width}}  {v:>12}  {tg:>8}  {ok}".rstrip() for w, v, tg, ok in rows]
-    print("\n".join(lines))
+    print(table(head, rows, args.markdown))
     return 0
 
 

@@ -42,7 +42,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _harness import Crowd, build, side_by_side  # noqa: E402
+from _harness import Crowd, build, side_by_side, table  # noqa: E402
 
 import proctree  # noqa: E402
 
@@ -262,13 +262,7 @@ def main(argv=None):
         f"{len(unmarked)} without); medians of {args.rounds} interleaved rounds; "
         f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
-    if args.markdown:
-        lines = [head, "", "| measurement | value | target | |", "|---|---|---|---|"]
-        lines += [f"| {w} | {v} | {tg} | {ok} |" for w, v, tg, ok in rows]
-    else:
-        width = max(len(w) for w, *_ in rows)
-        lines = [head, ""] + [f"{w:<{width}}  {v:>14}  {tg:>8}  {ok}".rstrip() for w, v, tg, ok in rows]
-    print("\n".join(lines))
+    print(table(head, rows, args.markdown))
     for o in named:
         print(f"UNEXPECTED candidate {o.proc.pid}: {o.reason} ({o.evidence})")
     if prof_text:

@@ -41,6 +41,21 @@ def run_inner(tmp_path, files, *args, timeout=90, env=None):
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
+def start_inner_until_ready(tmp_path, suite):
+    """pytest --proctree-leaks=fail on suite (test_k.py) in the background, once its test wrote 'ready'; the Popen."""
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    (tmp_path / "test_k.py").write_text(suite)
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "ready").exists(), "the inner run's test never started"
+    return inner
+
+
 def pids_in(tmp_path, name):
     path = tmp_path / name
     if not path.exists():
@@ -239,16 +254,7 @@ def test_a_test_killed_by_pytest_timeout_leaves_nothing(tmp_path):
 
 
 def test_a_sigkilled_pytest_leaves_nothing_and_the_next_run_reports_what_an_unwatched_one_left(tmp_path):
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
-    if not _entry_point_registered():
-        argv[3:3] = ["-p", "proctree.pytest_plugin"]
-    (tmp_path / "test_k.py").write_text(KILLED)
-    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
-    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (tmp_path / "ready").exists()
+    inner = start_inner_until_ready(tmp_path, KILLED)
     pids = pids_in(tmp_path, "pids")
     inner.kill()  # SIGKILL: no teardown, no atexit
     inner.wait()
@@ -256,15 +262,7 @@ def test_a_sigkilled_pytest_leaves_nothing_and_the_next_run_reports_what_an_unwa
 
 
 def test_leftovers_of_an_earlier_run_whose_watchdog_died_too_are_ended_at_the_next_start(tmp_path):
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
-    if not _entry_point_registered():
-        argv[3:3] = ["-p", "proctree.pytest_plugin"]
-    (tmp_path / "test_k.py").write_text(KILLED)
-    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
-    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    inner = start_inner_until_ready(tmp_path, KILLED)
     pids = pids_in(tmp_path, "pids")
     # As if the machine's OOM killer took pytest and its watchdog at once: stop pytest, kill the keeper, kill pytest.
     keepers = [p.pid for p in proctree.children(inner.pid) if p.name == "proctree-keeper"]
@@ -468,15 +466,7 @@ def test_a_terminated_pytest_ends_even_what_scrubbed_every_marker(tmp_path, sig)
             open(os.path.join(HERE, "ready"), "w").write("1")
             time.sleep(300)
     """
-    (tmp_path / "test_t.py").write_text(textwrap.dedent(body))
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
-    if not _entry_point_registered():
-        argv[3:3] = ["-p", "proctree.pytest_plugin"]
-    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
-    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    inner = start_inner_until_ready(tmp_path, textwrap.dedent(body))
     pids = pids_in(tmp_path, "pids")
     inner.send_signal(sig)
     assert inner.wait(timeout=30) == -sig

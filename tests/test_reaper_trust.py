@@ -173,6 +173,29 @@ def test_forged_evidence_never_leads_a_root_reaper_to_a_process_its_carrier_coul
         assert "could not signal" in skipped[root] or "other (or unreadable) credentials" in skipped[root], got
 
 
+# Spawns COMMAND (a shell line) contained in MODE from an owner process, then kills the keeper and the
+# owner as a host crash would: the tree is left orphaned. Runs inside the sandbox's script.
+ORPHAN = r"""
+def orphan(command, mode):
+    r, w = os.pipe()
+    owner = (
+        "import os, sys, time, proctree\n"
+        "w = int(sys.argv[1])\n"
+        "t = proctree.spawn(['sh', '-c', sys.argv[3]], contain=sys.argv[2], grace=0.3)\n"
+        "os.write(w, b'%d %d\\n' % (os.getpid(), t.keeper_pid))\n"
+        "time.sleep(300)\n"
+    )
+    o = subprocess.Popen([sys.executable, "-c", owner, str(w), mode, command], pass_fds=(w,))
+    owner_pid, keeper = map(int, os.read(r, 100).split())
+    time.sleep(0.5)
+    o.send_signal(signal.SIGSTOP)
+    os.kill(keeper, signal.SIGKILL)
+    time.sleep(0.2)
+    o.kill(); o.wait()
+    time.sleep(0.2)
+"""
+
+
 # Root's own tree, orphaned (owner and keeper SIGKILLed), with a member that dropped to another uid:
 # root reaps all of it (root evidence may signal anything).
 ROOT_ORPHANS = r"""
@@ -180,23 +203,7 @@ import json, os, signal, subprocess, sys, time
 import proctree
 
 mode = sys.argv[1]
-r, w = os.pipe()
-owner = (
-    "import os, sys, time, proctree\n"
-    "w = int(sys.argv[1])\n"
-    "t = proctree.spawn(['sh', '-c', 'setpriv --reuid 4242 --regid 4242 --clear-groups sleep 300 & sleep 300'],"
-    " contain=sys.argv[2], grace=0.3)\n"
-    "os.write(w, b'%d %d\\n' % (os.getpid(), t.keeper_pid))\n"
-    "time.sleep(300)\n"
-)
-o = subprocess.Popen([sys.executable, "-c", owner, str(w), mode], pass_fds=(w,))
-owner_pid, keeper = map(int, os.read(r, 100).split())
-time.sleep(0.5)
-o.send_signal(signal.SIGSTOP)
-os.kill(keeper, signal.SIGKILL)
-time.sleep(0.2)
-o.kill(); o.wait()
-time.sleep(0.2)
+orphan("setpriv --reuid 4242 --regid 4242 --clear-groups sleep 300 & sleep 300", mode)
 reap = (
     "import json, proctree\n"
     "rep = proctree.reap_orphans(grace=0.5)\n"
@@ -213,7 +220,7 @@ print(json.dumps(got))
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv")
 @pytest.mark.parametrize("mode", MODES)
 def test_root_still_reaps_roots_own_orphans_in_every_mode(mode):
-    got = _json(_run(ROOT_ORPHANS, mode))
+    got = _json(_run(ORPHAN + ROOT_ORPHANS, mode))
     assert got["ok"] and got["left"] == [], got
     assert got["ended"] >= 2 and got["uids"] == [0, USER]
 
@@ -226,23 +233,11 @@ RECEIPT_UID = r"""
 import json, os, signal, subprocess, sys, time
 import proctree
 
-r, w = os.pipe()
-owner = (
-    "import os, sys, time, proctree\n"
-    "w = int(sys.argv[1])\n"
-    "t = proctree.spawn(['sh', '-c', 'env -u PROCTREE_OWNER setpriv --reuid 4242 --regid 4242"
-    " --clear-groups sleep 300 & exec env -u PROCTREE_OWNER sleep 300'], contain='session', grace=0.3)\n"
-    "os.write(w, b'%d %d\\n' % (os.getpid(), t.keeper_pid))\n"
-    "time.sleep(300)\n"
+orphan(
+    "env -u PROCTREE_OWNER setpriv --reuid 4242 --regid 4242 --clear-groups sleep 300 &"
+    " exec env -u PROCTREE_OWNER sleep 300",
+    "session",
 )
-o = subprocess.Popen([sys.executable, "-c", owner, str(w)], pass_fds=(w,))
-owner_pid, keeper = map(int, os.read(r, 100).split())
-time.sleep(0.5)
-o.send_signal(signal.SIGSTOP)
-os.kill(keeper, signal.SIGKILL)
-time.sleep(0.2)
-o.kill(); o.wait()
-time.sleep(0.2)
 find = "import json, proctree; print(json.dumps([[f.proc.pid, f.proc.uid, f.via] for f in proctree.find_orphans()]))"
 found = json.loads(subprocess.run([sys.executable, "-c", find], capture_output=True, text=True, check=True).stdout)
 print(json.dumps({"found": found}))
@@ -250,7 +245,7 @@ print(json.dumps({"found": found}))
 
 
 def test_a_receipt_leads_only_to_processes_of_its_writers_uid():
-    got = _json(_run(RECEIPT_UID))
+    got = _json(_run(ORPHAN + RECEIPT_UID))
     assert got["found"], "the scrubbed root member should be found through the receipt"
     assert all(uid == 0 for _, uid, _ in got["found"])
     assert all(via.startswith("session") for _, _, via in got["found"])
