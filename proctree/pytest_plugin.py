@@ -172,6 +172,12 @@ def _held_pids() -> set[int]:
     return held
 
 
+def _builtin_fixture(fixturedef: Any) -> bool:
+    """pytest's own fixtures (tmp_path, monkeypatch, capsys, request, ...): they start no process."""
+    module = getattr(getattr(fixturedef, "func", None), "__module__", "") or ""
+    return module.startswith("_pytest.")
+
+
 def _stdlib_helpers() -> set[int]:
     """multiprocessing's per-interpreter helpers (the resource tracker, the forkserver): they live as long as
     pytest does, whichever test first needed them."""
@@ -214,6 +220,7 @@ class _Guard:
         self.leakers: list[tuple[str, list[str]]] = []
         self.earlier: list[str] = []
         self.failed_at_end = False
+        self.last_mark: Any = None  # the members after the last fixture setup of the test being set up
 
     # -- the containment ------------------------------------------------------------------
 
@@ -310,11 +317,16 @@ class _Guard:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         box = self.box
-        before = box.mark() if box is not None else None
-        outcome: Any = yield
-        if box is None or before is None:
+        if box is None or _builtin_fixture(fixturedef):
+            yield
             return
-        new = box.leaks_since(before)
+        # The members after the previous setup (or the test's mark) are the members before this one:
+        # nothing else runs in between, so one reading per fixture, not two.
+        before = self.last_mark if self.last_mark is not None else box.mark()
+        outcome: Any = yield
+        after = box.mark()
+        self.last_mark = after
+        new = [p for p in box.members_of(after) if (p.pid, p.start_time) not in before.identities]
         if new:
             key = (fixturedef.argname, fixturedef.scope, id(fixturedef))
             where = f", set up for {self.item}" if self.item else ""
@@ -352,8 +364,9 @@ class _Guard:
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         self.item = item.nodeid
         if self._mode_for(item) != "off" or self.box is not None:
-            self.marks[item.nodeid] = self._ensure().mark()
+            self.marks[item.nodeid] = self.last_mark = self._ensure().mark()
         yield
+        self.last_mark = None
 
     def _fixture_owned(self, members: list[proctree.Proc]) -> set[tuple[int, int]]:
         """Identities of fixtures' processes (live, or finalized in this teardown) and everything they started."""

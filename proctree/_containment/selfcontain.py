@@ -60,6 +60,7 @@ class Mark:
     """The members of a Containment at one moment, by identity (Containment.mark())."""
 
     identities: frozenset[Identity] = field(default_factory=frozenset)
+    procs: tuple[Proc, ...] = field(default=(), compare=False)
 
 
 def _set_subreaper(on: bool) -> bool:
@@ -182,7 +183,13 @@ class Containment:
 
     def mark(self) -> Mark:
         """The members now, to compare with later (leaks_since)."""
-        return Mark(frozenset((p.pid, p.start_time) for p in self.members()))
+        members = self.members()
+        return Mark(frozenset((p.pid, p.start_time) for p in members), tuple(members))
+
+    @staticmethod
+    def members_of(mark: Mark) -> list[Proc]:
+        """The members a mark was taken of, as Proc records."""
+        return list(mark.procs)
 
     def leaks_since(self, mark: Mark, *, exclude: Iterable[Identity] = ()) -> list[Proc]:
         """The live members that were not members at mark, less exclude (identities), in pid order."""
