@@ -121,6 +121,12 @@ def is_ours(path):
 
 def _require_ours(path):
     if not is_ours(path):
+        # is_ours reads mountinfo: a read that failed (EMFILE) is not "not ours", and must say so.
+        try:
+            with open("/proc/self/mountinfo", "rb"):
+                pass
+        except OSError as exc:
+            raise Unavailable(exc.errno, f"cannot check {path}: {exc.strerror}") from exc
         raise ValueError(f"refusing to touch {path}: not a cgroup proctree created")
 
 

@@ -225,7 +225,9 @@ class Containment:
         Popen) and is left for its owner, as is one a live Popen or
         multiprocessing object claims.
         """
-        if not _LINUX or not self._here() or not self._adopted:
+        if not _LINUX:
+            return []
+        if not self._here() or not self._adopted:
             return []
         try:
             kids = _live.children(self.pid)
