@@ -14,6 +14,18 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if not glob.glob(os.path.join(_CHECKOUT, "proctree", "_core*.so")):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _CHECKOUT]
     _RUN_OUTSIDE_CHECKOUT = True
+    # pytest loads its plugins' entry points (proctree's own among them) before this file, while the
+    # checkout was still first on sys.path: forget the checkout's modules, import the installed
+    # package, and point the already registered plugin at it.
+    _plugin = sys.modules.get("proctree.pytest_plugin")
+    for _name in [n for n in sys.modules if n == "proctree" or n.startswith("proctree.")]:
+        _file = getattr(sys.modules[_name], "__file__", None) or ""
+        if os.path.abspath(_file).startswith(os.path.join(_CHECKOUT, "proctree") + os.sep):
+            del sys.modules[_name]
+    import proctree as _installed
+
+    if _plugin is not None:
+        _plugin.proctree = _installed
 else:
     _RUN_OUTSIDE_CHECKOUT = False
 
