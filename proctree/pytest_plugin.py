@@ -427,7 +427,9 @@ class _Guard:
         if mark is not None and self.box is not None:
             members = self.box.members()
             owned = self._fixture_owned(members)
-            new = [p for p in self.box.leaks_since(mark, exclude=owned) if p.pid not in _stdlib_helpers()]
+            new = [
+                p for p in self.box.leaks_since(mark, exclude=owned, members=members) if p.pid not in _stdlib_helpers()
+            ]
             if mode == "off":
                 self.exempt.update((p.pid, p.start_time) for p in new)
             else:

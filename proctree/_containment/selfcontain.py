@@ -191,10 +191,16 @@ class Containment:
         """The members a mark was taken of, as Proc records."""
         return list(mark.procs)
 
-    def leaks_since(self, mark: Mark, *, exclude: Iterable[Identity] = ()) -> list[Proc]:
-        """The live members that were not members at mark, less exclude (identities), in pid order."""
+    def leaks_since(
+        self, mark: Mark, *, exclude: Iterable[Identity] = (), members: Iterable[Proc] | None = None
+    ) -> list[Proc]:
+        """The live members that were not members at mark, less exclude (identities), in pid order.
+
+        members: the members as just read (members()), to save reading them again.
+        """
         skip = set(mark.identities) | set(exclude)
-        return sorted((p for p in self.members() if (p.pid, p.start_time) not in skip), key=lambda p: p.pid)
+        now = self.members() if members is None else members
+        return sorted((p for p in now if (p.pid, p.start_time) not in skip), key=lambda p: p.pid)
 
     def end(self, procs: Iterable[Proc] | None = None, *, grace: float | None = None) -> list[TeardownReport]:
         """End procs (default: every member) with what they started: TERM, the grace, KILL; identity-checked.
