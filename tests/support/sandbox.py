@@ -24,9 +24,26 @@ from .treekit import _PROCTREE_HOME, _TESTS
 # cgroup2 mount whose root is the sandbox's own cgroup (the cgroup namespace's root).
 _INSIDE = r"""
 set -e
-mount -t tmpfs -o mode=1777 sandbox-tmp /tmp
+# The interpreter, the package and the tests may live under /tmp or /var/tmp (a CI's venv): those
+# paths (SANDBOX_KEEP, one per line) are bound back into the private mounts; nothing else of them is.
 mount -t tmpfs -o mode=0755 sandbox-run /run
+mkdir -p /run/.host-tmp /run/.host-var-tmp
+mount --bind /tmp /run/.host-tmp
+mount --bind /var/tmp /run/.host-var-tmp
+mount -t tmpfs -o mode=1777 sandbox-tmp /tmp
 mount -t tmpfs -o mode=1777 sandbox-var-tmp /var/tmp
+printf '%s\n' "$SANDBOX_KEEP" | while IFS= read -r keep; do
+    case $keep in
+    /tmp/?*) src=/run/.host-tmp/${keep#/tmp/} ;;
+    /var/tmp/?*) src=/run/.host-var-tmp/${keep#/var/tmp/} ;;
+    *) continue ;;
+    esac
+    [ -d "$src" ] || continue
+    mkdir -p "$keep"
+    mount --bind "$src" "$keep"
+done
+umount -l /run/.host-tmp /run/.host-var-tmp
+rmdir /run/.host-tmp /run/.host-var-tmp
 if [ -n "$SANDBOX_CGROUP_MOUNT" ]; then
     umount -l "$SANDBOX_CGROUP_MOUNT"
     mount -t cgroup2 sandbox-cgroup "$SANDBOX_CGROUP_MOUNT"
@@ -98,6 +115,8 @@ def run_sandboxed(script, timeout=90, env=None):
         except OSError:
             cgroup = None
     full_env["SANDBOX_CGROUP_MOUNT"] = mount if cgroup is not None else ""
+    keep = {sys.prefix, _PROCTREE_HOME, _TESTS, os.path.dirname(os.path.abspath(sys.executable))}
+    full_env["SANDBOX_KEEP"] = "\n".join(sorted(os.path.realpath(k) for k in keep))
     enter = f'echo $$ > "{cgroup}/cgroup.procs" && ' if cgroup is not None else ""
     argv = [
         "sh",
