@@ -525,11 +525,12 @@ def test_the_keeper_removes_the_receipt_when_it_ends_the_tree(keeper, mode, pipe
         os.close(w)
         assert isinstance(k.status(), Ok)
         receipt = k.place_receipt()
+        # Recorded while the gate holds the command: once it opens, the keeper may end the orphan at once.
+        keeper.record(proctree.proc(read_lines(r, 1)["orphan"]))
         os.write(gate_w, b"go\n")
     finally:
         os.close(gate_r)
         os.close(gate_w)
-    keeper.record(proctree.proc(read_lines(r, 1)["orphan"]))
     assert k.status() == Exit(3 << 8)
     assert k.popen.wait(15) == 3
     assert not os.path.exists(receipt), "the keeper ended its tree but left the receipt"
