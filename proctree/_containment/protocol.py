@@ -258,7 +258,7 @@ class KeeperArgs(_Record):
             self.exe,
             _opt(self.receipts),
             _flag(self.pty),
-            str(self.stop_signal),
+            str(int(self.stop_signal)),  # str() of a Signals member is its name before 3.11
             "--",
             *self.argv,
         ]
