@@ -258,9 +258,9 @@ def select(
     def descend(roots: list[Orphan]) -> None:
         """An orphan's descendants come with it, unless protected, with unknown evidence of their own,
         or running with other credentials than their parent (a setuid program, sudo, a dropped privilege)."""
+        seen: set[int] = set()  # across roots: a root inside another's subtree was walked with it (linear, not n^2)
         for s in roots:
             stack = [(s.proc.pid, c) for c in kids.get(s.proc.pid, ())]
-            seen: set[int] = set()
             while stack:
                 parent, pid = stack.pop()
                 if pid in seen or pid in protected or pid in unknown:
