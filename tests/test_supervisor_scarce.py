@@ -14,6 +14,7 @@ import time
 import pytest
 
 import proctree
+from support.spawnkit import ALL_MODES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 
@@ -174,3 +175,122 @@ def test_enomem_while_stopping_kills_and_retries(monkeypatch, caplog):
     assert any("for want of resources" in r.getMessage() for r in caplog.records)
     assert not any(r.exc_info for r in caplog.records)
     assert gone(pid)
+
+
+def _marked_by(owner_pid):
+    """Live processes whose environment carries owner_pid's proctree marker (what it started)."""
+    mark = f"PROCTREE_OWNER={owner_pid}:".encode()
+    found = []
+    for pid in proctree.snapshot():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark in f.read() and not proctree.proc(pid).is_zombie:
+                    found.append(pid)
+        except (OSError, proctree.NoSuchProcess):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("spares", ["help", "do not help"])
+def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeypatch, mode, spares):
+    """The start fails after the command runs, and ending it meets EMFILE too: once (the spare
+    descriptors get it through) or always (the keeper is left to end the tree, never killed)."""
+    import errno
+
+    from proctree._containment import owner, spawn
+
+    def emfile(*a, **kw):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    real_kill_below = owner.kill_below_keeper
+    calls = []
+
+    def kill_below(*a, **kw):
+        calls.append(a)
+        if spares == "do not help" or len(calls) == 1:
+            emfile()
+        return real_kill_below(*a, **kw)
+
+    started = []
+    real_took_root = spawn.Tree._took_root
+
+    def took_root(self, ok, name):
+        real_took_root(self, ok, name)
+        started.append((self.pid, self._root.start_time))
+        emfile()  # as a full descriptor table anywhere after the command started
+
+    monkeypatch.setattr(spawn.Tree, "_took_root", took_root)
+    monkeypatch.setattr(owner, "kill_below_keeper", kill_below)
+    with pytest.raises(OSError) as err:
+        spawn.spawn(["sh", "-c", "sleep 60 & sleep 60"], contain=mode, grace=1)
+    assert err.value.errno == errno.EMFILE
+    assert calls and started
+    assert gone(started[0][0], within=10), "the command ran on after its start was given up"
+    deadline = time.monotonic() + 10
+    while _marked_by(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _marked_by(os.getpid()) == []
+
+
+START_SCRIPT = textwrap.dedent(
+    """
+    import os, resource, sys, threading, time, proctree
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), hard))
+    trees = []
+
+    def start():
+        try:
+            trees.append(proctree.spawn([sys.executable, "-c", "import time; time.sleep(60)"], contain=sys.argv[1], grace=1))
+        except OSError as exc:
+            print("failed", exc, flush=True)
+
+    for _ in range(3):  # at once, as a Supervisor starts its services: each start meets the others' descriptors
+        threads = [threading.Thread(target=start) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    for t in trees:
+        t.terminate()
+    # What still carries this owner's marker once every tree it holds has ended was started by a spawn()
+    # that failed, and left running. Only ours: the marker names this process.
+    mark = ("PROCTREE_OWNER=%d:" % os.getpid()).encode()
+    deadline = time.monotonic() + 5
+    while True:
+        left = []
+        for pid in proctree.snapshot():
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    if mark in f.read() and not proctree.proc(pid).is_zombie:
+                        left.append(pid)
+            except (OSError, proctree.NoSuchProcess):
+                pass
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    for pid in left:
+        print("left", pid, flush=True)
+        os.kill(pid, 9)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("limit", [24, 40])
+def test_a_start_cut_short_for_want_of_descriptors_leaves_nothing_running(mode, limit):
+    """spawn() failing with EMFILE at any step ends what its keeper had started (it was left to init)."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-c", START_SCRIPT, mode, str(limit)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "failed" in done.stdout, done.stdout  # the limit was low enough to cut starts short
+    assert "left" not in done.stdout, done.stdout

@@ -57,6 +57,7 @@ from . import marker as _marker
 from . import owner as _owner
 from . import protocol as _protocol
 from . import receipt as _receipt
+from . import spare as _spare
 from . import terminal as _terminal
 
 log = logging.getLogger("proctree")
@@ -538,17 +539,28 @@ def _end_keeper(popen, cgroup, mode):
     we reap it (Popen never signals a reaped pid), so walking from it, and
     taking its pid as the session's id, is safe.
     """
+    ended = False
     try:
         if popen.pid is not None:
             popen.send_signal(signal.SIGSTOP)
             if popen.returncode is None:
-                _owner.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session")
+                _spare.retrying(lambda: _owner.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session"))
             elif cgroup is not None:
-                _owner.end_cgroup(cgroup, 0)
+                _spare.retrying(lambda: _owner.end_cgroup(cgroup, 0))
+        ended = True
     finally:
         if popen.pid is not None:
-            popen.kill()
-            popen.wait()
+            if ended or popen.returncode is not None:
+                popen.kill()
+                popen.wait()
+            else:
+                # What it started could not be ended here (no descriptors even with the spare ones, or an
+                # interrupt): killing the keeper would leave that to init. Let the keeper run on instead:
+                # it passes the stop signal to its command, and ends the tree when the command exits or
+                # when we (its owner) die.
+                with contextlib.suppress(OSError):
+                    popen.send_signal(signal.SIGCONT)
+                    popen.send_signal(signal.SIGTERM)
 
 
 def _continue_if_stopped(pid: int) -> None:
@@ -605,7 +617,7 @@ def _kill_marked(tree_id: str, after: tuple[int, int]) -> list[TeardownReport]:
     """SIGKILL, as trees of their own, what carries tree_id and started after the (dead) keeper: twice, for late forks."""
     reports: list[TeardownReport] = []
     for _ in range(2):
-        roots = _marked_roots(tree_id, after, None)
+        roots = _spare.retrying(lambda: _marked_roots(tree_id, after, None))
         if not roots:
             break
         reports += _many.end_trees(roots, grace=0, signal_group=False)
@@ -646,6 +658,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     Any exception before that (an interrupt, a stop request, a failed start)
     ends the keeper and whatever it started before it propagates.
     """
+    _spare.hold()
     pass_fds = tuple(kw.pop("pass_fds", ()))
     started: list[subprocess.Popen] = []  # the keeper's Popen, from before its fork
     ours: list[int] = []  # fds of ours still open, closed on failure
