@@ -9,6 +9,7 @@ alone. The leaked processes report their pids through files, never guessed.
 
 import importlib.metadata
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,7 +123,8 @@ def test_every_kind_of_leak_is_blamed_on_its_test_and_ended(tmp_path, started_ou
         assert f"pid {pid} " in out and f"left by test test_leaks.py::{test}" in out, out
         assert wait_gone([pid], 5), f"{name}: {pid} still running"
     assert "test_clean" not in out.split("proctree: leaked processes")[-1]
-    assert "5 passed, 4 errors" in out  # each leaking test passed, then errored at its teardown
+    # Each leaking test passed, then errored at its teardown (3.12+ may add fork-in-a-threaded-process warnings).
+    assert re.search(r"\b5 passed, (\d+ warnings?, )?4 errors\b", out), out
     assert all(alive(p) for p in started_outside)
 
 
