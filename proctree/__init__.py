@@ -26,16 +26,15 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._containment.selfcontain import Containment, contain_self
-    from ._containment.spawn import ContainmentUnavailable, KeeperLost, Tree, spawn, spawn_async
+    from ._containment.spawn import Tree, spawn, spawn_async
+    from ._errors import ContainmentUnavailable, KeeperLost, ProcfileError, SupervisorError, UnknownServiceError
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
     from ._reaper.rules import DEFAULT_RULES, Rule
     from ._supervisor.config import ProcfilePlan, ProcfileService, load_procfile
-    from ._supervisor.errors import SupervisorError, UnknownServiceError
     from ._supervisor.events import ServiceEvent
     from ._supervisor.foreground import ForegroundResult
     from ._supervisor.logring import LogPage
-    from ._supervisor.procfile import ProcfileError
     from ._supervisor.restart import Backoff
     from ._supervisor.snapshot import ServiceSnapshot
     from ._supervisor.spec import ServiceSpec
@@ -51,8 +50,8 @@ _LAZY = {
     "TeardownReport": "._teardown.report",
     "terminate_tree": "._teardown.engine",
     "terminate_tree_async": "._teardown.engine",
-    "ContainmentUnavailable": "._containment.spawn",
-    "KeeperLost": "._containment.spawn",
+    "ContainmentUnavailable": "._errors",
+    "KeeperLost": "._errors",
     "Tree": "._containment.spawn",
     "spawn": "._containment.spawn",
     "spawn_async": "._containment.spawn",
@@ -72,12 +71,12 @@ _LAZY = {
     "LogPage": "._supervisor.logring",
     "ForegroundResult": "._supervisor.foreground",
     "Backoff": "._supervisor.restart",
-    "SupervisorError": "._supervisor.errors",
-    "UnknownServiceError": "._supervisor.errors",
+    "SupervisorError": "._errors",
+    "UnknownServiceError": "._errors",
     "load_procfile": "._supervisor.config",
     "ProcfilePlan": "._supervisor.config",
     "ProcfileService": "._supervisor.config",
-    "ProcfileError": "._supervisor.procfile",
+    "ProcfileError": "._errors",
 }
 
 __all__ = [

@@ -33,13 +33,10 @@ from typing import Any
 import pytest
 
 import proctree
+from proctree._errors import ProcessLeakWarning
 
 MODES = ("fail", "warn", "kill", "off")
 _KEY = pytest.StashKey["_Guard"]()
-
-
-class ProcessLeakWarning(UserWarning):
-    """A test or fixture left processes running (--proctree-leaks=warn); they were ended."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -230,3 +230,14 @@ def test_the_build_ships_every_package():
     }
     assert "proctree._reaper" in packages
     assert packages <= listed, f"missing from [tool.setuptools] packages: {sorted(packages - listed)}"
+
+
+def test_every_public_exception_and_warning_lives_in_errors():
+    import proctree
+    import proctree.pytest_plugin
+
+    names = [n for n in proctree.__all__ if isinstance(getattr(proctree, n), type)]
+    raised = [getattr(proctree, n) for n in names if issubclass(getattr(proctree, n), BaseException)]
+    raised.append(proctree.pytest_plugin.ProcessLeakWarning)
+    assert len(raised) >= 10
+    assert [c.__name__ for c in raised if c.__module__ != "proctree._errors"] == []

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from proctree._errors import SupervisorError, UnknownServiceError
 from proctree._supervisor import deps, restart
-from proctree._supervisor.errors import SupervisorError, UnknownServiceError
 from proctree._supervisor.snapshot import LIVE, STATUSES, TERMINAL, ServiceSnapshot, is_terminal
 
 # --- depends_on ------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import warnings
 from typing import Any, cast
 
 from .. import _fds
-from .._errors import AccessDenied, NoSuchProcess, ReceiptWarning
+from .._errors import AccessDenied, ContainmentUnavailable, KeeperLost, NoSuchProcess, ReceiptWarning
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
 from .._table.model import Proc
@@ -93,35 +93,6 @@ _STOPPED_KEEPER_CHECK = 0.5
 _counter = itertools.count(1)
 # The PROCTREE_TREE value of the next tree (tests replace it to fix one).
 _new_tree_id = _marker.new_tree_id
-
-
-class ContainmentUnavailable(OSError):
-    """The containment asked for cannot work here; str() says why."""
-
-
-class KeeperLost(subprocess.SubprocessError):
-    """The tree's keeper died before it reported the command's status (it was killed).
-
-    The command's own status cannot be known then. The owner has ended what
-    was left of the tree; report is that teardown's TeardownReport, keeper_pid
-    the keeper's pid and keeper_returncode how it ended (Popen's convention).
-    """
-
-    def __init__(self, keeper_pid: int, keeper_returncode: int | None, report: TeardownReport | None) -> None:
-        self.keeper_pid = keeper_pid
-        self.keeper_returncode = keeper_returncode
-        self.report = report
-        how = (
-            "ended"
-            if keeper_returncode is None
-            else f"was killed by signal {-keeper_returncode}"
-            if keeper_returncode < 0
-            else f"exited with {keeper_returncode}"
-        )
-        super().__init__(
-            f"the keeper (pid {keeper_pid}) {how} before it reported the command's status; "
-            "what was left of the tree has been ended"
-        )
 
 
 class _Stopped(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
-from .._containment.spawn import KeeperLost
+from .._errors import KeeperLost
 from .treeio import signal_name
 
 

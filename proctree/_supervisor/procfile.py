@@ -15,6 +15,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from .._errors import ProcfileError
+
 # The process-type names foreman and honcho accept. '.' is not among them:
 # it separates the instance number (web.1, web.2) when an entry is scaled.
 NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -24,21 +26,6 @@ _ENTRY = re.compile(r"([A-Za-z0-9_-]+):[ \t]*(.*)")
 MAX_BYTES = 1 << 20
 # A service name is at most 64 characters (spec.check_name), and an instance adds up to ".100".
 MAX_NAME = 60
-
-
-class ProcfileError(ValueError):
-    """A Procfile (or .env, or settings file) that cannot be used as written.
-
-    source: the file (or "<string>"); line: 1-based line number, or None when
-    the problem is not one line's.
-    """
-
-    def __init__(self, message: str, *, source: str = "Procfile", line: int | None = None) -> None:
-        self.source = source
-        self.line = line
-        self.detail = message
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)

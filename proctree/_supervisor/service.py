@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._containment.spawn import KeeperLost, Tree, spawn_async
+from .._containment.spawn import Tree, spawn_async
+from .._errors import KeeperLost
 from . import deps as _deps
 from . import events as _ev
 from . import restart as _restart

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._containment.spawn import MODES
+from .._errors import SupervisorError, UnknownServiceError
 from .._validate import check_positive_int, check_seconds, check_stop_grace
 from . import deps as _deps
 from . import restart as _restart
-from .errors import SupervisorError, UnknownServiceError
 from .events import Listener, Listeners, ServiceEvent
 from .foreground import Foreground, ForegroundResult
 from .logring import LogPage

@@ -74,7 +74,7 @@ class SyncSupervisor:
             )
         if self._closed:
             # After close the loop is gone; the Supervisor itself refuses new work the same way.
-            from .errors import SupervisorError
+            from .._errors import SupervisorError
 
             raise SupervisorError("the supervisor is closed")
 

@@ -15,7 +15,8 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
-from .._containment.spawn import KeeperLost, Tree
+from .._containment.spawn import Tree
+from .._errors import KeeperLost
 
 log = logging.getLogger("proctree.supervisor")
 
