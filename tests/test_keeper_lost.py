@@ -19,6 +19,7 @@ import time
 import pytest
 
 import proctree
+from proctree._containment import keeperproc as _keeperproc
 from proctree._containment import keeperwatch
 from proctree._containment import protocol as _protocol
 from proctree._containment import spawn as _spawn
@@ -129,9 +130,9 @@ def test_a_dropped_tree_is_still_ended_when_its_keeper_is_killed(pipe, mode):
         os.kill(keeper, signal.SIGKILL)  # still our unreaped child: the watch holds its Tree
         assert wait_gone([cmd], GRACE + 10)
         deadline = time.monotonic() + 5
-        while keeper in keeperwatch.instance(_spawn._keeper_exited).watching() and time.monotonic() < deadline:
+        while keeper in keeperwatch.instance(_keeperproc._keeper_exited).watching() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert keeper not in keeperwatch.instance(_spawn._keeper_exited).watching()
+        assert keeper not in keeperwatch.instance(_keeperproc._keeper_exited).watching()
     finally:
         if alive(cmd):
             os.kill(cmd, signal.SIGKILL)
@@ -150,7 +151,7 @@ def test_the_watch_thread_runs_only_while_a_keeper_lives(trees):
 def test_a_forked_child_forgets_its_parents_keepers(trees):
     t = proctree.spawn(["sleep", "300"])
     trees.append(t)
-    watch = keeperwatch.instance(_spawn._keeper_exited)
+    watch = keeperwatch.instance(_keeperproc._keeper_exited)
     assert t.keeper_pid in watch.watching()
     r, w = os.pipe()
     pid = os.fork()

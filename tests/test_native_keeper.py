@@ -23,8 +23,8 @@ import time
 import pytest
 
 from proctree._containment import cgroup as _cgroup
+from proctree._containment import launch as _launch
 from proctree._containment import protocol
-from proctree._containment import spawn as _spawn
 from proctree._containment.protocol import Done, Err, Exit, Ok
 from support.spawnkit import (
     ALL_MODES,
@@ -63,7 +63,7 @@ def _elf_is_static(path):
 @pytest.fixture(scope="module")
 def native():
     """(path of the package's keeper, True if it is statically linked)."""
-    path = _spawn._KEEPER
+    path = _launch._KEEPER
     assert os.access(path, os.X_OK), f"the package has no keeper program at {path}"
     return path, sys.platform.startswith("linux") and _elf_is_static(path)
 
@@ -110,7 +110,7 @@ def test_a_broken_keeper_installation_is_a_clear_error_and_starts_nothing(monkey
     if problem == "not executable":
         path.write_bytes(b"")
         path.chmod(0o644)
-    monkeypatch.setattr(_spawn, "_KEEPER", str(path))
+    monkeypatch.setattr(_launch, "_KEEPER", str(path))
     for mode in ("auto", "session"):
         with pytest.raises(proctree.ContainmentUnavailable, match=f"keeper program {path} is {problem}") as info:
             proctree.spawn(["sleep", "300"], contain=mode)

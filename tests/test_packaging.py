@@ -123,7 +123,7 @@ def test_the_keeper_is_built_from_the_cores_own_sources(monkeypatch, platform, c
 def test_the_installed_package_holds_an_executable_keeper():
     import os
 
-    from proctree._containment import spawn as _spawn
+    from proctree._containment import launch as _launch
 
-    assert pathlib.Path(_spawn._KEEPER).parent == pathlib.Path(proctree.__file__).parent
-    assert os.path.isfile(_spawn._KEEPER) and os.access(_spawn._KEEPER, os.X_OK), _spawn._KEEPER
+    assert pathlib.Path(_launch._KEEPER).parent == pathlib.Path(proctree.__file__).parent
+    assert os.path.isfile(_launch._KEEPER) and os.access(_launch._KEEPER, os.X_OK), _launch._KEEPER

@@ -24,7 +24,7 @@ import time
 import pytest
 
 import proctree
-from proctree._containment import spawn as _spawn
+from proctree._containment import launch as _launch
 from proctree._containment.protocol import Done, Err, Exit, Ok, Stopped
 from support.leakcheck import MARKER
 from support.spawnkit import ALL_MODES, KeeperRun, alive, wait_gone
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pt
 @pytest.fixture
 def native():
     """The package's keeper program (spawn() runs it; KeeperRun runs it when PROCTREE_KEEPER names it)."""
-    path = _spawn._KEEPER
+    path = _launch._KEEPER
     if not os.access(path, os.X_OK):
         pytest.skip(f"the keeper program {path} is not built (pip install -e . builds it)")
     return path

@@ -359,12 +359,12 @@ def test_another_users_look_alike_fallback_is_never_used(tmp_path, monkeypatch):
 
 def test_no_location_at_all_is_said_and_spawn_warns_once(tmp_path, monkeypatch):
     import proctree
-    from proctree._containment import spawn as spawn_module
+    from proctree._containment import launch as launch_module
 
     monkeypatch.setenv(receipt.ENV_DIR, "relative/not-allowed")
     assert receipt.directory() is None
     assert receipt.why_no_directory()
-    monkeypatch.setattr(spawn_module, "_receipts_warned", False)
+    monkeypatch.setattr(launch_module, "_receipts_warned", False)
     with pytest.warns(proctree.ReceiptWarning, match="no receipt directory"):
         t = proctree.spawn(["true"], contain="session")
     t.wait()
@@ -434,9 +434,9 @@ def test_no_receipt_where_the_directory_fails_its_checks(trees, tmp_path, monkey
     d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
     monkeypatch.setenv(receipt.ENV_DIR, str(d))
-    from proctree._containment import spawn as spawn_module
+    from proctree._containment import launch as launch_module
 
-    monkeypatch.setattr(spawn_module, "_receipts_warned", False)
+    monkeypatch.setattr(launch_module, "_receipts_warned", False)
     with pytest.warns(proctree.ReceiptWarning, match="mode 0755 is open to group or others") as caught:
         t = _waiting(trees, "session")
     assert caught[0].filename == __file__  # the warning points at the caller's line

@@ -22,7 +22,10 @@ import time
 import pytest
 
 import proctree
+from proctree._containment import keeperproc as _keeperproc
+from proctree._containment import launch as _launch
 from proctree._containment import spawn as _spawn
+from proctree._containment import stopflag as _stopflag
 from proctree._containment.spawn import Tree, spawn, spawn_async
 from proctree._table import binding as _binding
 from support.spawnkit import ALL_MODES, alive, cgroup_dirs, wait_gone
@@ -39,7 +42,7 @@ def keepers(monkeypatch):
     real = subprocess.Popen._execute_child
 
     def execute_child(self, args, *a, **kw):
-        if _spawn._KEEPER in list(args):
+        if _launch._KEEPER in list(args):
             made.append(self)
         return real(self, args, *a, **kw)
 
@@ -146,7 +149,7 @@ def test_spawn_async_cancelled_at_each_stage_leaves_nothing(keepers, trees, monk
 def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers, monkeypatch):
     before = cgroup_dirs()
     cancelled = threading.Event()
-    real_set, real_fork = _spawn._Stop.set, _spawn._KeeperPopen._execute_child
+    real_set, real_fork = _stopflag._Stop.set, _keeperproc._KeeperPopen._execute_child
 
     def stop_set(self):
         cancelled.set()
@@ -158,8 +161,8 @@ def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers, monke
         # this hold a fast worker could finish the spawn first, and its Tree would just be dropped.
         assert cancelled.wait(30)
 
-    monkeypatch.setattr(_spawn._Stop, "set", stop_set)
-    monkeypatch.setattr(_spawn._KeeperPopen, "_execute_child", fork_then_wait_for_the_cancel)
+    monkeypatch.setattr(_stopflag._Stop, "set", stop_set)
+    monkeypatch.setattr(_keeperproc._KeeperPopen, "_execute_child", fork_then_wait_for_the_cancel)
 
     async def main():
         asyncio.ensure_future(spawn_async(["sleep", "60"]))
@@ -464,6 +467,7 @@ def test_containment_breaking_values_are_refused_with_the_reason(kw, why):
 def off_linux(monkeypatch):
     """The owner side as on macOS: no Linux flag, process records read through the C core, not /proc."""
     monkeypatch.setattr(_spawn, "_LINUX", False)
+    monkeypatch.setattr(_launch, "_LINUX", False)
 
 
 def test_direct_signal_checks_the_start_time_off_linux(trees, off_linux):
@@ -602,7 +606,7 @@ def test_held_back_handlers_run_in_order_and_are_restored():
     old_usr1 = signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
     old_usr2 = signal.signal(signal.SIGUSR2, lambda s, f: got.append(s))
     try:
-        with _spawn._handlers_deferred():
+        with _keeperproc._handlers_deferred():
             os.kill(os.getpid(), signal.SIGUSR2)
             os.kill(os.getpid(), signal.SIGUSR1)
             time.sleep(0.01)

@@ -152,10 +152,10 @@ def keeper_command():
     """The keeper program under test: PROCTREE_KEEPER (a command line), else the package's, as spawn() starts it."""
     import shlex
 
-    from proctree._containment import spawn as _spawn
+    from proctree._containment import launch as _launch
 
     cmd = os.environ.get("PROCTREE_KEEPER")
-    return shlex.split(cmd) if cmd else [_spawn._KEEPER]
+    return shlex.split(cmd) if cmd else [_launch._KEEPER]
 
 
 class KeeperRun:

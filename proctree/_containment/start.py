@@ -1,0 +1,147 @@
+"""The start sequence: the keeper started, its first status line read, and on any failure everything it started ended."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import time
+from typing import Any
+
+from .._errors import ContainmentUnavailable, KeeperLost
+from . import protocol as _protocol
+from . import spare as _spare
+from . import terminal as _terminal
+from .keeperproc import (
+    _close_fds,
+    _close_stdio,
+    _end_keeper,
+    _handlers_deferred,
+    _keeper_watch,
+    _KeeperPopen,
+    _start_time,
+    _wait_keeper,
+)
+from .launch import _keeper_program, _Launch
+from .stopflag import _Stop
+from .sweep import _kill_marked
+from .tree import Tree
+
+# How long spawn() waits for the keeper to report (a hung keeper must not hang us).
+START_TIMEOUT = 60.0
+
+
+def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
+    """Start the keeper and, through it, the command; the Tree once the keeper says Ok.
+
+    Any exception before that (an interrupt, a stop request, a failed start)
+    ends the keeper and whatever it started before it propagates.
+    """
+    _spare.hold()
+    pass_fds = tuple(kw.pop("pass_fds", ()))
+    started: list[subprocess.Popen] = []  # the keeper's Popen, from before its fork
+    ours: list[int] = []  # fds of ours still open, closed on failure
+    tree = None
+    try:
+        r, w = os.pipe()
+        ours += [r, w]
+        pass_fds = _hand_to_keeper(pass_fds, (w,), kw)
+        master = slave = None
+        if launch.pty:  # the slave is the keeper's stdio, which it makes its controlling terminal
+            master, slave = _terminal.open_pty()
+            ours += [master, slave]
+            kw.update(stdin=slave, stdout=slave, stderr=slave)
+        # No go fd: in cgroup mode the keeper stays outside the cgroup and starts the
+        # command inside it (clone3 CLONE_INTO_CGROUP: no migration to wait for).
+        cmd = [_keeper_program(), *launch.keeper_args(w, None).to_argv()]
+        if stop is not None:
+            stop.check()
+        # start_new_session: the keeper leaves the caller's session and terminal
+        # before its interpreter even starts, so a Ctrl-C at the terminal in
+        # those ~15 ms cannot reach it (a fresh child never leads a group, so this
+        # setsid cannot fail; the keeper still tries setsid/setpgid itself).
+        try:
+            with _handlers_deferred():
+                popen = _KeeperPopen(started, cmd, env=launch.env, pass_fds=pass_fds, start_new_session=True, **kw)
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            # The command's argv (or environment) is what is too long: name it, as Popen does.
+            raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), launch.exe) from None
+        tree = Tree(launch, popen, r)
+        ours.remove(r)  # the Tree's now
+        ours.remove(w)
+        os.close(w)
+        if master is not None and slave is not None:
+            tree.pty = master
+            ours.remove(master)
+            ours.remove(slave)
+            os.close(slave)  # the master then reads EIO once every holder of the slave has gone
+        first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
+        if isinstance(first, _protocol.Ok):
+            tree._took_root(first, os.path.basename(launch.exe))
+            tree._write_receipt(launch)
+            _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit, Tree._keeper_exit_settled)
+            if stop is not None:
+                stop.check()
+            return tree
+    except BaseException:
+        _give_up(ours, tree, started, launch)
+        raise
+    try:
+        _wait_keeper(popen, 5.0)  # it reported (or exited): it ends by itself at once
+    except subprocess.TimeoutExpired:
+        pass  # ended below
+    if first is None and popen.returncode is not None and popen.returncode < 0:
+        # Killed before its first line: it may have started the command, which (and whatever it
+        # started) runs on without it. End that as after any lost keeper, then say so.
+        lost = KeeperLost(popen.pid, popen.returncode, tree._end_leftovers())
+        tree._abandon(sweep=False)  # swept just now
+        raise lost
+    # An err line: the command never ran, so there is nothing to look for by marker.
+    tree._abandon(sweep=not isinstance(first, _protocol.Err))
+    raise _start_error(first, launch, popen)
+
+
+def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen], launch: _Launch) -> None:
+    """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
+    _close_fds(ours)
+    if tree is not None:
+        tree._abandon(patience=0)
+    elif started:
+        keeper = started[0]
+        keeper_start = _start_time(keeper.pid) if keeper.returncode is None else None
+        try:
+            _end_keeper(keeper, launch.cgroup, launch.mode)
+            if launch.cgroup is None and keeper_start is not None:
+                _kill_marked(launch.tree_id, (keeper_start, keeper.pid))
+        finally:
+            _close_stdio(keeper)
+
+
+def _hand_to_keeper(pass_fds: tuple[int, ...], fds: tuple[int, ...], kw: dict[str, Any]) -> tuple[int, ...]:
+    """pass_fds with the keeper's own fds added, so that they survive Popen's closing of fds."""
+    # Popen closes every fd not in pass_fds unless close_fds=False and pass_fds
+    # is empty (a non-empty pass_fds overrides close_fds=False, with a warning).
+    if kw.get("close_fds", True) or pass_fds:
+        return pass_fds + fds
+    for fd in fds:  # every inheritable fd goes through: make ours so
+        os.set_inheritable(fd, True)
+    return pass_fds
+
+
+def _start_error(first: _protocol.Status | None, launch: _Launch, popen: subprocess.Popen) -> BaseException:
+    """The exception spawn() raises for a keeper that reported Err (or nothing) instead of Ok."""
+    if not isinstance(first, _protocol.Err):
+        return subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
+    code, stage = first.errno, first.stage
+    msg = os.strerror(code) if code else "unknown error"
+    if stage == "exec":
+        return OSError(code, msg, launch.exe)  # FileNotFoundError/PermissionError, as Popen
+    if stage == "cgroup":
+        return ContainmentUnavailable(
+            code, f"contain='cgroup' failed: cannot start the command in {launch.cgroup}: {msg}"
+        )
+    if stage == "subreaper":
+        return ContainmentUnavailable(code, f"contain={launch.mode!r} failed in the keeper: {msg} ({stage})")
+    return OSError(code, f"the keeper could not start the command ({stage}): {msg}")

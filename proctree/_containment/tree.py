@@ -1,0 +1,937 @@
+"""Tree: one contained process tree, its keeper, its status lines, and its teardown."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, cast
+
+from .. import _fds
+from .._errors import KeeperLost, NoSuchProcess
+from .._table import binding as _binding
+from .._table.model import Proc
+from .._teardown import engine as _teardown
+from .._teardown import many as _many
+from .._teardown import trioface as _trioface
+from .._teardown.report import TeardownReport
+from .._validate import check_seconds, check_signal
+from . import cgroup as _cgroup
+from . import marker as _marker
+from . import owner as _owner
+from . import protocol as _protocol
+from . import receipt as _receipt
+from .keeperproc import (
+    _close_fds,
+    _close_stdio,
+    _continue_if_stopped,
+    _end_keeper,
+    _keeper_exited,
+    _keeper_watch,
+    _start_time,
+    _wait_keeper,
+)
+from .launch import _Launch, _namespace_fields, _warn_no_receipts
+from .stopflag import _in_worker, _Stop, _Stopped
+from .sweep import _kill_marked, _marked_roots, _merge_reports
+
+log = logging.getLogger("proctree")
+
+
+# How long a teardown waits for the keeper to answer its hold (it answers at once unless stopped or busy).
+_HOLD_ANSWER = 2.0
+
+
+# Seconds between looks, while spawn() waits, for a keeper that something stopped.
+_STOPPED_KEEPER_CHECK = 0.5
+
+
+class Tree:
+    """A contained process tree started by spawn().
+
+    pid is the command's own pid; mode the containment in force ("cgroup",
+    "subreaper" or "session"); marker the PROCTREE_OWNER value its members
+    carry, tree_id this tree's own id (its members' PROCTREE_TREE value, or the
+    first id of it when the tree was spawned inside another tree); receipt the
+    path of its receipt file (or None); stdin/stdout/stderr the pipes asked
+    for, as with Popen. As a context manager, leaving the block tears the
+    whole tree down.
+
+    pty is the master fd of the command's pseudo-terminal (spawn(pty=True)),
+    else None: write to it to type, read from it to see the screen. The Tree
+    closes it (and sets pty to None) when it finishes (wait() without
+    keep_orphans, join, terminate, leaving the with block), so read what you
+    need before that. stops counts the times the keeper reported the command
+    stopped (pty trees: Ctrl+Z at its terminal, SIGSTOP); send_signal(SIGCONT)
+    continues it, with its terminal given back to it.
+    """
+
+    def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
+        self.args = launch.args
+        self.pid: int | None = None
+        self.mode = launch.mode
+        self.mode_reason = launch.reason  # why a stronger mode was not used (contain="auto"), or None
+        self.marker = launch.marker
+        self.tree_id = launch.tree_id
+        self.cgroup = launch.cgroup
+        self.grace = launch.grace
+        self.keep_orphans = launch.keep_orphans
+        self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
+        self._popen = popen
+        self._status_fd: int | None = status_fd
+        self._buf = b""
+        self._eof = False
+        self._status: int | None = None  # the command's raw wait status, once known
+        self._root: Proc | None = None
+        self._report: TeardownReport | None = None
+        self._lock = threading.RLock()
+        self._owner_pid = os.getpid()  # the process whose child the keeper is: the only one that may use this Tree
+        # The keeper's start time, read while it is our unreaped child (its pid is its own): what
+        # "started after the keeper" means for the marker sweeps, even if it dies before its first line.
+        self._keeper_start: int | None = _start_time(popen.pid)
+        self._receipt: str | None = None
+        self._lost: KeeperLost | None = None  # set once the keeper died without its status line
+        self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
+        self._recovered = threading.Event()  # set once what a lost keeper left is ended
+        self._readers = 0  # wait_async() calls watching the status pipe
+        self._loop_watches: dict[Any, list[Any]] = {}  # event loop -> [future, waiters, reader callback]
+        self._done = False  # the keeper's last line came: it ended its tree itself
+        self._closing: list[int] = []  # status pipe fds to close once no wait_async() watches them
+        self.pty: int | None = None  # the master fd, pty trees only
+        self.stops = 0
+        self.stop_signal: int | None = None  # the signal of the last stop reported
+        self.terminate_signal = launch.stop_signal  # what terminate() sends each member, once, by default
+        # (pid, start time) -> the stop-type signal a forward through the keeper sent it: no teardown sends another
+        self._stopped: dict[tuple[int, int], int] = {}
+        self._held = False  # the keeper said "held": it leaves every teardown to us
+        self._swept = False  # the keeper said "sweep": it is ending the tree itself
+
+    def __repr__(self) -> str:
+        rc = "lost" if self._lost is not None or (self._eof and self._status is None) else self._known_returncode()
+        return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={rc}>"
+
+    def _known_returncode(self) -> int | None:
+        return None if self._status is None else os.waitstatus_to_exitcode(self._status)
+
+    @property
+    def keeper_pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def receipt(self) -> str | None:
+        """The path of this tree's receipt file while it exists; None if none was written (or it was removed)."""
+        return self._receipt
+
+    def _write_receipt(self, launch: _Launch) -> None:
+        """Write the tree's receipt (the keeper reported Ok: every identity is known now).
+
+        Never fails the spawn: a directory that failed its checks, a receipt
+        too long to write whole, or a write error leaves the tree without one.
+        """
+        try:
+            keeper = _binding.proc(self.keeper_pid)  # our unreaped child: its pid is its own
+        except (NoSuchProcess, OSError):
+            return
+        self._keeper_start = keeper.start_time
+        if launch.receipts is None or self._root is None:
+            return
+        try:
+            path = _receipt.write(
+                launch.receipts,
+                owner=launch.owner,
+                keeper=(keeper.pid, keeper.start_time),
+                command=(self._root.pid, self._root.start_time),
+                sid=keeper.sid,
+                pgid=self._root.pgid,
+                cgroup=launch.cgroup,
+                tag=launch.tag,
+                mode=launch.mode,
+                marker=launch.marker,
+                tree=launch.tree_id,
+                **_namespace_fields(),
+            )
+        except OSError as exc:
+            _warn_no_receipts(f"writing a receipt into {launch.receipts} failed: {exc.strerror or exc}")
+            return
+        except ValueError:
+            return
+        self._receipt = path
+        if _keeper_exited(self.keeper_pid):
+            # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
+            self._remove_receipt()
+
+    def _remove_receipt(self) -> None:
+        path, self._receipt = self._receipt, None
+        if path is not None:
+            try:
+                _receipt.remove(path)
+            except OSError:
+                pass
+
+    def _took_root(self, ok: _protocol.Ok, name: str) -> None:
+        """The keeper reported Ok: record the command, by that identity.
+
+        The full record is read back only if it is still that process (the
+        start time is the same C core reading on Linux and macOS, so the check
+        holds everywhere); else the keeper's word is kept.
+        """
+        self.pid = ok.pid
+        self._root = Proc(ok.pid, self.keeper_pid, ok.pid, self.keeper_pid, os.getuid(), "R", ok.start_time, name)
+        try:
+            p = _binding.proc(ok.pid)
+        except (NoSuchProcess, OSError):
+            return  # it already ended: keep what the keeper told us
+        if p.start_time == ok.start_time:
+            self._root = p
+
+    # -- status channel -----------------------------------------------------
+    def _first_status(self, deadline: float, stop: _Stop | None) -> _protocol.Status | None:
+        """The keeper's first status record (Ok or Err), None if it exited without one.
+
+        A line that breaks the protocol is an error of the keeper: SubprocessError.
+        A keeper stopped meanwhile (the command may SIGSTOP its parent at once) is
+        continued: the keeper watch, which does that later, starts after this line.
+        """
+        while True:
+            try:
+                line = self._next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+                break
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                _continue_if_stopped(self._popen.pid)
+        if line is None:
+            return None
+        try:
+            return _protocol.parse_status(line)
+        except _protocol.ProtocolError as exc:
+            raise subprocess.SubprocessError(f"the keeper broke its protocol: {exc}") from None
+
+    def _next_line(self, deadline, stop=None):
+        """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed.
+
+        _Stopped as soon as stop (a _Stop, or None) is set.
+        """
+        while b"\n" not in self._buf:
+            if self._eof:
+                return None
+            left = max(0.0, deadline - time.monotonic())  # 0: just look
+            status_fd = self._status_fd
+            assert status_fd is not None  # set until _finish, which runs under the lock we hold
+            watch = [status_fd] if stop is None else [status_fd, stop.fd]
+            ready = _fds.readable(watch, left)
+            if stop is not None:
+                stop.check()
+            if not ready:
+                raise TimeoutError
+            data = os.read(status_fd, 4096)
+            if not data:
+                self._eof = True
+                return None
+            self._buf += data
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode()
+
+    def _pump(self, deadline):
+        """Read status lines until the command's status is known or deadline (None: no limit). True if known.
+
+        The lock is held to read what has arrived, never while waiting for
+        more: a wait() in one thread must not hold up a terminate() in another.
+        """
+        while True:
+            with self._lock:
+                if self._lost is not None:
+                    return True  # the keeper watch found it killed (its pipe may still be held open elsewhere)
+                while self._status is None:
+                    if self._status_fd is None:
+                        return self._lost is not None
+                    try:
+                        line = self._next_line(0)  # a deadline long past: just look
+                    except TimeoutError:
+                        break  # nothing complete yet: wait below, without the lock
+                    if line is None:
+                        # The keeper went away without a word (killed): the command's status is
+                        # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
+                        return True
+                    self._status = self._heard(line)
+                if self._status is not None or self._eof:
+                    return True
+                fd = self._status_fd
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                # Sliced: another thread's _finish may close fd under us (the next look says so).
+                _fds.readable([] if fd is None else [fd], 0.5 if left is None else min(left, 0.5))
+            except (OSError, ValueError):
+                pass
+
+    def _heard(self, line):
+        """A status line after Ok: the wait status it carries if it is the exit, else None (a stop is counted;
+        a malformed line is ignored, as the keeper's exit without an exit line still tells)."""
+        try:
+            record = _protocol.parse_status(line)
+        except _protocol.ProtocolError:
+            return None
+        if isinstance(record, _protocol.Stopped):
+            self.stops += 1
+            self.stop_signal = record.signal
+        elif isinstance(record, _protocol.Done):
+            self._done = True
+        elif isinstance(record, _protocol.Held):
+            self._held = True
+        elif isinstance(record, _protocol.Sweep):
+            self._swept = True
+        return record.wait_status if isinstance(record, _protocol.Exit) else None
+
+    def _drain(self) -> None:
+        """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
+        while self._status_fd is not None:
+            try:
+                line = self._next_line(0)
+            except TimeoutError:
+                return
+            if line is None:
+                return
+            status = self._heard(line)
+            if status is not None and self._status is None:
+                self._status = status
+
+    @property
+    def status_fd(self) -> int | None:
+        """The fd the keeper's status lines arrive on (readable when the command stops or ends), for select loops.
+
+        Never read it: poll() does, and updates returncode and stops. None once the Tree has finished.
+        """
+        return self._status_fd
+
+    @property
+    def returncode(self) -> int | None:
+        """The command's exit code (negative signal number, as Popen), or None while it runs.
+
+        Raises KeeperLost if the keeper was killed before it reported it.
+        """
+        return self.poll()
+
+    def poll(self) -> int | None:
+        """The command's returncode if it has ended, else None; KeeperLost if its keeper was killed first."""
+        self._check_owner()
+        self._pump(time.monotonic())
+        self._raise_if_lost(None)
+        return self._known_returncode()
+
+    def _raise_if_lost(self, deadline: float | None) -> None:
+        """Raise KeeperLost if the keeper died without the command's status (once its tree is ended, by deadline)."""
+        if self._status is not None:
+            return
+        if self._lost is None and self._eof:
+            self._on_keeper_exit()  # EOF came before the keeper watch's call: end the tree here
+        if self._lost is None:
+            return
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
+        self._close_status_fd()  # nothing more will come on it
+        raise self._lost
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the command to end and return its returncode.
+
+        Without keep_orphans this also waits (within timeout) for the keeper to
+        end what the command left behind. Raises subprocess.TimeoutExpired.
+        """
+        self._check_owner()
+        deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
+        if not self._pump(deadline):
+            raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
+        self._raise_if_lost(deadline)
+        if not self.keep_orphans:
+            try:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                _wait_keeper(self._popen, left)
+                self._finish()
+            except subprocess.TimeoutExpired:
+                pass
+        assert self._status is not None  # _pump() said it is known
+        return os.waitstatus_to_exitcode(self._status)
+
+    def join(self, timeout: float | None = None) -> int:
+        """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
+
+        Returns the command's returncode; raises subprocess.TimeoutExpired.
+        """
+        self._check_owner()
+        deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
+        rc = self.wait(timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            _wait_keeper(self._popen, left)  # the keeper ends with its last member
+        except subprocess.TimeoutExpired as exc:
+            raise self._as_ours(exc) from None
+        self._finish()
+        return rc
+
+    async def wait_async(self, timeout: float | None = None) -> int:
+        """wait() without blocking the event loop (any number of them at once, on one loop or several)."""
+        self._check_owner()
+        if _trioface.running_library() == "trio":
+            then = None if self.keep_orphans else 2 * self.grace + 5
+            return await _trioface.wait_in_slices(self.wait, timeout, self.args, then)
+        loop = asyncio.get_running_loop()
+        watch: list[Any] = []
+        with self._lock:
+            fd = self._status_fd if self._status is None and self._lost is None else None
+            if fd is not None:
+                self._readers += 1  # the fd stays open (not reused) while a loop watches it
+                watch = self._loop_watches.get(loop) or []
+                if not watch:
+                    # One reader per loop and fd (add_reader would replace another waiter's):
+                    # every wait_async() on this loop awaits the same future.
+                    fut = loop.create_future()
+
+                    def readable():
+                        if self._pump(time.monotonic()) and not fut.done():
+                            fut.set_result(None)
+
+                    watch = self._loop_watches[loop] = [fut, 0, readable]
+                    loop.add_reader(fd, readable)
+                watch[1] += 1
+        if fd is not None:
+            try:
+                watch[2]()
+                await asyncio.wait_for(asyncio.shield(watch[0]), timeout)
+            except asyncio.TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
+            finally:
+                with self._lock:
+                    watch[1] -= 1
+                    if not watch[1]:
+                        loop.remove_reader(fd)
+                        del self._loop_watches[loop]
+                    self._readers -= 1
+                    if not self._readers:
+                        _close_fds(self._closing)
+                        self._closing = []
+        return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
+        self._check_owner()
+        if timeout is not None:
+            check_seconds(timeout, "timeout")  # the rule wait() applies: NaN, negative and inf are refused
+        try:
+            out = self._popen.communicate(input, timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise self._as_ours(exc) from None
+        self._pump(time.monotonic() + 5)
+        self._finish()
+        return out
+
+    def _as_ours(self, exc):
+        """A TimeoutExpired from the keeper's Popen, naming the user's command (the output read so far kept)."""
+        exc.cmd = self.args
+        return exc
+
+    def send_signal(self, sig: int) -> None:
+        """Send sig to the command.
+
+        The signals the keeper forwards (protocol.FORWARD) go through it, to the
+        command's process group. Any other goes to the command alone, by pidfd
+        after checking its start time, while the keeper still holds it
+        unreaped: SIGKILL and SIGSTOP cannot be caught, and the rest would kill
+        the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
+        be swallowed by it (SIGALRM, its wake-up).
+        """
+        self._check_owner()
+        if isinstance(sig, bool) or not isinstance(sig, int):
+            raise TypeError(f"sig must be a signal number, not {type(sig).__name__}")
+        if sig in _protocol.FORWARD or (sig == signal.SIGCONT and self.pty is not None):
+            if sig in _protocol.STOPPING or sig == self.terminate_signal:
+                self._record_stopped(sig)
+            # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
+            self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
+        else:
+            self._send_direct(sig)
+
+    def _record_stopped(self, sig: int) -> None:
+        """Remember the members of the command's group that a forwarded stop-type signal is about to reach.
+
+        A later teardown sends them no second stop signal (to many servers a
+        second one means "force quit" and cuts their drain); the keeper keeps
+        the same record for its own teardowns.
+        """
+        if self.pid is None or self._status is not None or not self._keeper_is_ours():
+            return
+        try:
+            snap = _binding.snapshot()
+        except OSError:
+            return
+        for p in snap.values():
+            if p.pgid == self.pid and not p.is_zombie:
+                self._stopped.setdefault(p.identity, sig)
+
+    def _send_direct(self, sig):
+        if self.poll() is not None or self._root is None or not self._keeper_is_ours():
+            return
+        try:
+            now = _binding.proc(self._root.pid)
+        except (NoSuchProcess, OSError):
+            return
+        if now.ppid != self.keeper_pid or now.start_time != self._root.start_time:
+            return
+        _owner.signal_member(self._root, sig)
+
+    # -- membership and teardown --------------------------------------------
+    def _keeper_is_ours(self):
+        # Until we reap it, the keeper's pid cannot be reused: walking from it is safe.
+        return self._popen.returncode is None and os.getpid() == self._owner_pid
+
+    def _check_owner(self) -> None:
+        """RuntimeError in a forked child: the keeper is its parent's child, reaped (and its pid reused) there."""
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                f"this Tree belongs to process {self._owner_pid}, which spawned it; a forked child "
+                "cannot wait for, signal or end it (its keeper is not the child's child)"
+            )
+
+    def members(self) -> list[Proc]:
+        """The live members of the tree (the command and what it started), as Proc records."""
+        from .._table import live as _live
+
+        out = {}
+        if self.cgroup is not None:
+            for pid in _cgroup.pids(self.cgroup):
+                try:
+                    p = _binding.proc(pid)
+                except (NoSuchProcess, OSError):
+                    continue
+                out[pid] = p
+        if self._keeper_is_ours():
+            try:
+                for p in _live.descendants(self.keeper_pid):
+                    out[p.pid] = p
+            except NoSuchProcess:
+                pass
+            if self.mode == "session" and self._keeper_is_ours():
+                # Session mode: a double-forker that kept our session is still found by sid,
+                # and one that left it by the tree's marker (and what it started).
+                snap = _binding.snapshot()
+                for p in snap.values():
+                    if p.sid == self.keeper_pid and p.pid != self.keeper_pid:
+                        out.setdefault(p.pid, p)
+                for root in self._marked_outsiders():
+                    out.setdefault(root.pid, root)
+                    if root.pid in snap:
+                        for p in snap.descendants(root.pid):
+                            out.setdefault(p.pid, p)
+        return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
+
+    def terminate(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
+        """Tear the whole tree down and return the TeardownReport.
+
+        Each member gets the stop signal once (signal, else the tree's
+        stop_signal, SIGTERM by default), then SIGKILL after grace if it is
+        still there. A member that a forwarded SIGTERM/SIGINT/SIGHUP (or the
+        stop signal) already reached gets no second one; the keeper is told to
+        leave the teardown to this call, so its own sweep never adds one.
+        """
+        self._check_owner()
+        grace = self.grace if grace is None else check_seconds(grace, "grace")
+        sig = self.terminate_signal if signal is None else check_signal(signal, "signal")
+        return self._terminate(grace, None, sig)
+
+    def _hold_keeper(self, stop: _Stop | None) -> None:
+        """Ask the keeper to leave this teardown to us, and wait for its answer (held, or the end of its own sweep).
+
+        The keeper answers "held" and from then on signals no member itself;
+        if its own sweep began first (the command exited by itself) it said
+        "sweep" before its first signal, and we wait for its last line instead:
+        what it signalled must not be signalled again. A keeper that does not
+        answer (stopped, or its pipe full) is not waited for past a bound.
+        """
+        if self._done or self._held or self._status_fd is None or not self._keeper_is_ours():
+            return
+        try:
+            self._popen.send_signal(_protocol.HOLD_SIGNAL)
+        except OSError:
+            return
+        deadline = time.monotonic() + _HOLD_ANSWER
+        while not (self._held or self._done):
+            if self._swept:
+                deadline = max(deadline, time.monotonic() + self.grace + _HOLD_ANSWER)
+            try:
+                line = self._next_line(deadline, stop)
+            except TimeoutError:
+                _continue_if_stopped(self._popen.pid)
+                return
+            if line is None:
+                return
+            status = self._heard(line)
+            if status is not None and self._status is None:
+                self._status = status
+
+    def _terminate(self, grace, stop, sig=None):
+        """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
+        sig = self.terminate_signal if sig is None else sig
+        with self._lock:
+            if self._eof and self._status is None and self._lost is None:
+                self._on_keeper_exit()  # the keeper is gone: what it left is ended there
+            if self._recovery is not None:
+                self._close_status_fd()
+                self._close_pty()
+                return self._recovery
+            t0 = time.monotonic()
+            try:
+                self._hold_keeper(stop)
+            except _Stopped:
+                grace = 0.0
+            if self.cgroup is not None:
+                rep = self._cgroup_teardown(grace, stop, sig)
+                rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+            elif self._keeper_is_ours():
+                try:
+                    rep = self._engine_teardown(grace, stop, sig)
+                    rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+                except NoSuchProcess:
+                    # The keeper, our unreaped child, cannot vanish; if it did, what it
+                    # held went to init with it and the keeper's own sweep has nothing to start from.
+                    rep = TeardownReport(root=self._root, mode=self.mode)
+            else:
+                rep = TeardownReport(root=self._root, mode=self.mode)
+            self._finish(clean=rep.ok)
+            if self._lost is not None and self._recovery is None:
+                # The keeper died during the teardown without the command's status: what it
+                # held may have been reparented away from the walk; end it by its markers too.
+                more = self._end_leftovers()
+                rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
+                self._lost.report = self._recovery = rep
+            rep = dataclasses.replace(
+                rep,
+                elapsed=time.monotonic() - t0,
+                extra={
+                    **rep.extra,
+                    "keeper": self.keeper_pid,
+                    **({"cgroup": self.cgroup} if self.cgroup else {}),
+                    **({"keeper_swept": True} if self._swept else {}),
+                },
+            )
+            self._report = rep
+            return rep
+
+    def _cgroup_teardown(self, grace, stop, sig):
+        """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
+        assert self.cgroup is not None  # called in cgroup mode only
+        return _owner.end_cgroup(
+            self.cgroup,
+            grace,
+            spare={self.keeper_pid},
+            stop_fd=None if stop is None else stop.fd,
+            stop_signal=sig,
+            already=self._stopped,
+        )
+
+    def _engine_teardown(self, grace, stop, sig):
+        """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself).
+
+        Driven in this thread, with no thread or event loop of its own (a
+        fork storm that fills the pid space is when a teardown is needed);
+        once stop (a _Stop) is set, the rest of the grace is skipped.
+        """
+        if self.mode == "session":
+            return self._session_teardown(grace, stop, sig)
+        engine = _teardown.make_teardown(
+            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
+        )
+        return _teardown.run_blocking(engine, None if stop is None else stop.fd)
+
+    def _session_teardown(self, grace, stop, sig):
+        """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker.
+
+        The keeper's tree and the marked outsiders are ended at once (one
+        grace), then a last look for late daemons; all in this thread.
+        """
+        stop_fd = None if stop is None else stop.fd
+        protect = {self.keeper_pid}
+        daemons = self._marked_outsiders()
+        main_engine = _teardown.make_teardown(
+            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
+        )
+        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, self._stopped)]
+        results = _teardown.run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
+        main = results[0]
+        if isinstance(main, Exception):
+            raise main
+        first = [_many.report_of(r, res) for r, res in zip(daemons, results[1:], strict=True)]
+        # A daemon forked (and marked) while the teardown ran: once more, at once.
+        late = self._marked_outsiders()
+        again = (
+            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=self._stopped)
+            if late
+            else []
+        )
+        return _merge_reports(main, first, again, [p.pid for p in daemons + late])
+
+    def _marked_outsiders(self) -> list[Proc]:
+        """Session mode: processes carrying this tree's PROCTREE_TREE that are not (yet) the keeper's members.
+
+        Only processes that started after the keeper count (in the same clock
+        tick: with a higher pid, as pids are handed out in order): an older one
+        cannot be a member, whatever its environment says. Returned as the
+        roots of their own trees (one whose ancestor is marked too is left to
+        that ancestor's teardown); each is pinned to its start time by end_trees.
+        """
+        if self.mode != "session" or self._keeper_start is None or not self._keeper_is_ours():
+            return []
+        return self._marked(self.keeper_pid)
+
+    def _marked(self, keeper: int | None) -> list[Proc]:
+        """The live processes carrying this tree's PROCTREE_TREE, as roots of their own trees.
+
+        keeper: a live keeper whose members (its descendants and session) are
+        left out, or None (it is gone: every marked process counts). Only
+        processes that started after the keeper count (see _marked_outsiders).
+        """
+        since = self._keeper_start
+        if since is None:
+            since = self._root.start_time if self._root is not None else 0
+        return _marked_roots(self.tree_id, (since, self.keeper_pid), keeper)
+
+    def _may_have_leftovers(self) -> bool:
+        """Session mode with keep_orphans: something of the tree may still run after the keeper ended."""
+        if self.mode != "session" or not self.keep_orphans or self._keeper_start is None:
+            return False
+        since = self._keeper_start
+        snap = _binding.snapshot()
+        if any(p.sid == self.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
+            return True
+        recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
+        return any(_marker.carries_tree(v, self.tree_id) for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
+
+    def _keeper_exit_settled(self) -> bool:
+        """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
+
+        Its last line (done) is in, or the Tree was finished already: nothing
+        is left for _on_keeper_exit to do but reap the keeper, which is done
+        here without waiting (it has exited). False when that cannot be told
+        at once (another thread holds the lock) or the keeper did not end its
+        tree: the watch then runs _on_keeper_exit in a thread of its own.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._recovered.is_set() or self._status_fd is None:
+                return True
+            self._drain()
+            if self._done:
+                self._popen.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+            return self._done
+        finally:
+            self._lock.release()
+
+    def _on_keeper_exit(self) -> None:
+        """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
+
+        A keeper that reported the command's status and exited with it ended
+        its tree itself. One that did not (it was killed) left the tree
+        running, reparented away from it: end what is left here, at once,
+        with the tree's grace, and keep the KeeperLost that wait() and poll()
+        raise from now on.
+        """
+        with self._lock:
+            if self._recovered.is_set() or self._status_fd is None:
+                return  # handled already, or the tree was finished by its owner
+            try:
+                rc = _wait_keeper(self._popen, 5.0)  # it has exited: this reaps it
+            except subprocess.TimeoutExpired:
+                self._popen.kill()  # its status pipe closed but it runs on: a keeper that broke its protocol
+                rc = self._popen.wait()
+            self._drain()  # every line it wrote before it went
+            if self._done:
+                return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
+            if self._status is None:
+                # Killed before the command ended: its status is unknowable.
+                self._lost = KeeperLost(self.keeper_pid, rc, None)
+            try:
+                report = self._end_leftovers()
+                self._report = self._recovery = report
+                if self._lost is not None:
+                    self._lost.report = report
+                # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
+                self._finish(clean=report.ok, release_fds=False)
+            finally:
+                self._recovered.set()
+
+    def _end_leftovers(self, grace: float | None = None) -> TeardownReport:
+        """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
+
+        Outside a cgroup the members were reparented (to init, or to a
+        subreaper above us); they are found by this tree's PROCTREE_TREE, as
+        the reaper finds them, and ended as trees of their own, each pinned to
+        its start time. A member that scrubbed its environment is beyond reach.
+        """
+        t0 = time.monotonic()
+        grace = self.grace if grace is None else grace
+        if self.cgroup is not None:
+            rep = _owner.end_cgroup(self.cgroup, grace, stop_signal=self.terminate_signal, already=self._stopped)
+        else:
+            sig, done = self.terminate_signal, self._stopped
+            roots = self._marked(None)
+            first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
+            late = self._marked(None)  # forked while the first ones ended
+            again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
+            rep = _merge_reports(
+                TeardownReport(root=self._root, mode=self.mode), first, again, [p.pid for p in roots + late]
+            )
+        return dataclasses.replace(
+            rep,
+            root=self._root,
+            mode=self.mode,
+            elapsed=time.monotonic() - t0,
+            extra={**rep.extra, "keeper": self.keeper_pid, "keeper_lost": True},
+        )
+
+    def kill(self) -> TeardownReport:
+        """terminate() with no grace: SIGKILL at once."""
+        return self.terminate(grace=0)
+
+    async def terminate_async(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
+        """terminate() without blocking the event loop.
+
+        Cancelling it skips the rest of the grace: what is left is SIGKILLed
+        at once, the keeper reaped, then CancelledError propagates (as with
+        terminate_tree_async).
+        """
+        self._check_owner()
+        grace = self.grace if grace is None else check_seconds(grace, "grace")
+        sig = self.terminate_signal if signal is None else check_signal(signal, "signal")
+        return await _in_worker(lambda stop: self._terminate(grace, stop, sig))
+
+    def _finish(self, clean=None, release_fds=True):
+        """Reap the keeper (it ends once its tree is gone), remove the cgroup, and the receipt.
+
+        clean: whether the tree is known to have ended with nothing left (a
+        teardown's report.ok); None: it did, unless session mode kept orphans
+        that may still run (their receipt stays, for the reaper).
+        release_fds: close the status pipe and the pty too (not from the
+        keeper watch's thread: a wait_async() or a pty relay may be reading).
+        """
+        with self._lock:
+            _keeper_watch().forget(self.keeper_pid)  # before it is reaped: the watch trusts its own events
+            if self._popen.returncode is None:
+                try:
+                    _wait_keeper(self._popen, max(2.0, self.grace + 1.0))
+                except subprocess.TimeoutExpired:
+                    # Still busy: its tree is gone (we just ended it), so end it too.
+                    self._popen.kill()
+                    self._popen.wait()
+            self._pump(time.monotonic() + 0.5)
+            self._drain()
+            if self._status is None and self._lost is None:
+                # It ended without the command's status (killed, or ended by us once its tree was
+                # gone): the status is unknowable, never the keeper's own passed off as it.
+                self._lost = KeeperLost(self.keeper_pid, self._popen.returncode, None)
+                self._recovered.set()
+            if release_fds:
+                self._close_status_fd()
+                self._close_pty()
+            if self.cgroup is not None:
+                if _cgroup.populated(self.cgroup):
+                    _owner.end_cgroup(self.cgroup, 0)
+                if not _cgroup.remove(self.cgroup):
+                    # A read-only or busy cgroupfs: the tree is ended, an empty directory stays behind.
+                    log.warning(
+                        "the cgroup %s of tree %s could not be removed; `proctree reap` removes such leftovers",
+                        self.cgroup,
+                        self.keeper_pid,
+                    )
+            if self._receipt is not None and (clean if clean is not None else not self._may_have_leftovers()):
+                self._remove_receipt()
+
+    def _abandon(self, patience=0.0, sweep=True):
+        """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
+
+        patience: how long the keeper may take to exit by itself (after it
+        reported an error); 0 to end it at once. An interrupt while waiting
+        still ends it. sweep: outside a cgroup, also SIGKILL what carries the
+        tree's marker (False where the command is known never to have run).
+        """
+        _keeper_watch().forget(self.keeper_pid)
+        try:
+            if self._popen.returncode is None:
+                try:
+                    _wait_keeper(self._popen, patience)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            try:
+                if self._popen.returncode is None:
+                    _end_keeper(self._popen, self.cgroup, self.mode)
+                if sweep and self.cgroup is None and self._keeper_start is not None:
+                    # A daemon that left the keeper's session, or was reparented away while the keeper
+                    # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
+                    _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))
+            finally:
+                self._remove_receipt()
+                self._release_fds()
+
+    def _close_status_fd(self):
+        """Close the status pipe; while a wait_async() watches it, only once that ends (its number stays ours)."""
+        with self._lock:
+            fd, self._status_fd = self._status_fd, None
+            if fd is not None:
+                if self._readers:
+                    self._closing.append(fd)
+                else:
+                    _close_fds((fd,))
+
+    def _release_fds(self):
+        _close_stdio(self)
+        self._close_status_fd()
+        self._close_pty()
+
+    def _close_pty(self):
+        fd, self.pty = self.pty, None
+        if fd is not None:
+            _close_fds((fd,))
+
+    def _discard(self):
+        """End a tree its caller will never see (its spawn_async was cancelled): kill it and close its pipes.
+
+        If the teardown itself fails, the keeper and what it started are still
+        ended (stopped, killed below, killed and reaped) before the error propagates.
+        """
+        try:
+            self.kill()
+        except BaseException:
+            self._abandon()
+            if self.cgroup is not None:
+                _cgroup.remove(self.cgroup)
+            raise
+        finally:
+            self._release_fds()
+
+    def __del__(self):
+        # A dropped Tree keeps running until its owner dies (the keeper sees to
+        # that); only our end of the status pipe is released here.
+        fd = getattr(self, "_status_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            self._status_fd = None
+        if getattr(self, "pty", None) is not None:
+            self._close_pty()
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.terminate()
+        finally:
+            _close_stdio(self)
