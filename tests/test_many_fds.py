@@ -40,7 +40,7 @@ def high_fds():
 def test_every_wait_works_with_fds_past_1024(trees, high_fds, mode):
     t = proctree.spawn(["sh", "-c", "exit 3"], contain=mode)
     trees.append(t)
-    assert t._status_fd is not None and t._status_fd > 1024 or t.returncode is not None
+    assert t.status_fd is not None and t.status_fd > 1024 or t.returncode is not None
     assert t.wait(timeout=20) == 3
 
     t = proctree.spawn(["sleep", "60"], contain=mode, grace=0.5)

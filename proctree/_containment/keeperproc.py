@@ -199,3 +199,55 @@ def _rc_to_status(rc):
     if rc < 0:
         return -rc & 0x7F
     return (rc & 0xFF) << 8
+
+
+class Keeper:
+    """A tree's keeper, our unreaped child: the one owner of the rule that its pid is its own until we reap it.
+
+    While is_ours(), walking from its pid, taking it as a session id and
+    signalling it are safe; Popen never signals it once reaped, and only the
+    process that spawned it (not a forked child) may reap it.
+    """
+
+    def __init__(self, popen: subprocess.Popen) -> None:
+        self.popen = popen
+        self.pid: int = popen.pid
+        self._owner = os.getpid()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def is_ours(self) -> bool:
+        return self.popen.returncode is None and os.getpid() == self._owner
+
+    def start_time(self) -> int | None:
+        """Its start time, read while it is ours (None once it cannot be read)."""
+        return _start_time(self.pid) if self.is_ours() else None
+
+    def signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)  # a no-op once reaped
+
+    def poll(self) -> int | None:
+        """Its exit status if it has exited (reaping it then), else None."""
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None) -> int:
+        """Reap it within timeout (subprocess.TimeoutExpired); see _wait_keeper."""
+        return _wait_keeper(self.popen, timeout)
+
+    def exited(self) -> bool:
+        """It has exited (a zombie, or reaped) without our waiting for it."""
+        return self.popen.returncode is not None or _keeper_exited(self.pid)
+
+    def kill_and_reap(self) -> int:
+        self.popen.kill()
+        return self.popen.wait()
+
+    def continue_if_stopped(self) -> None:
+        if self.is_ours():
+            _continue_if_stopped(self.pid)
+
+    def end_now(self, cgroup: str | None, mode: str) -> None:
+        """End it and whatever it started, at once (see _end_keeper)."""
+        _end_keeper(self.popen, cgroup, mode)

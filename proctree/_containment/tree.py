@@ -16,29 +16,25 @@ from .. import _fds
 from .._errors import KeeperLost, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
-from .._teardown import engine as _teardown
-from .._teardown import many as _many
 from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
-from . import marker as _marker
+from . import modes as _modes
 from . import owner as _owner
 from . import protocol as _protocol
 from . import receipt as _receipt
 from .keeperproc import (
+    Keeper,
     _close_fds,
     _close_stdio,
-    _continue_if_stopped,
-    _end_keeper,
-    _keeper_exited,
     _keeper_watch,
     _start_time,
-    _wait_keeper,
 )
 from .launch import _Launch, _namespace_fields, _warn_no_receipts
+from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
-from .sweep import _kill_marked, _marked_roots, _merge_reports
+from .sweep import _kill_marked, _merge_reports
 
 log = logging.getLogger("proctree")
 
@@ -81,11 +77,11 @@ class Tree:
         self.cgroup = launch.cgroup
         self.grace = launch.grace
         self.keep_orphans = launch.keep_orphans
+        self._mode = _modes.MODES[launch.mode]  # what the members are and how the tree ends, per mode
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
-        self._popen = popen
-        self._status_fd: int | None = status_fd
-        self._buf = b""
-        self._eof = False
+        self._popen = popen  # stdio and communicate(); the keeper process itself is self._keeper
+        self._keeper = Keeper(popen)
+        self._channel = StatusChannel(status_fd)  # the keeper's status lines
         self._status: int | None = None  # the command's raw wait status, once known
         self._root: Proc | None = None
         self._report: TeardownReport | None = None
@@ -98,10 +94,8 @@ class Tree:
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
         self._recovered = threading.Event()  # set once what a lost keeper left is ended
-        self._readers = 0  # wait_async() calls watching the status pipe
         self._loop_watches: dict[Any, list[Any]] = {}  # event loop -> [future, waiters, reader callback]
         self._done = False  # the keeper's last line came: it ended its tree itself
-        self._closing: list[int] = []  # status pipe fds to close once no wait_async() watches them
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
         self.stop_signal: int | None = None  # the signal of the last stop reported
@@ -112,7 +106,11 @@ class Tree:
         self._swept = False  # the keeper said "sweep": it is ending the tree itself
 
     def __repr__(self) -> str:
-        rc = "lost" if self._lost is not None or (self._eof and self._status is None) else self._known_returncode()
+        rc = (
+            "lost"
+            if self._lost is not None or (self._channel.eof and self._status is None)
+            else self._known_returncode()
+        )
         return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={rc}>"
 
     def _known_returncode(self) -> int | None:
@@ -120,7 +118,7 @@ class Tree:
 
     @property
     def keeper_pid(self) -> int:
-        return self._popen.pid
+        return self._keeper.pid
 
     @property
     def receipt(self) -> str | None:
@@ -161,7 +159,7 @@ class Tree:
         except ValueError:
             return
         self._receipt = path
-        if _keeper_exited(self.keeper_pid):
+        if self._keeper.exited():
             # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
             self._remove_receipt()
 
@@ -199,43 +197,18 @@ class Tree:
         """
         while True:
             try:
-                line = self._next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+                line = self._channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
                 break
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     raise
-                _continue_if_stopped(self._popen.pid)
+                self._keeper.continue_if_stopped()
         if line is None:
             return None
         try:
             return _protocol.parse_status(line)
         except _protocol.ProtocolError as exc:
             raise subprocess.SubprocessError(f"the keeper broke its protocol: {exc}") from None
-
-    def _next_line(self, deadline, stop=None):
-        """The next status line from the keeper, None at EOF; TimeoutError once deadline (monotonic) has passed.
-
-        _Stopped as soon as stop (a _Stop, or None) is set.
-        """
-        while b"\n" not in self._buf:
-            if self._eof:
-                return None
-            left = max(0.0, deadline - time.monotonic())  # 0: just look
-            status_fd = self._status_fd
-            assert status_fd is not None  # set until _finish, which runs under the lock we hold
-            watch = [status_fd] if stop is None else [status_fd, stop.fd]
-            ready = _fds.readable(watch, left)
-            if stop is not None:
-                stop.check()
-            if not ready:
-                raise TimeoutError
-            data = os.read(status_fd, 4096)
-            if not data:
-                self._eof = True
-                return None
-            self._buf += data
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode()
 
     def _pump(self, deadline):
         """Read status lines until the command's status is known or deadline (None: no limit). True if known.
@@ -248,10 +221,10 @@ class Tree:
                 if self._lost is not None:
                     return True  # the keeper watch found it killed (its pipe may still be held open elsewhere)
                 while self._status is None:
-                    if self._status_fd is None:
+                    if self._channel.fd is None:
                         return self._lost is not None
                     try:
-                        line = self._next_line(0)  # a deadline long past: just look
+                        line = self._channel.next_line(0)  # a deadline long past: just look
                     except TimeoutError:
                         break  # nothing complete yet: wait below, without the lock
                     if line is None:
@@ -259,9 +232,9 @@ class Tree:
                         # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
                         return True
                     self._status = self._heard(line)
-                if self._status is not None or self._eof:
+                if self._status is not None or self._channel.eof:
                     return True
-                fd = self._status_fd
+                fd = self._channel.fd
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
@@ -291,9 +264,9 @@ class Tree:
 
     def _drain(self) -> None:
         """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
-        while self._status_fd is not None:
+        while self._channel.fd is not None:
             try:
-                line = self._next_line(0)
+                line = self._channel.next_line(0)
             except TimeoutError:
                 return
             if line is None:
@@ -308,7 +281,7 @@ class Tree:
 
         Never read it: poll() does, and updates returncode and stops. None once the Tree has finished.
         """
-        return self._status_fd
+        return self._channel.fd
 
     @property
     def returncode(self) -> int | None:
@@ -329,7 +302,7 @@ class Tree:
         """Raise KeeperLost if the keeper died without the command's status (once its tree is ended, by deadline)."""
         if self._status is not None:
             return
-        if self._lost is None and self._eof:
+        if self._lost is None and self._channel.eof:
             self._on_keeper_exit()  # EOF came before the keeper watch's call: end the tree here
         if self._lost is None:
             return
@@ -352,7 +325,7 @@ class Tree:
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                _wait_keeper(self._popen, left)
+                self._keeper.wait(left)
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
@@ -369,7 +342,7 @@ class Tree:
         rc = self.wait(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            _wait_keeper(self._popen, left)  # the keeper ends with its last member
+            self._keeper.wait(left)  # the keeper ends with its last member
         except subprocess.TimeoutExpired as exc:
             raise self._as_ours(exc) from None
         self._finish()
@@ -384,9 +357,9 @@ class Tree:
         loop = asyncio.get_running_loop()
         watch: list[Any] = []
         with self._lock:
-            fd = self._status_fd if self._status is None and self._lost is None else None
+            fd = self._channel.fd if self._status is None and self._lost is None else None
             if fd is not None:
-                self._readers += 1  # the fd stays open (not reused) while a loop watches it
+                self._channel.watch()  # the fd stays open (not reused) while a loop watches it
                 watch = self._loop_watches.get(loop) or []
                 if not watch:
                     # One reader per loop and fd (add_reader would replace another waiter's):
@@ -412,10 +385,7 @@ class Tree:
                     if not watch[1]:
                         loop.remove_reader(fd)
                         del self._loop_watches[loop]
-                    self._readers -= 1
-                    if not self._readers:
-                        _close_fds(self._closing)
-                        self._closing = []
+                    self._channel.unwatch()
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
@@ -453,7 +423,7 @@ class Tree:
             if sig in _protocol.STOPPING or sig == self.terminate_signal:
                 self._record_stopped(sig)
             # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
-            self._popen.send_signal(sig)  # our own child, and Popen never signals it once reaped
+            self._keeper.signal(sig)  # our own child, and Popen never signals it once reaped
         else:
             self._send_direct(sig)
 
@@ -464,7 +434,7 @@ class Tree:
         second one means "force quit" and cuts their drain); the keeper keeps
         the same record for its own teardowns.
         """
-        if self.pid is None or self._status is not None or not self._keeper_is_ours():
+        if self.pid is None or self._status is not None or not self._keeper.is_ours():
             return
         try:
             snap = _binding.snapshot()
@@ -475,7 +445,7 @@ class Tree:
                 self._stopped.setdefault(p.identity, sig)
 
     def _send_direct(self, sig):
-        if self.poll() is not None or self._root is None or not self._keeper_is_ours():
+        if self.poll() is not None or self._root is None or not self._keeper.is_ours():
             return
         try:
             now = _binding.proc(self._root.pid)
@@ -486,10 +456,6 @@ class Tree:
         _owner.signal_member(self._root, sig)
 
     # -- membership and teardown --------------------------------------------
-    def _keeper_is_ours(self):
-        # Until we reap it, the keeper's pid cannot be reused: walking from it is safe.
-        return self._popen.returncode is None and os.getpid() == self._owner_pid
-
     def _check_owner(self) -> None:
         """RuntimeError in a forked child: the keeper is its parent's child, reaped (and its pid reused) there."""
         if os.getpid() != self._owner_pid:
@@ -502,32 +468,15 @@ class Tree:
         """The live members of the tree (the command and what it started), as Proc records."""
         from .._table import live as _live
 
-        out = {}
-        if self.cgroup is not None:
-            for pid in _cgroup.pids(self.cgroup):
-                try:
-                    p = _binding.proc(pid)
-                except (NoSuchProcess, OSError):
-                    continue
-                out[pid] = p
-        if self._keeper_is_ours():
+        out: dict[int, Proc] = {}
+        if self._keeper.is_ours():
             try:
                 for p in _live.descendants(self.keeper_pid):
                     out[p.pid] = p
             except NoSuchProcess:
                 pass
-            if self.mode == "session" and self._keeper_is_ours():
-                # Session mode: a double-forker that kept our session is still found by sid,
-                # and one that left it by the tree's marker (and what it started).
-                snap = _binding.snapshot()
-                for p in snap.values():
-                    if p.sid == self.keeper_pid and p.pid != self.keeper_pid:
-                        out.setdefault(p.pid, p)
-                for root in self._marked_outsiders():
-                    out.setdefault(root.pid, root)
-                    if root.pid in snap:
-                        for p in snap.descendants(root.pid):
-                            out.setdefault(p.pid, p)
+        for pid, p in self._mode.members(self).items():  # the cgroup's; in session mode, by sid and marker
+            out.setdefault(pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
     def terminate(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
@@ -553,10 +502,10 @@ class Tree:
         what it signalled must not be signalled again. A keeper that does not
         answer (stopped, or its pipe full) is not waited for past a bound.
         """
-        if self._done or self._held or self._status_fd is None or not self._keeper_is_ours():
+        if self._done or self._held or self._channel.fd is None or not self._keeper.is_ours():
             return
         try:
-            self._popen.send_signal(_protocol.HOLD_SIGNAL)
+            self._keeper.signal(_protocol.HOLD_SIGNAL)
         except OSError:
             return
         deadline = time.monotonic() + _HOLD_ANSWER
@@ -564,9 +513,9 @@ class Tree:
             if self._swept:
                 deadline = max(deadline, time.monotonic() + self.grace + _HOLD_ANSWER)
             try:
-                line = self._next_line(deadline, stop)
+                line = self._channel.next_line(deadline, stop)
             except TimeoutError:
-                _continue_if_stopped(self._popen.pid)
+                self._keeper.continue_if_stopped()
                 return
             if line is None:
                 return
@@ -578,7 +527,7 @@ class Tree:
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
         sig = self.terminate_signal if sig is None else sig
         with self._lock:
-            if self._eof and self._status is None and self._lost is None:
+            if self._channel.eof and self._status is None and self._lost is None:
                 self._on_keeper_exit()  # the keeper is gone: what it left is ended there
             if self._recovery is not None:
                 self._close_status_fd()
@@ -589,12 +538,12 @@ class Tree:
                 self._hold_keeper(stop)
             except _Stopped:
                 grace = 0.0
-            if self.cgroup is not None:
-                rep = self._cgroup_teardown(grace, stop, sig)
+            if self.cgroup is not None:  # the cgroup is ours even when the keeper no longer is
+                rep = self._mode.teardown(self, grace, stop, sig)
                 rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
-            elif self._keeper_is_ours():
+            elif self._keeper.is_ours():
                 try:
-                    rep = self._engine_teardown(grace, stop, sig)
+                    rep = self._mode.teardown(self, grace, stop, sig)
                     rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
@@ -622,95 +571,6 @@ class Tree:
             self._report = rep
             return rep
 
-    def _cgroup_teardown(self, grace, stop, sig):
-        """The cgroup's members ended by owner.end_cgroup; a stop skips the rest of the grace."""
-        assert self.cgroup is not None  # called in cgroup mode only
-        return _owner.end_cgroup(
-            self.cgroup,
-            grace,
-            spare={self.keeper_pid},
-            stop_fd=None if stop is None else stop.fd,
-            stop_signal=sig,
-            already=self._stopped,
-        )
-
-    def _engine_teardown(self, grace, stop, sig):
-        """The teardown engine on what is below the keeper (the keeper spared: it reaps, then exits by itself).
-
-        Driven in this thread, with no thread or event loop of its own (a
-        fork storm that fills the pid space is when a teardown is needed);
-        once stop (a _Stop) is set, the rest of the grace is skipped.
-        """
-        if self.mode == "session":
-            return self._session_teardown(grace, stop, sig)
-        engine = _teardown.make_teardown(
-            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
-        )
-        return _teardown.run_blocking(engine, None if stop is None else stop.fd)
-
-    def _session_teardown(self, grace, stop, sig):
-        """Session mode: the engine below the keeper, together with the daemons that carry this tree's marker.
-
-        The keeper's tree and the marked outsiders are ended at once (one
-        grace), then a last look for late daemons; all in this thread.
-        """
-        stop_fd = None if stop is None else stop.fd
-        protect = {self.keeper_pid}
-        daemons = self._marked_outsiders()
-        main_engine = _teardown.make_teardown(
-            self.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=self._stopped
-        )
-        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, self._stopped)]
-        results = _teardown.run_blocking_many(engines, stop_fd, capture=(NoSuchProcess, ValueError))
-        main = results[0]
-        if isinstance(main, Exception):
-            raise main
-        first = [_many.report_of(r, res) for r, res in zip(daemons, results[1:], strict=True)]
-        # A daemon forked (and marked) while the teardown ran: once more, at once.
-        late = self._marked_outsiders()
-        again = (
-            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=self._stopped)
-            if late
-            else []
-        )
-        return _merge_reports(main, first, again, [p.pid for p in daemons + late])
-
-    def _marked_outsiders(self) -> list[Proc]:
-        """Session mode: processes carrying this tree's PROCTREE_TREE that are not (yet) the keeper's members.
-
-        Only processes that started after the keeper count (in the same clock
-        tick: with a higher pid, as pids are handed out in order): an older one
-        cannot be a member, whatever its environment says. Returned as the
-        roots of their own trees (one whose ancestor is marked too is left to
-        that ancestor's teardown); each is pinned to its start time by end_trees.
-        """
-        if self.mode != "session" or self._keeper_start is None or not self._keeper_is_ours():
-            return []
-        return self._marked(self.keeper_pid)
-
-    def _marked(self, keeper: int | None) -> list[Proc]:
-        """The live processes carrying this tree's PROCTREE_TREE, as roots of their own trees.
-
-        keeper: a live keeper whose members (its descendants and session) are
-        left out, or None (it is gone: every marked process counts). Only
-        processes that started after the keeper count (see _marked_outsiders).
-        """
-        since = self._keeper_start
-        if since is None:
-            since = self._root.start_time if self._root is not None else 0
-        return _marked_roots(self.tree_id, (since, self.keeper_pid), keeper)
-
-    def _may_have_leftovers(self) -> bool:
-        """Session mode with keep_orphans: something of the tree may still run after the keeper ended."""
-        if self.mode != "session" or not self.keep_orphans or self._keeper_start is None:
-            return False
-        since = self._keeper_start
-        snap = _binding.snapshot()
-        if any(p.sid == self.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
-            return True
-        recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
-        return any(_marker.carries_tree(v, self.tree_id) for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
-
     def _keeper_exit_settled(self) -> bool:
         """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
 
@@ -723,11 +583,11 @@ class Tree:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            if self._recovered.is_set() or self._status_fd is None:
+            if self._recovered.is_set() or self._channel.fd is None:
                 return True
             self._drain()
             if self._done:
-                self._popen.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+                self._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
             return self._done
         finally:
             self._lock.release()
@@ -742,13 +602,13 @@ class Tree:
         raise from now on.
         """
         with self._lock:
-            if self._recovered.is_set() or self._status_fd is None:
+            if self._recovered.is_set() or self._channel.fd is None:
                 return  # handled already, or the tree was finished by its owner
             try:
-                rc = _wait_keeper(self._popen, 5.0)  # it has exited: this reaps it
+                rc = self._keeper.wait(5.0)  # it has exited: this reaps it
             except subprocess.TimeoutExpired:
-                self._popen.kill()  # its status pipe closed but it runs on: a keeper that broke its protocol
-                rc = self._popen.wait()
+                # Its status pipe closed but it runs on: a keeper that broke its protocol.
+                rc = self._keeper.kill_and_reap()
             self._drain()  # every line it wrote before it went
             if self._done:
                 return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
@@ -775,17 +635,7 @@ class Tree:
         """
         t0 = time.monotonic()
         grace = self.grace if grace is None else grace
-        if self.cgroup is not None:
-            rep = _owner.end_cgroup(self.cgroup, grace, stop_signal=self.terminate_signal, already=self._stopped)
-        else:
-            sig, done = self.terminate_signal, self._stopped
-            roots = self._marked(None)
-            first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
-            late = self._marked(None)  # forked while the first ones ended
-            again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
-            rep = _merge_reports(
-                TeardownReport(root=self._root, mode=self.mode), first, again, [p.pid for p in roots + late]
-            )
+        rep = self._mode.leftovers(self, grace)
         return dataclasses.replace(
             rep,
             root=self._root,
@@ -821,19 +671,18 @@ class Tree:
         """
         with self._lock:
             _keeper_watch().forget(self.keeper_pid)  # before it is reaped: the watch trusts its own events
-            if self._popen.returncode is None:
+            if self._keeper.returncode is None:
                 try:
-                    _wait_keeper(self._popen, max(2.0, self.grace + 1.0))
+                    self._keeper.wait(max(2.0, self.grace + 1.0))
                 except subprocess.TimeoutExpired:
                     # Still busy: its tree is gone (we just ended it), so end it too.
-                    self._popen.kill()
-                    self._popen.wait()
+                    self._keeper.kill_and_reap()
             self._pump(time.monotonic() + 0.5)
             self._drain()
             if self._status is None and self._lost is None:
                 # It ended without the command's status (killed, or ended by us once its tree was
                 # gone): the status is unknowable, never the keeper's own passed off as it.
-                self._lost = KeeperLost(self.keeper_pid, self._popen.returncode, None)
+                self._lost = KeeperLost(self.keeper_pid, self._keeper.returncode, None)
                 self._recovered.set()
             if release_fds:
                 self._close_status_fd()
@@ -848,7 +697,7 @@ class Tree:
                         self.cgroup,
                         self.keeper_pid,
                     )
-            if self._receipt is not None and (clean if clean is not None else not self._may_have_leftovers()):
+            if self._receipt is not None and (clean if clean is not None else not self._mode.may_have_leftovers(self)):
                 self._remove_receipt()
 
     def _abandon(self, patience=0.0, sweep=True):
@@ -861,15 +710,15 @@ class Tree:
         """
         _keeper_watch().forget(self.keeper_pid)
         try:
-            if self._popen.returncode is None:
+            if self._keeper.returncode is None:
                 try:
-                    _wait_keeper(self._popen, patience)
+                    self._keeper.wait(patience)
                 except subprocess.TimeoutExpired:
                     pass
         finally:
             try:
-                if self._popen.returncode is None:
-                    _end_keeper(self._popen, self.cgroup, self.mode)
+                if self._keeper.returncode is None:
+                    self._keeper.end_now(self.cgroup, self.mode)
                 if sweep and self.cgroup is None and self._keeper_start is not None:
                     # A daemon that left the keeper's session, or was reparented away while the keeper
                     # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
@@ -881,12 +730,7 @@ class Tree:
     def _close_status_fd(self):
         """Close the status pipe; while a wait_async() watches it, only once that ends (its number stays ours)."""
         with self._lock:
-            fd, self._status_fd = self._status_fd, None
-            if fd is not None:
-                if self._readers:
-                    self._closing.append(fd)
-                else:
-                    _close_fds((fd,))
+            self._channel.close()
 
     def _release_fds(self):
         _close_stdio(self)
@@ -917,13 +761,9 @@ class Tree:
     def __del__(self):
         # A dropped Tree keeps running until its owner dies (the keeper sees to
         # that); only our end of the status pipe is released here.
-        fd = getattr(self, "_status_fd", None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            self._status_fd = None
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.drop()
         if getattr(self, "pty", None) is not None:
             self._close_pty()
 

@@ -1,0 +1,185 @@
+"""The three containment modes behind one small interface: what a tree's members are, and how it is ended.
+
+A Tree holds one of these (process-wrap's style: one object per mechanism).
+Each answers, for the tree it is given:
+
+- ``members(tree)``: the live members beyond the keeper's descendants;
+- ``teardown(tree, grace, stop, sig)``: end the tree while its keeper is ours;
+- ``leftovers(tree, grace)``: end what a killed keeper left, from outside;
+- ``marked_outsiders(tree)`` and ``may_have_leftovers(tree)``: where members
+  can be found that are neither in the keeper's line nor in a cgroup.
+
+The keeper (our unreaped child) is never signalled here: every teardown spares
+it, and the Tree reaps it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .._errors import NoSuchProcess
+from .._table import binding as _binding
+from .._table.model import Proc
+from .._teardown import engine as _teardown
+from .._teardown import many as _many
+from .._teardown.report import TeardownReport
+from . import cgroup as _cgroup
+from . import marker as _marker
+from . import owner as _owner
+from .sweep import _marked_roots, _merge_reports
+
+if TYPE_CHECKING:
+    from .stopflag import _Stop
+    from .tree import Tree
+
+
+def _stop_fd(stop: _Stop | None) -> int | None:
+    return None if stop is None else stop.fd
+
+
+def marked(tree: Tree, keeper: int | None) -> list[Proc]:
+    """The live processes carrying the tree's PROCTREE_TREE, as roots of their own trees.
+
+    keeper: a live keeper whose members (its descendants and session) are left
+    out, or None (it is gone: every marked process counts). Only processes
+    that started after the keeper count (in the same clock tick: with a higher
+    pid, as pids are handed out in order): an older one cannot be a member,
+    whatever its environment says.
+    """
+    since = tree._keeper_start
+    if since is None:
+        since = tree._root.start_time if tree._root is not None else 0
+    return _marked_roots(tree.tree_id, (since, tree.keeper_pid), keeper)
+
+
+def _sweep_marked(tree: Tree, grace: float) -> TeardownReport:
+    """End what carries the tree's marker, as trees of their own; once more at once for what forked meanwhile."""
+    sig, done = tree.terminate_signal, tree._stopped
+    roots = marked(tree, None)
+    first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
+    late = marked(tree, None)
+    again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
+    return _merge_reports(TeardownReport(root=tree._root, mode=tree.mode), first, again, [p.pid for p in roots + late])
+
+
+class Subreaper:
+    """The keeper is a child subreaper: every member stays in its line, however it forks."""
+
+    name = "subreaper"
+
+    def members(self, tree: Tree) -> dict[int, Proc]:
+        return {}
+
+    def teardown(self, tree: Tree, grace: float, stop: _Stop | None, sig: int) -> TeardownReport:
+        """The teardown engine on what is below the keeper, driven in this thread (no thread or loop of its own:
+        a fork storm that fills the pid space is when a teardown is needed); a stop skips the rest of the grace."""
+        engine = _teardown.make_teardown(
+            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree._stopped
+        )
+        return _teardown.run_blocking(engine, _stop_fd(stop))
+
+    def leftovers(self, tree: Tree, grace: float) -> TeardownReport:
+        """The members were reparented (to init, or a subreaper above us): found by the tree's marker,
+        as the reaper finds them. A member that scrubbed its environment is beyond reach."""
+        return _sweep_marked(tree, grace)
+
+    def marked_outsiders(self, tree: Tree) -> list[Proc]:
+        return []
+
+    def may_have_leftovers(self, tree: Tree) -> bool:
+        return False
+
+
+class Session(Subreaper):
+    """The keeper leads a session: members that double-fork out of its line are found by session id or marker."""
+
+    name = "session"
+
+    def members(self, tree: Tree) -> dict[int, Proc]:
+        """A double-forker that kept the session is found by sid, one that left it by the marker (with its line)."""
+        out: dict[int, Proc] = {}
+        if not tree._keeper.is_ours():
+            return out
+        snap = _binding.snapshot()
+        for p in snap.values():
+            if p.sid == tree.keeper_pid and p.pid != tree.keeper_pid:
+                out.setdefault(p.pid, p)
+        for root in self.marked_outsiders(tree):
+            out.setdefault(root.pid, root)
+            if root.pid in snap:
+                for p in snap.descendants(root.pid):
+                    out.setdefault(p.pid, p)
+        return out
+
+    def teardown(self, tree: Tree, grace: float, stop: _Stop | None, sig: int) -> TeardownReport:
+        """The engine below the keeper together with the daemons that carry the tree's marker, at once (one
+        grace), then a last look for late daemons; all in this thread."""
+        protect = {tree.keeper_pid}
+        daemons = self.marked_outsiders(tree)
+        main_engine = _teardown.make_teardown(
+            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree._stopped
+        )
+        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, tree._stopped)]
+        results = _teardown.run_blocking_many(engines, _stop_fd(stop), capture=(NoSuchProcess, ValueError))
+        main = results[0]
+        if isinstance(main, Exception):
+            raise main
+        first = [_many.report_of(r, res) for r, res in zip(daemons, results[1:], strict=True)]
+        # A daemon forked (and marked) while the teardown ran: once more, at once.
+        late = self.marked_outsiders(tree)
+        again = (
+            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=tree._stopped)
+            if late
+            else []
+        )
+        return _merge_reports(main, first, again, [p.pid for p in daemons + late])
+
+    def marked_outsiders(self, tree: Tree) -> list[Proc]:
+        """Processes carrying the tree's PROCTREE_TREE that are not (yet) the keeper's members, as roots of
+        their own trees (one whose ancestor is marked too is left to that ancestor's teardown)."""
+        if tree._keeper_start is None or not tree._keeper.is_ours():
+            return []
+        return marked(tree, tree.keeper_pid)
+
+    def may_have_leftovers(self, tree: Tree) -> bool:
+        """With keep_orphans: something of the tree may still run after the keeper ended."""
+        if not tree.keep_orphans or tree._keeper_start is None:
+            return False
+        since = tree._keeper_start
+        snap = _binding.snapshot()
+        if any(p.sid == tree.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
+            return True
+        recent = [p.pid for p in snap.values() if p.start_time >= since and p.pid != os.getpid()]
+        return any(_marker.carries_tree(v, tree.tree_id) for v in _binding.env_scan(_marker.TREE_ENV, recent).values())
+
+
+class Cgroup(Subreaper):
+    """The tree has a cgroup of its own, which nothing leaves without privilege; it ends with cgroup.kill."""
+
+    name = "cgroup"
+
+    def members(self, tree: Tree) -> dict[int, Proc]:
+        out: dict[int, Proc] = {}
+        assert tree.cgroup is not None
+        for pid in _cgroup.pids(tree.cgroup):
+            try:
+                out[pid] = _binding.proc(pid)
+            except (NoSuchProcess, OSError):
+                continue
+        return out
+
+    def teardown(self, tree: Tree, grace: float, stop: _Stop | None, sig: int) -> TeardownReport:
+        """The cgroup's members ended by owner.end_cgroup (the keeper, outside it, spared); a stop skips the
+        rest of the grace. Also when the keeper is no longer ours: the cgroup is."""
+        assert tree.cgroup is not None
+        return _owner.end_cgroup(
+            tree.cgroup, grace, spare={tree.keeper_pid}, stop_fd=_stop_fd(stop), stop_signal=sig, already=tree._stopped
+        )
+
+    def leftovers(self, tree: Tree, grace: float) -> TeardownReport:
+        assert tree.cgroup is not None
+        return _owner.end_cgroup(tree.cgroup, grace, stop_signal=tree.terminate_signal, already=tree._stopped)
+
+
+MODES: dict[str, Subreaper] = {"cgroup": Cgroup(), "subreaper": Subreaper(), "session": Session()}
