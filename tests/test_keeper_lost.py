@@ -22,7 +22,7 @@ import proctree
 from proctree._containment import keeperproc as _keeperproc
 from proctree._containment import keeperwatch
 from proctree._containment import protocol as _protocol
-from proctree._containment import spawn as _spawn
+from proctree._containment import start as _start
 from support.spawnkit import ALL_MODES, DAEMONIZER, alive, cgroup_dirs, read_lines, start_daemonizer, wait_gone
 
 GRACE = 0.5
@@ -262,7 +262,7 @@ def test_a_keeper_killed_before_its_first_line_leaves_nothing(monkeypatch, pipe,
     raises KeeperLost, never "exited before starting the command".
     """
     r, w = pipe
-    real = _spawn.Tree._first_status
+    real = _start._first_status
     seen = []
 
     def first_status(self, deadline, stop):
@@ -272,7 +272,7 @@ def test_a_keeper_killed_before_its_first_line_leaves_nothing(monkeypatch, pipe,
         os.kill(self.keeper_pid, signal.SIGKILL)  # our own unreaped child
         return None
 
-    monkeypatch.setattr(_spawn.Tree, "_first_status", first_status)
+    monkeypatch.setattr(_start, "_first_status", first_status)
     before = cgroup_dirs()
     with pytest.raises(proctree.KeeperLost, match="killed by signal 9") as info:
         proctree.spawn(

@@ -25,8 +25,10 @@ import proctree
 from proctree._containment import keeperproc as _keeperproc
 from proctree._containment import launch as _launch
 from proctree._containment import spawn as _spawn
+from proctree._containment import start as _start
 from proctree._containment import stopflag as _stopflag
 from proctree._containment.spawn import Tree, spawn, spawn_async
+from proctree._containment.statuschannel import StatusChannel
 from proctree._table import binding as _binding
 from support.spawnkit import ALL_MODES, alive, cgroup_dirs, wait_gone
 
@@ -134,11 +136,11 @@ async def _cancel_when(entered, go, mode, trees):
 def test_spawn_async_cancelled_at_each_stage_leaves_nothing(keepers, trees, monkeypatch, mode, point):
     before = cgroup_dirs()
     if point == "before-report":  # the keeper is starting, the command not yet
-        entered, go = _pause_in(monkeypatch, Tree, "_next_line", after=False)
+        entered, go = _pause_in(monkeypatch, StatusChannel, "next_line", after=False)
     elif point == "during-report":  # the keeper said "ok": the command runs, spawn has not returned
-        entered, go = _pause_in(monkeypatch, Tree, "_next_line", after=True)
+        entered, go = _pause_in(monkeypatch, StatusChannel, "next_line", after=True)
     elif point == "command-started":  # the command's record was taken
-        entered, go = _pause_in(monkeypatch, Tree, "_took_root", after=True)
+        entered, go = _pause_in(monkeypatch, _start, "_took_root", after=True)
     else:  # spawn returned its Tree in the worker; the task never saw it
         entered, go = _pause_in(monkeypatch, _spawn, "_spawn", after=True)
     took = asyncio.run(_cancel_when(entered, go, mode, trees))
@@ -257,9 +259,9 @@ POINTS = {
     # Popen returned from the fork but not to us (an interrupt while it waits for the exec).
     "popen-after-fork": lambda mp: _raise_in(mp, subprocess.Popen, "_execute_child", after=True),
     "tree-record": lambda mp: _raise_in(mp, Tree, "__init__", after=True),
-    "before-report": lambda mp: _raise_in(mp, Tree, "_next_line", after=False),
-    "after-report": lambda mp: _raise_in(mp, Tree, "_next_line", after=True),
-    "command-record": lambda mp: _raise_in(mp, Tree, "_took_root", after=True),
+    "before-report": lambda mp: _raise_in(mp, StatusChannel, "next_line", after=False),
+    "after-report": lambda mp: _raise_in(mp, StatusChannel, "next_line", after=True),
+    "command-record": lambda mp: _raise_in(mp, _start, "_took_root", after=True),
 }
 
 
@@ -278,7 +280,7 @@ def test_keeper_stopped_before_the_sweep_cannot_start_the_command_behind_it(keep
     # must not start the command after the sweep below it.
     before = cgroup_dirs()
     for _ in range(5):
-        _raise_in(monkeypatch, Tree, "_next_line", after=False)
+        _raise_in(monkeypatch, StatusChannel, "next_line", after=False)
         with pytest.raises(Interrupt):
             spawn(["sleep", "60"], contain="session")
         monkeypatch.undo()
@@ -532,14 +534,14 @@ def test_interrupted_session_spawn_ends_what_left_the_keepers_children(keepers, 
         "os.wait(); time.sleep(300)\n"
     )
     orphan = []
-    real = Tree._took_root
+    real = _start._took_root
 
     def took_root_then_interrupted(self, *a):
         real(self, *a)
         orphan.append(int(os.read(r, 64)))  # it is in place, reparented away from the command
         raise Interrupt
 
-    monkeypatch.setattr(Tree, "_took_root", took_root_then_interrupted)
+    monkeypatch.setattr(_start, "_took_root", took_root_then_interrupted)
     try:
         with pytest.raises(Interrupt):
             spawn([sys.executable, "-c", script, str(w)], contain="session", pass_fds=(w,))
@@ -626,14 +628,14 @@ def test_an_interrupted_spawn_ends_a_setsid_daemon_the_command_started(keepers, 
     before = cgroup_dirs()
     r, w = os.pipe()
     daemon = []
-    real = Tree._took_root
+    real = _start._took_root
 
     def took_root_then_interrupted(self, *a):
         real(self, *a)
         daemon.append(read_lines(r, 2)["daemon"])  # it left the keeper's session and reparented away
         raise Interrupt
 
-    monkeypatch.setattr(Tree, "_took_root", took_root_then_interrupted)
+    monkeypatch.setattr(_start, "_took_root", took_root_then_interrupted)
     try:
         with pytest.raises(Interrupt):
             spawn([sys.executable, "-c", DAEMONIZER, str(w), "1", "sleep"], contain=mode, pass_fds=(w,))

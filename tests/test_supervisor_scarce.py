@@ -198,7 +198,7 @@ def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeyp
     descriptors get it through) or always (the keeper is left to end the tree, never killed)."""
     import errno
 
-    from proctree._containment import owner, spawn
+    from proctree._containment import owner, spawn, start
 
     def emfile(*a, **kw):
         raise OSError(errno.EMFILE, "Too many open files")
@@ -213,14 +213,14 @@ def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeyp
         return real_kill_below(*a, **kw)
 
     started = []
-    real_took_root = spawn.Tree._took_root
+    real_took_root = start._took_root
 
     def took_root(self, ok, name):
         real_took_root(self, ok, name)
         started.append((self.pid, self._root.start_time))
         emfile()  # as a full descriptor table anywhere after the command started
 
-    monkeypatch.setattr(spawn.Tree, "_took_root", took_root)
+    monkeypatch.setattr(start, "_took_root", took_root)
     monkeypatch.setattr(owner, "kill_below_keeper", kill_below)
     with pytest.raises(OSError) as err:
         spawn.spawn(["sh", "-c", "sleep 60 & sleep 60"], contain=mode, grace=1)

@@ -8,8 +8,11 @@ import subprocess
 import time
 from typing import Any
 
-from .._errors import ContainmentUnavailable, KeeperLost
+from .._errors import ContainmentUnavailable, KeeperLost, NoSuchProcess
+from .._table import binding as _binding
+from .._table.model import Proc
 from . import protocol as _protocol
+from . import receipt as _receipt
 from . import spare as _spare
 from . import terminal as _terminal
 from .keeperproc import (
@@ -22,13 +25,15 @@ from .keeperproc import (
     _start_time,
     _wait_keeper,
 )
-from .launch import _keeper_program, _Launch
+from .launch import _keeper_program, _Launch, _namespace_fields, _warn_no_receipts
 from .stopflag import _Stop
 from .sweep import _kill_marked
 from .tree import Tree
 
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0
+# Seconds between looks, while spawn() waits, for a keeper that something stopped.
+_STOPPED_KEEPER_CHECK = 0.5
 
 
 def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
@@ -77,10 +82,10 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
             ours.remove(master)
             ours.remove(slave)
             os.close(slave)  # the master then reads EIO once every holder of the slave has gone
-        first = tree._first_status(time.monotonic() + START_TIMEOUT, stop)
+        first = _first_status(tree, time.monotonic() + START_TIMEOUT, stop)
         if isinstance(first, _protocol.Ok):
-            tree._took_root(first, os.path.basename(launch.exe))
-            tree._write_receipt(launch)
+            _took_root(tree, first, os.path.basename(launch.exe))
+            _write_receipt(tree, launch)
             _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit, Tree._keeper_exit_settled)
             if stop is not None:
                 stop.check()
@@ -145,3 +150,85 @@ def _start_error(first: _protocol.Status | None, launch: _Launch, popen: subproc
     if stage == "subreaper":
         return ContainmentUnavailable(code, f"contain={launch.mode!r} failed in the keeper: {msg} ({stage})")
     return OSError(code, f"the keeper could not start the command ({stage}): {msg}")
+
+
+def _first_status(tree: Tree, deadline: float, stop: _Stop | None) -> _protocol.Status | None:
+    """The keeper's first status record (Ok or Err), None if it exited without one.
+
+    A line that breaks the protocol is an error of the keeper: SubprocessError.
+    A keeper stopped meanwhile (the command may SIGSTOP its parent at once) is
+    continued: the keeper watch, which does that later, starts after this line.
+    """
+    while True:
+        try:
+            line = tree._channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+            break
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            tree._keeper.continue_if_stopped()
+    if line is None:
+        return None
+    try:
+        return _protocol.parse_status(line)
+    except _protocol.ProtocolError as exc:
+        raise subprocess.SubprocessError(f"the keeper broke its protocol: {exc}") from None
+
+
+def _took_root(tree: Tree, ok: _protocol.Ok, name: str) -> None:
+    """The keeper reported Ok: record the command, by that identity.
+
+    The full record is read back only if it is still that process (the
+    start time is the same C core reading on Linux and macOS, so the check
+    holds everywhere); else the keeper's word is kept.
+    """
+    tree.pid = ok.pid
+    tree._root = Proc(ok.pid, tree.keeper_pid, ok.pid, tree.keeper_pid, os.getuid(), "R", ok.start_time, name)
+    try:
+        p = _binding.proc(ok.pid)
+    except (NoSuchProcess, OSError):
+        return  # it already ended: keep what the keeper told us
+    if p.start_time == ok.start_time:
+        tree._root = p
+
+
+# -- status channel -----------------------------------------------------
+
+
+def _write_receipt(tree: Tree, launch: _Launch) -> None:
+    """Write the tree's receipt (the keeper reported Ok: every identity is known now).
+
+    Never fails the spawn: a directory that failed its checks, a receipt
+    too long to write whole, or a write error leaves the tree without one.
+    """
+    try:
+        keeper = _binding.proc(tree.keeper_pid)  # our unreaped child: its pid is its own
+    except (NoSuchProcess, OSError):
+        return
+    tree._keeper_start = keeper.start_time
+    if launch.receipts is None or tree._root is None:
+        return
+    try:
+        path = _receipt.write(
+            launch.receipts,
+            owner=launch.owner,
+            keeper=(keeper.pid, keeper.start_time),
+            command=(tree._root.pid, tree._root.start_time),
+            sid=keeper.sid,
+            pgid=tree._root.pgid,
+            cgroup=launch.cgroup,
+            tag=launch.tag,
+            mode=launch.mode,
+            marker=launch.marker,
+            tree=launch.tree_id,
+            **_namespace_fields(),
+        )
+    except OSError as exc:
+        _warn_no_receipts(f"writing a receipt into {launch.receipts} failed: {exc.strerror or exc}")
+        return
+    except ValueError:
+        return
+    tree._receipt = path
+    if tree._keeper.exited():
+        # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
+        tree._remove_receipt()

@@ -31,7 +31,7 @@ from .keeperproc import (
     _keeper_watch,
     _start_time,
 )
-from .launch import _Launch, _namespace_fields, _warn_no_receipts
+from .launch import _Launch
 from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
@@ -41,10 +41,6 @@ log = logging.getLogger("proctree")
 
 # How long a teardown waits for the keeper to answer its hold (it answers at once unless stopped or busy).
 _HOLD_ANSWER = 2.0
-
-
-# Seconds between looks, while spawn() waits, for a keeper that something stopped.
-_STOPPED_KEEPER_CHECK = 0.5
 
 
 class Tree:
@@ -125,44 +121,6 @@ class Tree:
         """The path of this tree's receipt file while it exists; None if none was written (or it was removed)."""
         return self._receipt
 
-    def _write_receipt(self, launch: _Launch) -> None:
-        """Write the tree's receipt (the keeper reported Ok: every identity is known now).
-
-        Never fails the spawn: a directory that failed its checks, a receipt
-        too long to write whole, or a write error leaves the tree without one.
-        """
-        try:
-            keeper = _binding.proc(self.keeper_pid)  # our unreaped child: its pid is its own
-        except (NoSuchProcess, OSError):
-            return
-        self._keeper_start = keeper.start_time
-        if launch.receipts is None or self._root is None:
-            return
-        try:
-            path = _receipt.write(
-                launch.receipts,
-                owner=launch.owner,
-                keeper=(keeper.pid, keeper.start_time),
-                command=(self._root.pid, self._root.start_time),
-                sid=keeper.sid,
-                pgid=self._root.pgid,
-                cgroup=launch.cgroup,
-                tag=launch.tag,
-                mode=launch.mode,
-                marker=launch.marker,
-                tree=launch.tree_id,
-                **_namespace_fields(),
-            )
-        except OSError as exc:
-            _warn_no_receipts(f"writing a receipt into {launch.receipts} failed: {exc.strerror or exc}")
-            return
-        except ValueError:
-            return
-        self._receipt = path
-        if self._keeper.exited():
-            # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
-            self._remove_receipt()
-
     def _remove_receipt(self) -> None:
         path, self._receipt = self._receipt, None
         if path is not None:
@@ -170,45 +128,6 @@ class Tree:
                 _receipt.remove(path)
             except OSError:
                 pass
-
-    def _took_root(self, ok: _protocol.Ok, name: str) -> None:
-        """The keeper reported Ok: record the command, by that identity.
-
-        The full record is read back only if it is still that process (the
-        start time is the same C core reading on Linux and macOS, so the check
-        holds everywhere); else the keeper's word is kept.
-        """
-        self.pid = ok.pid
-        self._root = Proc(ok.pid, self.keeper_pid, ok.pid, self.keeper_pid, os.getuid(), "R", ok.start_time, name)
-        try:
-            p = _binding.proc(ok.pid)
-        except (NoSuchProcess, OSError):
-            return  # it already ended: keep what the keeper told us
-        if p.start_time == ok.start_time:
-            self._root = p
-
-    # -- status channel -----------------------------------------------------
-    def _first_status(self, deadline: float, stop: _Stop | None) -> _protocol.Status | None:
-        """The keeper's first status record (Ok or Err), None if it exited without one.
-
-        A line that breaks the protocol is an error of the keeper: SubprocessError.
-        A keeper stopped meanwhile (the command may SIGSTOP its parent at once) is
-        continued: the keeper watch, which does that later, starts after this line.
-        """
-        while True:
-            try:
-                line = self._channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
-                break
-            except TimeoutError:
-                if time.monotonic() >= deadline:
-                    raise
-                self._keeper.continue_if_stopped()
-        if line is None:
-            return None
-        try:
-            return _protocol.parse_status(line)
-        except _protocol.ProtocolError as exc:
-            raise subprocess.SubprocessError(f"the keeper broke its protocol: {exc}") from None
 
     def _pump(self, deadline):
         """Read status lines until the command's status is known or deadline (None: no limit). True if known.
