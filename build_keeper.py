@@ -23,7 +23,10 @@ FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
 
 KEEPER_SHARED = ["keeper.c", "args.c", "status.c", "send.c", "members.c", "events.c", "teardown.c", "start.c"]
-KEEPER_PLATFORM = {"linux": ["cgroup_linux.c"], "darwin": []}
+KEEPER_PLATFORM = {
+    "linux": ["keeper_linux.c", "events_linux.c", "cgroup_linux.c"],
+    "darwin": ["keeper_macos.c", "events_macos.c"],
+}
 
 
 def keeper_own_sources(platform: str = sys.platform) -> list[str]:

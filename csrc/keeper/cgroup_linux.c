@@ -5,9 +5,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#define CGROUP2_MAGIC 0x63677270 /* statfs f_type of a cgroup v2 mount */
 
 static char g_cgpath[PATH_MAX];
 
@@ -215,4 +220,45 @@ void add_cgroup_procs(const char *dir)
         memmove(buf, s, keep);
     }
     close(fd);
+}
+
+/* Returns true if the tree's cgroup answered a scan by itself: members were listed, or it is not populated. */
+bool cg_scan(void)
+{
+    cg_each(add_cgroup_procs, false);
+    /* The cgroup holds the whole tree (nothing leaves it without privilege), and the kernel's populated flag
+     * is the proof of "nothing left": no walk, no marker sweep. A populated cgroup whose lists read empty
+     * (a race, or an unreadable nested cgroup) falls through to the other scans. */
+    return g_ncur > 0 || !cg_populated();
+}
+
+/* Returns 0 once the calling process moved itself into the tree's cgroup, or -errno. */
+int cg_join_self(void)
+{
+    return write_file(K.cgroup, "cgroup.procs", "0"); /* "0": the writer itself */
+}
+
+/* Returns nothing: SIGKILLs everything in the tree's cgroup (cgroup.kill, else freeze, kill each member, thaw). */
+void cgroup_kill(void)
+{
+    if (!K.cgroup || !cgroup_is_ours(K.cgroup))
+        return;
+    if (write_file(K.cgroup, "cgroup.kill", "1") != -ENOENT)
+        return;
+    /* Before 5.14: frozen, nothing in it can fork or exit between the read and the kill. */
+    bool frozen = write_file(K.cgroup, "cgroup.freeze", "1") == 0;
+    for (int i = 0; frozen && i < 200; i++) {
+        char buf[512];
+        if (read_file(K.cgroup, "cgroup.events", buf, sizeof buf) < 0 || strstr(buf, "frozen 1"))
+            break;
+        sleep_ms(5);
+    }
+    g_sgen++;
+    int before = g_ncur;
+    cg_each(add_cgroup_procs, false);
+    for (int i = before; i < g_ncur; i++)
+        send_sig(g_cur[i].pid, g_cur[i].start_time, SIGKILL);
+    g_ncur = before;
+    if (frozen)
+        write_file(K.cgroup, "cgroup.freeze", "0");
 }

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -23,7 +22,7 @@ void hold(void)
 
 /* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode); takes the owner's
  * hold at once. */
-static void queue_signal(int sig)
+void queue_signal(int sig)
 {
     if (sig == HOLD_SIG) {
         hold();
@@ -34,41 +33,6 @@ static void queue_signal(int sig)
         pass = pass || sig == FORWARD[f];
     if (pass && K.npending < PENDING_MAX)
         K.pending[K.npending++] = sig;
-}
-
-/* Returns nothing: waits up to ms milliseconds for a signal or the owner's exit; queues forwarded signals. */
-void wait_events(int ms)
-{
-#ifdef __linux__
-    struct pollfd fds[2] = {{.fd = K.sig_fd, .events = POLLIN}, {.fd = K.owner_fd, .events = POLLIN}};
-    int rc = poll(fds, K.owner_fd >= 0 ? 2 : 1, ms);
-    if (rc <= 0 || !(fds[0].revents & POLLIN))
-        return;
-    struct signalfd_siginfo si[16];
-    ssize_t r = read(K.sig_fd, si, sizeof si);
-    for (ssize_t i = 0; r > 0 && i < r / (ssize_t)sizeof si[0]; i++)
-        queue_signal((int)si[i].ssi_signo);
-#else
-    struct kevent ev[16];
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    int rc = kevent(K.owner_fd, NULL, 0, ev, 16, &ts);
-    for (int i = 0; i < rc; i++) {
-        if (ev[i].filter == EVFILT_SIGNAL)
-            queue_signal((int)ev[i].ident);
-    }
-    sigset_t pend;
-    if (sigpending(&pend) == 0) { /* consume what is pending, so nothing fires when we unblock one to re-raise it */
-        for (int s = 1; s < NSIG; s++) {
-            int got;
-            if (sigismember(&K.blocked, s) && sigismember(&pend, s) == 1) {
-                sigset_t one;
-                sigemptyset(&one);
-                sigaddset(&one, s);
-                sigwait(&one, &got);
-            }
-        }
-    }
-#endif
 }
 
 /* Returns true while some child of ours is left to reap; records the command's status (and says exit) when reaped. */
@@ -172,33 +136,5 @@ int setup_events(void)
         signal(SIGPIPE, SIG_IGN);
         signal(SIGXFSZ, SIG_IGN);
     }
-#ifdef __linux__
-    K.sig_fd = signalfd(-1, &K.blocked, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (K.sig_fd < 0)
-        return -errno;
-    if (K.use_pidfd)
-        K.owner_fd = (int)syscall(SYS_pidfd_open, K.owner, 0);
-    if (K.owner_fd < 0) {
-        K.owner_fd = -1;
-        prctl(PR_SET_PDEATHSIG, PDEATH_SIG); /* a wakeup only: it fires on the spawning thread's exit */
-    }
-#else
-    K.owner_fd = kqueue();
-    if (K.owner_fd < 0)
-        return -errno;
-    fcntl(K.owner_fd, F_SETFD, FD_CLOEXEC);
-    struct kevent ev[NFORWARD + 4];
-    int n = 0;
-    for (int i = 0; i < NFORWARD; i++)
-        EV_SET(&ev[n++], FORWARD[i], EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
-    EV_SET(&ev[n++], SIGCHLD, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
-    EV_SET(&ev[n++], HOLD_SIG, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
-    if (K.pty)
-        EV_SET(&ev[n++], SIGCONT, EVFILT_SIGNAL, EV_ADD, 0, 0, NULL);
-    if (kevent(K.owner_fd, ev, n, NULL, 0, NULL) != 0)
-        return -errno;
-    EV_SET(&ev[0], K.owner, EVFILT_PROC, EV_ADD | EV_ONESHOT, NOTE_EXIT, 0, NULL);
-    kevent(K.owner_fd, ev, 1, NULL, 0, NULL); /* ESRCH: it is gone already, and getppid() tells */
-#endif
-    return 0;
+    return events_open();
 }

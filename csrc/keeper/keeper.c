@@ -34,8 +34,75 @@
 
 struct keeper K = {.status_fd = -1, .go_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
-/* Returns the keeper's exit status once the command and its tree are done. */
-int run(void)
+/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking) and the go fd is
+ * close-on-exec, else the keeper's exit status: 2 (the reason on stderr) or 126 (after an err line). */
+static int claim_fds(void)
+{
+    int fl = fcntl(K.status_fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
+        fprintf(stderr, "proctree keeper: status fd %d is not open for writing: %s\n", K.status_fd,
+                strerror(fl < 0 ? errno : EBADF));
+        return 2;
+    }
+    if (K.status_fd <= 2) { /* stdio goes to the command (then /dev/null): keep the status pipe clear of it */
+        int fd = fcntl(K.status_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+            return refuse("cannot move the status fd: %s", strerror(errno));
+        K.status_fd = fd;
+    }
+    fcntl(K.status_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(K.status_fd, F_SETFL, fl | O_NONBLOCK); /* a full status pipe never blocks the keeper */
+    if (K.go_fd >= 0) {
+        if (K.go_fd == K.status_fd || fcntl(K.go_fd, F_SETFD, FD_CLOEXEC) != 0) {
+            say("err %d cgroup", EBADF);
+            return 126;
+        }
+    }
+    return 0;
+}
+
+/* Returns 0 once the keeper leads its own session (the pty its controlling terminal in pty mode) and is what its
+ * mode needs (a subreaper, or the keeper of a cgroup that is ours), else 126 after an err line. */
+static int become_keeper(void)
+{
+    K.self = getpid();
+    const char *nopidfd = getenv("PROCTREE_NO_PIDFD");
+    K.use_pidfd = !(nopidfd && strcmp(nopidfd, "1") == 0);
+    /* Leave the caller's session and terminal; spawn() already did (Popen start_new_session). */
+    if (setsid() < 0)
+        setpgid(0, 0);
+    /* pty mode: our stdin, the slave the owner opened, becomes our controlling terminal (we lead a fresh session),
+     * and a close-on-exec copy outlives detach_stdio() for tcsetpgrp. */
+    if (K.pty) {
+        if (!isatty(0)) {
+            say("err %d pty", ENOTTY);
+            return 126;
+        }
+        if (ioctl(0, TIOCSCTTY, 0) != 0) {
+            say("err %d pty", errno);
+            return 126;
+        }
+        K.tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+        if (K.tty_fd < 0) {
+            say("err %d pty", errno);
+            return 126;
+        }
+    }
+    /* Session mode, where nothing else holds the tree: our session's members too (when we lead one). */
+    K.session = K.mode == M_SESSION && getsid(0) == K.self ? K.self : 0;
+    read_tree_id();
+    const char *stage = "";
+    int rc = enter_mode(&stage);
+    if (rc < 0) {
+        say("err %d %s", -rc, stage);
+        return 126;
+    }
+    return 0;
+}
+
+/* Returns 0 once the keeper's signals are blocked and readable and the owner is watched and alive, else 1 after an
+ * err line (and the cgroup the owner made removed if it is dead: nobody else will). */
+static int watch_owner(void)
 {
     int rc = setup_events();
     if (rc < 0) {
@@ -49,32 +116,42 @@ int run(void)
         cleanup_cgroup();
         return 1;
     }
-    if (K.go_fd >= 0) { /* cgroup mode: the owner moves us into the cgroup, then says go */
-        char go = 0;
-        ssize_t r;
-        do {
-            r = read(K.go_fd, &go, 1);
-        } while (r < 0 && errno == EINTR);
-        close(K.go_fd);
-        K.go_fd = -1;
-        if (r != 1 || go != '1') {
-            say("err %d cgroup", EPERM);
-#ifdef __linux__
-            if (!owner_alive()) { /* it died mid-spawn: nobody else will remove the cgroup */
-                cg_leave();
-                cleanup_cgroup();
-            }
-#endif
-            return 126;
+    return 0;
+}
+
+/* Returns 0 once the owner moved us into the tree's cgroup and said go (or there is no go fd), else 126 after an
+ * err line. */
+static int await_go(void)
+{
+    if (K.go_fd < 0)
+        return 0;
+    char go = 0; /* cgroup mode: the owner moves us into the cgroup, then says go */
+    ssize_t r;
+    do {
+        r = read(K.go_fd, &go, 1);
+    } while (r < 0 && errno == EINTR);
+    close(K.go_fd);
+    K.go_fd = -1;
+    if (r != 1 || go != '1') {
+        say("err %d cgroup", EPERM);
+        if (!owner_alive()) { /* it died mid-spawn: nobody else will remove the cgroup */
+            cg_leave();
+            cleanup_cgroup();
         }
-        K.in_cgroup = true;
+        return 126;
     }
+    K.in_cgroup = true;
+    return 0;
+}
+
+/* Returns 0 once the command runs and "ok" is said, else 127 after an err line (the cgroup removed); either way
+ * our stdio is the command's from then on. */
+static int launch(void)
+{
     const char *stage = "exec";
-    rc = start_command(&stage);
-#ifdef __linux__
+    int rc = start_command(&stage);
     if (K.in_cgroup)
         cg_leave(); /* before "ok": once spawn() returns, the cgroup holds the tree alone */
-#endif
     if (rc < 0)
         say("err %d %s", -rc, stage);
     else
@@ -84,13 +161,18 @@ int run(void)
         cleanup_cgroup();
         return 127;
     }
+    return 0;
+}
+
+/* Returns the keeper's exit status once the command is done and its tree ended (or left, with keep_orphans or the
+ * owner's hold) and "done" said, or once the owner died and the tree was ended without a word. */
+static int keep(void)
+{
     read_self_start();
     for (;;) {
         bool children = reap();
-#ifdef __linux__
         if (K.cgroup)
             children = children || cg_populated();
-#endif
         forward();
         if (!owner_alive()) {
             K.status_fd = -1;
@@ -130,72 +212,22 @@ int run(void)
     }
 }
 
-/* Returns the keeper's exit status: 2 for a malformed command line (the reason on stderr), else run()'s. */
+/* Returns the keeper's exit status: 2 for a malformed command line (the reason on stderr), 1, 126 or 127 after an
+ * err line, else the command's (a signal re-raised on ourselves, as a shell does). */
 int main(int argc, char **argv)
 {
-    int rc = parse_args(argc, argv);
-    if (rc != 0)
+    int rc;
+    if ((rc = parse_args(argc, argv)) != 0) /* the owner's command line */
         return rc;
-    int fl = fcntl(K.status_fd, F_GETFL);
-    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
-        fprintf(stderr, "proctree keeper: status fd %d is not open for writing: %s\n", K.status_fd,
-                strerror(fl < 0 ? errno : EBADF));
-        return 2;
-    }
-    if (K.status_fd <= 2) { /* stdio goes to the command (then /dev/null): keep the status pipe clear of it */
-        int fd = fcntl(K.status_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-            return refuse("cannot move the status fd: %s", strerror(errno));
-        K.status_fd = fd;
-    }
-    fcntl(K.status_fd, F_SETFD, FD_CLOEXEC);
-    fcntl(K.status_fd, F_SETFL, fl | O_NONBLOCK); /* a full status pipe never blocks the keeper */
-    if (K.go_fd >= 0) {
-        if (K.go_fd == K.status_fd || fcntl(K.go_fd, F_SETFD, FD_CLOEXEC) != 0) {
-            say("err %d cgroup", EBADF);
-            return 126;
-        }
-    }
-    K.self = getpid();
-    const char *nopidfd = getenv("PROCTREE_NO_PIDFD");
-    K.use_pidfd = !(nopidfd && strcmp(nopidfd, "1") == 0);
-    /* Leave the caller's session and terminal; spawn() already did (Popen start_new_session). */
-    if (setsid() < 0)
-        setpgid(0, 0);
-    /* pty mode: our stdin, the slave the owner opened, becomes our controlling terminal (we lead a fresh session),
-     * and a close-on-exec copy outlives detach_stdio() for tcsetpgrp. */
-    if (K.pty) {
-        if (!isatty(0)) {
-            say("err %d pty", ENOTTY);
-            return 126;
-        }
-        if (ioctl(0, TIOCSCTTY, 0) != 0) {
-            say("err %d pty", errno);
-            return 126;
-        }
-        K.tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
-        if (K.tty_fd < 0) {
-            say("err %d pty", errno);
-            return 126;
-        }
-    }
-    /* Session mode, where nothing else holds the tree: our session's members too (when we lead one). */
-    K.session = K.mode == M_SESSION && getsid(0) == K.self ? K.self : 0;
-    read_tree_id();
-#ifdef __linux__
-    if (K.cgroup && !cgroup_is_ours(K.cgroup)) {
-        say("err %d cgroup", EINVAL);
-        return 126;
-    }
-    if (K.mode == M_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-        say("err %d subreaper", errno);
-        return 126;
-    }
-#else
-    if (K.mode != M_SESSION) {
-        say("err %d %s", EOPNOTSUPP, K.mode == M_CGROUP ? "cgroup" : "subreaper");
-        return 126;
-    }
-#endif
-    return run();
+    if ((rc = claim_fds()) != 0) /* the status pipe and the go fd */
+        return rc;
+    if ((rc = become_keeper()) != 0) /* session leader (terminal in pty mode), subreaper or cgroup keeper */
+        return rc;
+    if ((rc = watch_owner()) != 0) /* signals blocked and readable, the owner watched */
+        return rc;
+    if ((rc = await_go()) != 0) /* cgroup mode: the owner moved us into the cgroup */
+        return rc;
+    if ((rc = launch()) != 0) /* the command started, "ok" said, stdio handed over */
+        return rc;
+    return keep(); /* loop: wait for events, reap, forward; then end the tree, say "done" and exit */
 }

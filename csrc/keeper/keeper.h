@@ -3,6 +3,7 @@
 #ifndef PROCTREE_KEEPER_H
 #define PROCTREE_KEEPER_H
 
+/* Feature macros before any system header: the shared files use POSIX and BSD calls that -std=c11 hides. */
 #if defined(__linux__)
 #define _GNU_SOURCE
 #elif defined(__APPLE__)
@@ -10,45 +11,11 @@
 #endif
 #include "proctree.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
-#include <termios.h>
-#include <time.h>
-#include <unistd.h>
-
-#ifdef __linux__
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/syscall.h>
-#include <sys/vfs.h>
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434 /* the same number on every architecture */
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#define CGROUP2_MAGIC 0x63677270
-#endif
-#ifdef __APPLE__
-#include <sys/event.h>
-#endif
-
-extern char **environ;
 
 #define FIXED        13    /* fields before "--" (protocol._FIXED) */
 #define MAX_PROCS    16384 /* members one scan holds */
@@ -59,11 +26,6 @@ extern char **environ;
 #define TREE_ID_LEN  32
 #define TREE_CHAIN   7 /* ids in one PROCTREE_TREE value, innermost first (marker.MAX_TREE_CHAIN) */
 #define PENDING_MAX  64
-#ifdef __APPLE__
-#define ENV_SCRATCH (PT_ENV_SCAN_MAX + 65536) /* macOS reads the whole KERN_PROCARGS2 area */
-#else
-#define ENV_SCRATCH 65536 /* Linux streams /proc/<pid>/environ through it */
-#endif
 
 enum mode { M_CGROUP, M_SUBREAPER, M_SESSION };
 
@@ -131,47 +93,74 @@ extern struct pt_proc g_snap[MAX_PROCS];
 extern struct pt_proc g_cur[MAX_PROCS];
 extern int g_ncur;
 
-typedef void (*cg_visit)(const char *dir);
-
-int parse_uint(const char *s, long long max, long long *out);
-int refuse(const char *fmt, const char *what);
-int parse_args(int argc, char **argv);
+/* status.c */
 double now_s(void);
 void sleep_ms(int ms);
 void say(const char *fmt, ...);
 void say_stopped(int sig);
+
+/* args.c */
+int parse_uint(const char *s, long long max, long long *out);
+int refuse(const char *fmt, const char *what);
+int parse_args(int argc, char **argv);
+
+/* send.c */
 bool protected_pid(pid_t pid);
 int send_sig(pid_t pid, uint64_t start, int sig);
-bool cgroup_is_ours(const char *path);
-int write_file(const char *dir, const char *file, const char *text);
-int read_file(const char *dir, const char *file, char *buf, size_t cap);
-void cg_each(cg_visit visit, bool post);
-bool cg_populated(void);
-void cg_leave(void);
-void cg_remove(void);
-void add_cgroup_procs(const char *dir);
+
+/* members.c */
 bool stopped_has(int32_t pid, uint64_t start, bool add);
 struct ident *ident_get(int32_t pid, uint64_t start, bool *isnew);
 void add_member(const struct pt_proc *row);
 bool chain_names(const char *v, size_t len, const char *id);
 void scan(bool full);
 bool tree_empty(void);
-void hold(void);
-void wait_events(int ms);
+
+/* events.c */
+void queue_signal(int sig);
 bool reap(void);
 void forward(void);
 bool owner_alive(void);
 int setup_events(void);
+
+/* teardown.c */
 bool teardown(void);
 void end_receipt(bool clean);
 void cleanup_cgroup(void);
 bool end_tree(void);
 int exit_code(void);
+
+/* start.c */
 void detach_stdio(void);
 int start_command(const char **stage);
 void read_tree_id(void);
 void read_self_start(void);
 uint64_t start_of(pid_t pid);
-int run(void);
+
+/* The platform's pieces: keeper_linux.c and events_linux.c, or keeper_macos.c and events_macos.c. */
+extern const char FD_DIR[]; /* the directory listing our own open fds */
+extern char env_scratch[];  /* the scratch a process's environment is read through */
+extern const size_t ENV_SCRATCH_SIZE;
+int pidfd_of(pid_t pid);
+int pidfd_signal(int fd, int sig);
+int status_room(int fd);
+pid_t fork_child(bool into_cgroup, bool *born_inside);
+int enter_mode(const char **stage);
+int events_open(void);
+void wait_events(int ms);
+
+/* cgroup v2: cgroup_linux.c, or keeper_macos.c's stand-ins (there K.cgroup is always NULL). */
+typedef void (*cg_visit)(const char *dir);
+bool cgroup_is_ours(const char *path);
+int write_file(const char *dir, const char *file, const char *text);
+int read_file(const char *dir, const char *file, char *buf, size_t cap);
+void cg_each(cg_visit visit, bool post);
+void add_cgroup_procs(const char *dir);
+bool cg_scan(void);
+bool cg_populated(void);
+void cg_leave(void);
+void cg_remove(void);
+int cg_join_self(void);
+void cgroup_kill(void);
 
 #endif

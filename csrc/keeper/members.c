@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One process seen by this teardown, by identity. */
+/* The identity set of the current teardown (teardown.c starts a new one by bumping g_tgen). */
 struct ident g_set[SET_SLOTS];
 uint32_t g_tgen, g_sgen;
 int g_nset;
@@ -17,7 +17,6 @@ struct pt_proc g_cur[MAX_PROCS];  /* the live members of the last scan */
 int g_ncur;
 static int32_t g_order[MAX_PROCS]; /* snapshot rows by ppid */
 static int32_t g_queue[MAX_PROCS];
-static char g_env_scratch[ENV_SCRATCH];
 static double g_marks_at = -1;
 
 /* The processes a forwarded stop-type signal reached (members of the command's group when it was sent), for the
@@ -162,7 +161,7 @@ bool chain_names(const char *v, size_t len, const char *id)
 static bool carries_marker(pid_t pid)
 {
     char val[TREE_CHAIN * (TREE_ID_LEN + 1) + 1];
-    int rc = pt_env_find(pid, TREE_KEY, sizeof TREE_KEY - 1, val, sizeof val, g_env_scratch, sizeof g_env_scratch);
+    int rc = pt_env_find(pid, TREE_KEY, sizeof TREE_KEY - 1, val, sizeof val, env_scratch, ENV_SCRATCH_SIZE);
     return rc > 0 && chain_names(val, (size_t)rc, K.tree_id);
 }
 
@@ -186,16 +185,8 @@ void scan(bool full)
 {
     g_sgen++;
     g_ncur = 0;
-#ifdef __linux__
-    if (K.cgroup) {
-        cg_each(add_cgroup_procs, false);
-        /* The cgroup holds the whole tree (nothing leaves it without privilege), and the kernel's populated flag
-         * is the proof of "nothing left": no walk, no marker sweep. A populated cgroup whose lists read empty
-         * (a race, or an unreadable nested cgroup) falls through to the scans below. */
-        if (g_ncur > 0 || !cg_populated())
-            return;
-    }
-#endif
+    if (K.cgroup && cg_scan())
+        return;
     bool walked = false;
     if (!full && K.mode != M_SESSION) {
         struct pt_proc me;

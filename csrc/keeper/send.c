@@ -18,27 +18,23 @@ int send_sig(pid_t pid, uint64_t start, int sig)
     if (protected_pid(pid))
         return 0;
     int fd = -1;
-#ifdef __linux__
     if (K.use_pidfd) {
-        fd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (fd < 0 && errno == ESRCH)
+        fd = pidfd_of(pid);
+        if (fd == -ESRCH)
             return 0;
+        if (fd < 0)
+            fd = -1; /* no pidfd here: the start time checked just before the kill binds it */
     }
-#endif
     struct pt_proc row;
     int rc = pt_proc(pid, &row);
     if (rc == 0 && (row.start_time != start || row.state == 'Z' || row.state == 'X'))
         rc = -ESRCH;
     if (rc == 0) {
-#ifdef __linux__
         if (fd >= 0)
-            rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+            rc = pidfd_signal(fd, sig);
         else
-            rc = kill(pid, sig);
-#else
-        rc = kill(pid, sig);
-#endif
-        rc = rc == 0 ? 1 : -errno;
+            rc = kill(pid, sig) == 0 ? 0 : -errno;
+        rc = rc == 0 ? 1 : rc;
     }
     if (fd >= 0)
         close(fd);

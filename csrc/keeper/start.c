@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,7 @@
 /* Returns how many inherited fds (above 2, not close-on-exec) it closed: at most 256, one reading of the fd list. */
 static int close_inherited_batch(void)
 {
-#ifdef __linux__
-    DIR *d = opendir("/proc/self/fd");
-#else
-    DIR *d = opendir("/dev/fd");
-#endif
+    DIR *d = opendir(FD_DIR);
     if (!d)
         return 0;
     int own = dirfd(d);
@@ -95,11 +92,7 @@ static void exec_child(const char *exe, int w, bool join_cgroup)
 {
     int report[2] = {0, 0}; /* stage (0: exec, 1: pty, 2: cgroup), errno */
     setpgid(0, 0);
-#ifdef __linux__
-    int rc = join_cgroup ? write_file(K.cgroup, "cgroup.procs", "0") : 0; /* "0": the writer itself */
-#else
-    int rc = join_cgroup ? -EOPNOTSUPP : 0;
-#endif
+    int rc = join_cgroup ? cg_join_self() : 0;
     if (rc < 0) {
         report[0] = 2;
         report[1] = -rc;
@@ -121,52 +114,6 @@ static void exec_child(const char *exe, int w, bool join_cgroup)
         r = write(w, report, sizeof report);
     } while (r < 0 && errno == EINTR);
     _exit(127);
-}
-
-#ifdef __linux__
-/* clone3's argument block up to its cgroup field (CLONE_ARGS_SIZE_VER2), declared here for older headers. */
-struct pt_clone_args {
-    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
-};
-#define PT_CLONE_INTO_CGROUP 0x200000000ULL
-#ifndef SYS_clone3
-#define SYS_clone3 435 /* the same number on every architecture */
-#endif
-#endif
-
-/* Returns the child's pid in the parent, 0 in the child, or -errno. born_inside: when the command must start in the
- * tree's cgroup, set if the kernel placed the child there at birth (clone3 CLONE_INTO_CGROUP, Linux 5.7+: no
- * migration, so no wait for an RCU grace period); else the child must join the cgroup itself. */
-static pid_t fork_child(bool into_cgroup, bool *born_inside)
-{
-    *born_inside = false;
-#ifdef __linux__
-    int cfd = into_cgroup ? open(K.cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (cfd >= 0) {
-        struct pt_clone_args a;
-        memset(&a, 0, sizeof a);
-        a.flags = PT_CLONE_INTO_CGROUP;
-        a.exit_signal = SIGCHLD;
-        a.cgroup = (uint64_t)cfd;
-        long pid = syscall(SYS_clone3, &a, sizeof a);
-        int e = errno;
-        if (pid == 0) {
-            *born_inside = true;
-            return 0;
-        }
-        close(cfd);
-        if (pid > 0) {
-            *born_inside = true;
-            return (pid_t)pid;
-        }
-        if (e != ENOSYS && e != E2BIG && e != EINVAL && e != EPERM && e != EOPNOTSUPP)
-            return -e; /* a real failure (EAGAIN: out of pids), not a kernel without clone3 */
-    }
-#else
-    (void)into_cgroup;
-#endif
-    pid_t pid = fork();
-    return pid < 0 ? -errno : pid;
 }
 
 /* Returns 0 once the command runs (K.cmd set), or -errno (nothing is left running; *stage says which step failed):

@@ -3,10 +3,8 @@
 #include "keeper.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,12 +49,8 @@ void say_stopped(int sig)
 {
     if (K.status_fd < 0)
         return;
-    bool room = K.stop_lines < STOP_LINES_MAX;
-#ifdef __linux__
-    int size = fcntl(K.status_fd, F_GETPIPE_SZ), used = 0;
-    if (size > 0 && ioctl(K.status_fd, FIONREAD, &used) == 0)
-        room = size - used >= EXIT_RESERVE; /* the reader's pace decides, not a count */
-#endif
+    int free_room = status_room(K.status_fd);
+    bool room = free_room >= 0 ? free_room > 0 : K.stop_lines < STOP_LINES_MAX; /* the reader's pace, else a count */
     if (!room)
         return;
     K.stop_lines++;

@@ -3,6 +3,7 @@
 #include "keeper.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,33 +33,6 @@ static bool signal_new(int sig, uint8_t flag)
             send_sig(g_cur[i].pid, g_cur[i].start_time, SIGCONT);
     }
     return any;
-}
-
-/* Returns nothing: SIGKILLs everything in the tree's cgroup (cgroup.kill, else freeze, kill each member, thaw). */
-static void cgroup_kill(void)
-{
-#ifdef __linux__
-    if (!K.cgroup || !cgroup_is_ours(K.cgroup))
-        return;
-    if (write_file(K.cgroup, "cgroup.kill", "1") != -ENOENT)
-        return;
-    /* Before 5.14: frozen, nothing in it can fork or exit between the read and the kill. */
-    bool frozen = write_file(K.cgroup, "cgroup.freeze", "1") == 0;
-    for (int i = 0; frozen && i < 200; i++) {
-        char buf[512];
-        if (read_file(K.cgroup, "cgroup.events", buf, sizeof buf) < 0 || strstr(buf, "frozen 1"))
-            break;
-        sleep_ms(5);
-    }
-    g_sgen++;
-    int before = g_ncur;
-    cg_each(add_cgroup_procs, false);
-    for (int i = before; i < g_ncur; i++)
-        send_sig(g_cur[i].pid, g_cur[i].start_time, SIGKILL);
-    g_ncur = before;
-    if (frozen)
-        write_file(K.cgroup, "cgroup.freeze", "0");
-#endif
 }
 
 /* Returns true if nothing of the tree survived and no scan was cut short: the stop signal + CONT to every member
@@ -120,9 +94,7 @@ void end_receipt(bool clean)
 /* Returns nothing: removes the tree's cgroup (cgroup mode). */
 void cleanup_cgroup(void)
 {
-#ifdef __linux__
     cg_remove();
-#endif
 }
 
 /* Returns true if nothing of the tree survived: the teardown, then the reaping and the cgroup's removal. */
