@@ -2,7 +2,7 @@
 
 setup.py runs this as part of build_ext, so every wheel, sdist build and
 editable install has the keeper next to proctree._core. It is compiled from
-csrc/keeper/keeper.c and the core's own sources (the same ones build_ffi.py
+csrc/keeper/ (the shared files and the platform's) and the core's own sources (the same ones build_ffi.py
 compiles into the module), with the compiler setuptools chose for the module
 (so CC, CFLAGS and macOS's ARCHFLAGS apply alike) and warnings as errors.
 
@@ -22,6 +22,24 @@ KEEPER_NAME = "proctree-keeper"  # spawn() looks for this file in the package di
 FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
 
+KEEPER_SHARED = ["keeper.c", "args.c", "status.c", "send.c", "members.c", "events.c", "teardown.c", "start.c"]
+KEEPER_PLATFORM = {
+    "linux": ["keeper_linux.c", "events_linux.c", "cgroup_linux.c"],
+    "darwin": ["keeper_macos.c", "events_macos.c"],
+}
+
+
+def keeper_own_sources(platform: str = sys.platform) -> list[str]:
+    """The keeper's own C files (csrc/keeper/), shared and platform ones, for this platform."""
+    if platform.startswith("linux"):
+        own = KEEPER_PLATFORM["linux"]
+    elif platform == "darwin":
+        own = KEEPER_PLATFORM["darwin"]
+    else:
+        raise RuntimeError(f"proctree supports Linux and macOS, not {platform}")
+    return [f"csrc/keeper/{name}" for name in [*KEEPER_SHARED, *own]]
+
+
 def keeper_sources(platform: str = sys.platform) -> list[str]:
     """The C files the keeper is built from: its own and the core's, for this platform."""
     if platform.startswith("linux"):
@@ -30,7 +48,7 @@ def keeper_sources(platform: str = sys.platform) -> list[str]:
         core = "csrc/core/macos.c"
     else:
         raise RuntimeError(f"proctree supports Linux and macOS, not {platform}")
-    return ["csrc/keeper/keeper.c", core, "csrc/core/walk.c", "csrc/core/args.c"]
+    return [*keeper_own_sources(platform), core, "csrc/core/walk.c", "csrc/core/args.c"]
 
 
 def want_static(platform: str = sys.platform) -> bool:

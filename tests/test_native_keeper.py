@@ -1,4 +1,4 @@
-"""The native keeper (csrc/keeper/keeper.c), as the package ships it, beyond the protocol.
+"""The native keeper (csrc/keeper/), as the package ships it, beyond the protocol.
 
 tests/test_keeper_protocol.py holds every keeper to the protocol (with
 pidfds where the kernel has them); this module runs that suite once more

@@ -112,7 +112,10 @@ def test_the_keeper_is_built_from_the_cores_own_sources(monkeypatch, platform, c
     import build_keeper
 
     sources = build_keeper.keeper_sources(platform)
-    assert sources == ["csrc/keeper/keeper.c", core, "csrc/core/walk.c", "csrc/core/args.c"]
+    own = build_keeper.keeper_own_sources(platform)
+    assert own[0] == "csrc/keeper/keeper.c"
+    assert all(s.startswith("csrc/keeper/") and s.endswith(".c") for s in own)
+    assert sources == [*own, core, "csrc/core/walk.c", "csrc/core/args.c"]
     assert all((ROOT / s).is_file() for s in sources)
     assert {"-Wall", "-Wextra", "-Werror"} <= set(build_keeper.FLAGS)
     assert build_keeper.want_static(platform) == (platform == "linux")

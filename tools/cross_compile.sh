@@ -11,8 +11,11 @@
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
 #   csrc/core/args.c           every target above (the shared block parsers)
-#   csrc/keeper/keeper.c       the native keeper, both macOS targets (kqueue, session
-#                                  mode only) and both Linux targets
+#   csrc/keeper/*.c            the native keeper, file by file: the shared files
+#                                  and keeper_macos.c/events_macos.c on both macOS
+#                                  targets (kqueue, session mode only), the shared
+#                                  files and the *_linux.c ones on both Linux targets
+#                                  (build_keeper.keeper_own_sources names each set)
 #   two negative controls          copies of proctree_macos.c with one offset
 #                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
 #                                  FAIL to compile
@@ -66,8 +69,21 @@ for t in "${MAC_TARGETS[@]}"; do
 done
 
 echo "== native keeper =="
-for t in "${MAC_TARGETS[@]}" "${LINUX_TARGETS[@]}"; do
-    check "$t" csrc/keeper/keeper.c
+# The file sets build_keeper.py compiles, so that a file added there is checked here too.
+keeper_files() { # platform
+    "$PY" -c 'import sys, build_keeper; print(" ".join(build_keeper.keeper_own_sources(sys.argv[1])))' "$1"
+}
+read -r -a MAC_KEEPER <<< "$(keeper_files darwin)"
+read -r -a LINUX_KEEPER <<< "$(keeper_files linux)"
+for t in "${MAC_TARGETS[@]}"; do
+    for f in "${MAC_KEEPER[@]}"; do
+        check "$t" "$f"
+    done
+done
+for t in "${LINUX_TARGETS[@]}"; do
+    for f in "${LINUX_KEEPER[@]}"; do
+        check "$t" "$f"
+    done
 done
 
 echo "== cffi-generated module C for macOS =="

@@ -6,7 +6,7 @@ The owner (spawn.py) starts a keeper program with a command line built by
 fd, formatted by ``ok_line``/``err_line``/``stopped_line``/``exit_line`` and
 read back by ``parse_status`` into ``Ok``, ``Err``, ``Stopped`` or ``Exit``.
 The owner goes through this module only, and the keeper program
-(csrc/keeper/keeper.c) implements the same rules, so that any keeper that
+(csrc/keeper/) implements the same rules, so that any keeper that
 speaks it can be driven by the same owner and the same conformance tests
 (tests/test_keeper_protocol.py).
 

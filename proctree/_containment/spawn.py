@@ -1,7 +1,7 @@
 """Contained spawning: spawn() starts a tree that cannot leak, and Tree ends it.
 
 The command runs under a keeper, a small C program (proctree-keeper, built
-from csrc/keeper/keeper.c into the package) that is the tree's
+from csrc/keeper/ into the package) that is the tree's
 session leader and, in subreaper mode, a child subreaper, so descendants that
 double-fork reparent to it instead of to init. In cgroup mode the command also
 runs in a cgroup of its own, which nothing leaves without privilege, and

@@ -1,0 +1,140 @@
+/* Events: signals, the owner, the command.
+ */
+#include "keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+const int FORWARD[NFORWARD] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+
+/* Returns nothing: the owner's hold. Once our own teardown has begun, nothing: its "sweep" line is out already. */
+void hold(void)
+{
+    if (K.sweeping)
+        return;
+    K.held = true;
+    say("held");
+}
+
+/* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode); takes the owner's
+ * hold at once. */
+void queue_signal(int sig)
+{
+    if (sig == HOLD_SIG) {
+        hold();
+        return;
+    }
+    bool pass = K.pty && sig == SIGCONT;
+    for (int f = 0; f < NFORWARD; f++)
+        pass = pass || sig == FORWARD[f];
+    if (pass && K.npending < PENDING_MAX)
+        K.pending[K.npending++] = sig;
+}
+
+/* Returns true while some child of ours is left to reap; records the command's status (and says exit) when reaped. */
+bool reap(void)
+{
+    /* pty mode: the command's stops too, so that the owner can hand the user's terminal back, as a shell does. */
+    int flags = WNOHANG | (K.pty ? WUNTRACED | WCONTINUED : 0);
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, flags);
+        if (pid < 0)
+            return errno != ECHILD;
+        if (pid == 0)
+            return true;
+        if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+            if (pid == K.cmd && !K.cmd_done) {
+                K.cmd_stopped = WIFSTOPPED(status);
+                if (K.cmd_stopped)
+                    say_stopped(WSTOPSIG(status));
+            }
+            continue;
+        }
+        if (pid == K.cmd && !K.cmd_done) {
+            K.cmd_done = true;
+            K.cmd_status = status;
+            say("exit %d", status & 0xFFFF);
+        }
+    }
+}
+
+/* Returns true if sig, forwarded to the command's group, asks its members to stop (protocol.STOPPING). */
+static bool stopping(int sig)
+{
+    return sig == K.stop_sig || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+/* Returns nothing: records the live members of the command's group in g_stopped, before a stop-type signal to it (a
+ * process that joins the group between this read and the signal gets it unrecorded: a fork's microseconds). */
+static void record_group(void)
+{
+    int n = pt_snapshot(g_snap, MAX_PROCS);
+    if (n == -ENOBUFS)
+        n = MAX_PROCS;
+    for (int i = 0; i < n; i++) {
+        if (g_snap[i].pgid == K.cmd && g_snap[i].state != 'Z' && g_snap[i].state != 'X')
+            stopped_has(g_snap[i].pid, g_snap[i].start_time, true);
+    }
+}
+
+/* Returns nothing: sends queued signals to the command's group (its pid is its group's while unreaped), and SIGCONT
+ * after TERM/INT/HUP so that a stopped command cannot wedge its runner. In pty mode a SIGCONT to us continues the
+ * command, and first gives the terminal back to its group if it had stopped (as a shell's fg). */
+void forward(void)
+{
+    for (int i = 0; i < K.npending; i++) {
+        int sig = K.pending[i];
+        if (K.cmd <= 0 || K.cmd_done)
+            continue;
+        if (stopping(sig))
+            record_group();
+        if (sig == SIGCONT && K.cmd_stopped && K.tty_fd >= 0)
+            tcsetpgrp(K.tty_fd, K.cmd); /* SIGTTOU is blocked: a background caller may */
+        if (killpg(K.cmd, sig) != 0)
+            kill(K.cmd, sig);
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+            if (killpg(K.cmd, SIGCONT) != 0)
+                kill(K.cmd, SIGCONT);
+        }
+    }
+    K.npending = 0;
+}
+
+/* Returns true while our parent is the owner (a child is reparented only once its parent's whole thread group is gone). */
+bool owner_alive(void)
+{
+    return getppid() == K.owner;
+}
+
+/* Returns 0 once the keeper's signals are blocked and readable (signalfd or kqueue) and the owner is watched, or
+ * -errno. */
+int setup_events(void)
+{
+    sigemptyset(&K.blocked);
+    for (int i = 0; i < NFORWARD; i++)
+        sigaddset(&K.blocked, FORWARD[i]);
+    sigaddset(&K.blocked, SIGCHLD);
+    sigaddset(&K.blocked, HOLD_SIG);
+    sigaddset(&K.blocked, PDEATH_SIG);
+    sigaddset(&K.blocked, SIGPIPE);
+    if (K.pty) { /* SIGCONT: the owner's "fg"; SIGTTOU: tcsetpgrp from our background group must not stop us */
+        sigaddset(&K.blocked, SIGCONT);
+        sigaddset(&K.blocked, SIGTTOU);
+    }
+    if (sigprocmask(SIG_BLOCK, &K.blocked, &K.orig_mask) != 0)
+        return -errno;
+    /* An ignored SIGCHLD would reap our children for us, and lose the command's status. */
+    struct sigaction sa;
+    if (sigaction(SIGCHLD, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+        signal(SIGCHLD, SIG_DFL);
+    if (!K.restore_signals) { /* what a Python owner's interpreter ignores, and Popen leaves ignored without restore */
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGXFSZ, SIG_IGN);
+    }
+    return events_open();
+}
