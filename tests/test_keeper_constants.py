@@ -40,7 +40,8 @@ def signals(names: str) -> tuple[int, ...]:
 
 def function_body(name: str) -> str:
     """The body of the C function name (from its opening line to the first closing brace in column 0)."""
-    return one(r"\n[a-z][^\n;]*\b%s\([^)]*\)\n\{\n(.*?)\n\}\n" % re.escape(name)).group(1)
+    head = r"\n[a-z][^\n;]*\b" + re.escape(name) + r"\([^)]*\)\n\{\n(.*?)\n\}\n"
+    return one(head).group(1)
 
 
 def test_protocol_version():
