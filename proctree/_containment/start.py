@@ -11,6 +11,7 @@ from typing import Any
 from .._errors import ContainmentUnavailable, KeeperLost, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
+from . import keeperloss as _keeperloss
 from . import protocol as _protocol
 from . import receipt as _receipt
 from . import spare as _spare
@@ -86,7 +87,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         if isinstance(first, _protocol.Ok):
             _took_root(tree, first, os.path.basename(launch.exe))
             _write_receipt(tree, launch)
-            _keeper_watch().watch(tree.keeper_pid, tree, Tree._on_keeper_exit, Tree._keeper_exit_settled)
+            _keeper_watch().watch(tree.keeper_pid, tree, _keeperloss.on_keeper_exit, _keeperloss.keeper_exit_settled)
             if stop is not None:
                 stop.check()
             return tree
@@ -100,7 +101,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     if first is None and popen.returncode is not None and popen.returncode < 0:
         # Killed before its first line: it may have started the command, which (and whatever it
         # started) runs on without it. End that as after any lost keeper, then say so.
-        lost = KeeperLost(popen.pid, popen.returncode, tree._end_leftovers())
+        lost = KeeperLost(popen.pid, popen.returncode, _keeperloss.end_leftovers(tree))
         tree._abandon(sweep=False)  # swept just now
         raise lost
     # An err line: the command never ran, so there is nothing to look for by marker.

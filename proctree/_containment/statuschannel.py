@@ -9,13 +9,32 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import _fds
 from .keeperproc import _close_fds
 
 if TYPE_CHECKING:
     from .stopflag import _Stop
+
+
+class LoopWatch:
+    """One event loop's reader on the channel's fd, shared by every wait_async() on that loop.
+
+    add_reader would replace another waiter's callback: one reader per loop and
+    fd, and every waiter awaits the same future (ready).
+    """
+
+    def __init__(self, loop: Any, fd: int, pump: Callable[[], bool]) -> None:
+        self.loop, self.fd, self.waiters = loop, fd, 0
+        self.ready = loop.create_future()
+        self._pump = pump
+
+    def check(self) -> None:
+        """Read what has come (pump() says whether the command's status is known); set ready once it is."""
+        if self._pump() and not self.ready.done():
+            self.ready.set_result(None)
 
 
 class StatusChannel:
@@ -27,6 +46,7 @@ class StatusChannel:
         self._buf = b""
         self._watchers = 0  # wait_async() calls whose loop watches fd
         self._closing: list[int] = []  # closed while watched: closed for real by the last watcher
+        self._loop_watches: dict[Any, LoopWatch] = {}
 
     def next_line(self, deadline: float, stop: _Stop | None = None) -> str | None:
         """The next line, None at EOF; TimeoutError once deadline (monotonic) has passed; _Stopped once stop is set."""
@@ -49,11 +69,23 @@ class StatusChannel:
         line, _, self._buf = self._buf.partition(b"\n")
         return line.decode()
 
-    def watch(self) -> None:
-        """An event loop starts watching fd: its number stays ours until unwatch()."""
+    def loop_watch(self, loop: Any, pump: Callable[[], bool]) -> LoopWatch:
+        """Watch fd from loop (under the reader's lock, fd open): its number stays ours until loop_unwatch()."""
+        assert self.fd is not None
         self._watchers += 1
+        watch = self._loop_watches.get(loop)
+        if watch is None:
+            watch = self._loop_watches[loop] = LoopWatch(loop, self.fd, pump)
+            loop.add_reader(self.fd, watch.check)
+        watch.waiters += 1
+        return watch
 
-    def unwatch(self) -> None:
+    def loop_unwatch(self, watch: LoopWatch) -> None:
+        """One waiter is done; the last one on a loop removes its reader, the last one of all closes a closed fd."""
+        watch.waiters -= 1
+        if not watch.waiters:
+            watch.loop.remove_reader(watch.fd)
+            del self._loop_watches[watch.loop]
         self._watchers -= 1
         if not self._watchers:
             _close_fds(self._closing)

@@ -20,6 +20,7 @@ from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
+from . import keeperloss as _keeperloss
 from . import modes as _modes
 from . import owner as _owner
 from . import protocol as _protocol
@@ -90,7 +91,6 @@ class Tree:
         self._lost: KeeperLost | None = None  # set once the keeper died without its status line
         self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
         self._recovered = threading.Event()  # set once what a lost keeper left is ended
-        self._loop_watches: dict[Any, list[Any]] = {}  # event loop -> [future, waiters, reader callback]
         self._done = False  # the keeper's last line came: it ended its tree itself
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
@@ -222,7 +222,7 @@ class Tree:
         if self._status is not None:
             return
         if self._lost is None and self._channel.eof:
-            self._on_keeper_exit()  # EOF came before the keeper watch's call: end the tree here
+            _keeperloss.on_keeper_exit(self)  # EOF came before the keeper watch's call: end the tree here
         if self._lost is None:
             return
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -274,37 +274,19 @@ class Tree:
             then = None if self.keep_orphans else 2 * self.grace + 5
             return await _trioface.wait_in_slices(self.wait, timeout, self.args, then)
         loop = asyncio.get_running_loop()
-        watch: list[Any] = []
         with self._lock:
-            fd = self._channel.fd if self._status is None and self._lost is None else None
-            if fd is not None:
-                self._channel.watch()  # the fd stays open (not reused) while a loop watches it
-                watch = self._loop_watches.get(loop) or []
-                if not watch:
-                    # One reader per loop and fd (add_reader would replace another waiter's):
-                    # every wait_async() on this loop awaits the same future.
-                    fut = loop.create_future()
-
-                    def readable():
-                        if self._pump(time.monotonic()) and not fut.done():
-                            fut.set_result(None)
-
-                    watch = self._loop_watches[loop] = [fut, 0, readable]
-                    loop.add_reader(fd, readable)
-                watch[1] += 1
-        if fd is not None:
+            watch = None
+            if self._status is None and self._lost is None and self._channel.fd is not None:
+                watch = self._channel.loop_watch(loop, lambda: self._pump(time.monotonic()))
+        if watch is not None:
             try:
-                watch[2]()
-                await asyncio.wait_for(asyncio.shield(watch[0]), timeout)
+                watch.check()
+                await asyncio.wait_for(asyncio.shield(watch.ready), timeout)
             except asyncio.TimeoutError:
                 raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
             finally:
                 with self._lock:
-                    watch[1] -= 1
-                    if not watch[1]:
-                        loop.remove_reader(fd)
-                        del self._loop_watches[loop]
-                    self._channel.unwatch()
+                    self._channel.loop_unwatch(watch)
         return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
@@ -447,7 +429,7 @@ class Tree:
         sig = self.terminate_signal if sig is None else sig
         with self._lock:
             if self._channel.eof and self._status is None and self._lost is None:
-                self._on_keeper_exit()  # the keeper is gone: what it left is ended there
+                _keeperloss.on_keeper_exit(self)  # the keeper is gone: what it left is ended there
             if self._recovery is not None:
                 self._close_status_fd()
                 self._close_pty()
@@ -474,7 +456,7 @@ class Tree:
             if self._lost is not None and self._recovery is None:
                 # The keeper died during the teardown without the command's status: what it
                 # held may have been reparented away from the walk; end it by its markers too.
-                more = self._end_leftovers()
+                more = _keeperloss.end_leftovers(self)
                 rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
                 self._lost.report = self._recovery = rep
             rep = dataclasses.replace(
@@ -489,79 +471,6 @@ class Tree:
             )
             self._report = rep
             return rep
-
-    def _keeper_exit_settled(self) -> bool:
-        """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
-
-        Its last line (done) is in, or the Tree was finished already: nothing
-        is left for _on_keeper_exit to do but reap the keeper, which is done
-        here without waiting (it has exited). False when that cannot be told
-        at once (another thread holds the lock) or the keeper did not end its
-        tree: the watch then runs _on_keeper_exit in a thread of its own.
-        """
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            if self._recovered.is_set() or self._channel.fd is None:
-                return True
-            self._drain()
-            if self._done:
-                self._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
-            return self._done
-        finally:
-            self._lock.release()
-
-    def _on_keeper_exit(self) -> None:
-        """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
-
-        A keeper that reported the command's status and exited with it ended
-        its tree itself. One that did not (it was killed) left the tree
-        running, reparented away from it: end what is left here, at once,
-        with the tree's grace, and keep the KeeperLost that wait() and poll()
-        raise from now on.
-        """
-        with self._lock:
-            if self._recovered.is_set() or self._channel.fd is None:
-                return  # handled already, or the tree was finished by its owner
-            try:
-                rc = self._keeper.wait(5.0)  # it has exited: this reaps it
-            except subprocess.TimeoutExpired:
-                # Its status pipe closed but it runs on: a keeper that broke its protocol.
-                rc = self._keeper.kill_and_reap()
-            self._drain()  # every line it wrote before it went
-            if self._done:
-                return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
-            if self._status is None:
-                # Killed before the command ended: its status is unknowable.
-                self._lost = KeeperLost(self.keeper_pid, rc, None)
-            try:
-                report = self._end_leftovers()
-                self._report = self._recovery = report
-                if self._lost is not None:
-                    self._lost.report = report
-                # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
-                self._finish(clean=report.ok, release_fds=False)
-            finally:
-                self._recovered.set()
-
-    def _end_leftovers(self, grace: float | None = None) -> TeardownReport:
-        """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
-
-        Outside a cgroup the members were reparented (to init, or to a
-        subreaper above us); they are found by this tree's PROCTREE_TREE, as
-        the reaper finds them, and ended as trees of their own, each pinned to
-        its start time. A member that scrubbed its environment is beyond reach.
-        """
-        t0 = time.monotonic()
-        grace = self.grace if grace is None else grace
-        rep = self._mode.leftovers(self, grace)
-        return dataclasses.replace(
-            rep,
-            root=self._root,
-            mode=self.mode,
-            elapsed=time.monotonic() - t0,
-            extra={**rep.extra, "keeper": self.keeper_pid, "keeper_lost": True},
-        )
 
     def kill(self) -> TeardownReport:
         """terminate() with no grace: SIGKILL at once."""

@@ -1,0 +1,97 @@
+"""A keeper lost: what the owner does when the keeper exits, by itself or killed, and ends what it left.
+
+The keeper watch calls keeper_exit_settled() (a quick look that never
+blocks) and, when that cannot tell, on_keeper_exit() in a thread of its own;
+the Tree's own calls (poll, wait, terminate) call on_keeper_exit() too, when
+they find the status pipe closed first. Whoever comes first does the work,
+under the Tree's lock; the rest find it done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from .._errors import KeeperLost
+from .._teardown.report import TeardownReport
+
+if TYPE_CHECKING:
+    from .tree import Tree
+
+
+def keeper_exit_settled(tree: Tree) -> bool:
+    """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
+
+    Its last line (done) is in, or the Tree was finished already: nothing
+    is left for on_keeper_exit to do but reap the keeper, which is done
+    here without waiting (it has exited). False when that cannot be told
+    at once (another thread holds the lock) or the keeper did not end its
+    tree: the watch then runs on_keeper_exit in a thread of its own.
+    """
+    if not tree._lock.acquire(blocking=False):
+        return False
+    try:
+        if tree._recovered.is_set() or tree._channel.fd is None:
+            return True
+        tree._drain()
+        if tree._done:
+            tree._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+        return tree._done
+    finally:
+        tree._lock.release()
+
+
+def on_keeper_exit(tree: Tree) -> None:
+    """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
+
+    A keeper that reported the command's status and exited with it ended
+    its tree itself. One that did not (it was killed) left the tree
+    running, reparented away from it: end what is left here, at once,
+    with the tree's grace, and keep the KeeperLost that wait() and poll()
+    raise from now on.
+    """
+    with tree._lock:
+        if tree._recovered.is_set() or tree._channel.fd is None:
+            return  # handled already, or the tree was finished by its owner
+        try:
+            rc = tree._keeper.wait(5.0)  # it has exited: this reaps it
+        except subprocess.TimeoutExpired:
+            # Its status pipe closed but it runs on: a keeper that broke its protocol.
+            rc = tree._keeper.kill_and_reap()
+        tree._drain()  # every line it wrote before it went
+        if tree._done:
+            return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
+        if tree._status is None:
+            # Killed before the command ended: its status is unknowable.
+            tree._lost = KeeperLost(tree.keeper_pid, rc, None)
+        try:
+            report = end_leftovers(tree)
+            tree._report = tree._recovery = report
+            if tree._lost is not None:
+                tree._lost.report = report
+            # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
+            tree._finish(clean=report.ok, release_fds=False)
+        finally:
+            tree._recovered.set()
+
+
+def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
+    """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
+
+    Outside a cgroup the members were reparented (to init, or to a
+    subreaper above us); they are found by this tree's PROCTREE_TREE, as
+    the reaper finds them, and ended as trees of their own, each pinned to
+    its start time. A member that scrubbed its environment is beyond reach.
+    """
+    t0 = time.monotonic()
+    grace = tree.grace if grace is None else grace
+    rep = tree._mode.leftovers(tree, grace)
+    return dataclasses.replace(
+        rep,
+        root=tree._root,
+        mode=tree.mode,
+        elapsed=time.monotonic() - t0,
+        extra={**rep.extra, "keeper": tree.keeper_pid, "keeper_lost": True},
+    )
