@@ -152,8 +152,8 @@ def test_cli_and_demo_use_the_public_api(module):
 # Loadable as plain files (stdlib only at import): the reaper's seam (marker,
 # receipt) and the keeper protocol, which test tools load without the package.
 STDLIB_SEAM = {
-    "proctree._containment.marker",
-    "proctree._containment.receipt",
+    "proctree._containment.evidence.marker",
+    "proctree._containment.evidence.receipt",
     "proctree._containment.protocol",
 }
 
@@ -241,3 +241,14 @@ def test_every_public_exception_and_warning_lives_in_errors():
     raised.append(proctree.pytest_plugin.ProcessLeakWarning)
     assert len(raised) >= 10
     assert [c.__name__ for c in raised if c.__module__ != "proctree._errors"] == []
+
+
+def test_the_reaper_imports_of_containment_only_its_evidence():
+    bad = [
+        f"{m}:{line} imports {t}"
+        for m in MODULES
+        if m.startswith("proctree._reaper")
+        for t, line, _ in imports(m)
+        if t.startswith("proctree._containment") and not t.startswith("proctree._containment.evidence")
+    ]
+    assert not bad, "\n".join(bad)

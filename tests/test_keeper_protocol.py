@@ -551,7 +551,7 @@ os.wait()
 
 def test_session_mode_follows_the_tree_marker(keeper, pipe):
     """A session-mode keeper ends a daemon that left its session but carries its PROCTREE_TREE, and only that."""
-    from proctree._containment import marker
+    from proctree._containment.evidence import marker
 
     r, w = pipe
     env = dict(os.environ, PROCTREE_TREE=marker.new_tree_id())

@@ -574,7 +574,7 @@ def test_owner_sigkill_ends_a_term_ignoring_daemon_within_the_grace(use_native, 
     import json
 
     import proctree
-    from proctree._containment import marker
+    from proctree._containment.evidence import marker
 
     r, w = pipe
     cgroup = new_cgroup("native-owner") if mode == "cgroup" else None

@@ -20,7 +20,7 @@ import pytest
 
 import proctree
 from proctree._containment import cgroup as _cgroup
-from proctree._containment import marker as _marker
+from proctree._containment.evidence import marker as _marker
 from support.spawnkit import ALL_MODES, alive, end_daemon, wait_gone
 
 ID_A, ID_B, ID_C = "a" * 32, "b" * 32, "0123456789abcdef" * 2

@@ -17,7 +17,7 @@ import tempfile
 import pytest
 
 import proctree
-from proctree._containment import receipt as _receipt
+from proctree._containment.evidence import receipt as _receipt
 from support.reapkit import orphaned_tree
 from support.spawnkit import alive, wait_gone
 

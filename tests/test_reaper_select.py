@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from proctree._containment.leftovers import LeftoverCgroup
-from proctree._containment.marker import Marker, parse_marker
+from proctree._containment.evidence.leftovers import LeftoverCgroup
+from proctree._containment.evidence.marker import Marker, parse_marker
 from proctree._reaper.rules import CLAUDE_DAEMON, Rule
 from proctree._reaper.select import Facts, ReceiptFact, owner_state, select, subtree
 from proctree._table.model import Proc

@@ -287,7 +287,7 @@ import json, os, tempfile
 import proctree
 os.symlink("/", os.path.join(tempfile.gettempdir(), "proctree-0"))
 os.chmod("/run", 0o555)
-from proctree._containment import receipt
+from proctree._containment.evidence import receipt
 receipt.RUN_ROOT = "/nonexistent-run"
 rep = proctree.reap_orphans(dry_run=True)
 print(json.dumps({"warnings": list(rep.warnings)}))

@@ -1,4 +1,4 @@
-"""Receipts (proctree/_containment/receipt.py) and PROCTREE_TREE in session mode.
+"""Receipts (proctree/_containment/evidence/receipt.py) and PROCTREE_TREE in session mode.
 
 The first half is the receipt file format and directory on their own: write,
 read back, remove; every kind of bad file reported with its reason and never
@@ -24,10 +24,10 @@ import pytest
 
 import proctree
 from proctree._containment import cgroup as _cgroup
-from proctree._containment import marker as _marker
 from proctree._containment import owner as _owner
-from proctree._containment import receipt
 from proctree._containment import spawn as _spawn
+from proctree._containment.evidence import marker as _marker
+from proctree._containment.evidence import receipt
 from support.spawnkit import ALL_MODES, DAEMONIZER, LINUX, alive, end_daemon, read_lines, wait_gone
 
 ROOT = os.geteuid() == 0

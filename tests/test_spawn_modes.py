@@ -19,7 +19,7 @@ import pytest
 
 import proctree
 from proctree._containment import cgroup as _cgroup
-from proctree._containment import marker as _marker
+from proctree._containment.evidence import marker as _marker
 from proctree._containment.spawn import ContainmentUnavailable, spawn
 from support.spawnkit import (
     ALL_MODES,

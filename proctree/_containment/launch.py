@@ -16,9 +16,9 @@ from .._errors import ContainmentUnavailable, ReceiptWarning
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
 from . import cgroup as _cgroup
-from . import marker as _marker
 from . import protocol as _protocol
-from . import receipt as _receipt
+from .evidence import marker as _marker
+from .evidence import receipt as _receipt
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 

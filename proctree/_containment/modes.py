@@ -25,8 +25,8 @@ from .._teardown import engine as _teardown
 from .._teardown import many as _many
 from .._teardown.report import TeardownReport
 from . import cgroup as _cgroup
-from . import marker as _marker
 from . import owner as _owner
+from .evidence import marker as _marker
 from .sweep import _marked_roots, _merge_reports
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from .._table import live as _live
 from .._table.model import Proc
 from .._teardown import many as _many
 from .._teardown.report import TeardownReport
-from . import marker as _marker
+from .evidence import marker as _marker
 
 _LINUX = sys.platform.startswith("linux")
 _PR_SET_CHILD_SUBREAPER = 36

@@ -31,7 +31,7 @@ from typing import Any
 from .._errors import ContainmentUnavailable, KeeperLost  # noqa: F401 (also importable from here)
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
-from . import marker as _marker
+from .evidence import marker as _marker
 from .launch import (  # noqa: F401 (the modes and the Popen keywords spawn() takes)
     _LINUX,
     MODES,

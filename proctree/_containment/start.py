@@ -13,9 +13,9 @@ from .._table import binding as _binding
 from .._table.model import Proc
 from . import keeperloss as _keeperloss
 from . import protocol as _protocol
-from . import receipt as _receipt
 from . import spare as _spare
 from . import terminal as _terminal
+from .evidence import receipt as _receipt
 from .keeperproc import (
     _close_fds,
     _close_stdio,

@@ -9,8 +9,8 @@ from .._table import binding as _binding
 from .._table.model import Proc
 from .._teardown import many as _many
 from .._teardown.report import TeardownReport
-from . import marker as _marker
 from . import spare as _spare
+from .evidence import marker as _marker
 
 
 def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> list[Proc]:

@@ -24,7 +24,7 @@ from . import keeperloss as _keeperloss
 from . import modes as _modes
 from . import owner as _owner
 from . import protocol as _protocol
-from . import receipt as _receipt
+from .evidence import receipt as _receipt
 from .keeperproc import (
     Keeper,
     _close_fds,

@@ -14,9 +14,9 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 
-from .._containment import leftovers as _leftovers
-from .._containment import marker as _marker
-from .._containment import receipt as _receipt
+from .._containment.evidence import leftovers as _leftovers
+from .._containment.evidence import marker as _marker
+from .._containment.evidence import receipt as _receipt
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table import credentials as _credentials

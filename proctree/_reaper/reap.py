@@ -21,9 +21,9 @@ import re
 import time
 from collections.abc import Collection, Iterable, Sequence
 
-from .._containment import leftovers as _leftovers
-from .._containment import marker as _marker
-from .._containment import receipt as _receipt
+from .._containment.evidence import leftovers as _leftovers
+from .._containment.evidence import marker as _marker
+from .._containment.evidence import receipt as _receipt
 from .._table.model import Proc
 from .._teardown import many as _many
 from .._teardown.report import TeardownReport

@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._containment import marker as _marker
-from .._containment.leftovers import LeftoverCgroup
-from .._containment.marker import Marker
+from .._containment.evidence import marker as _marker
+from .._containment.evidence.leftovers import LeftoverCgroup
+from .._containment.evidence.marker import Marker
 from .._table.model import Proc
 from .._validate import PID_MAX
 from .model import Orphan, Skipped
@@ -46,7 +46,7 @@ from .model import Orphan, Skipped
 
 @dataclass(frozen=True)
 class ReceiptFact:
-    """What the reaper uses of a receipt (proctree._containment.receipt.Receipt)."""
+    """What the reaper uses of a receipt (proctree._containment.evidence.receipt.Receipt)."""
 
     path: str
     owner: tuple[int, int]

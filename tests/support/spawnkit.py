@@ -11,7 +11,7 @@ import pytest
 
 import proctree
 from proctree._containment import cgroup as _cgroup
-from proctree._containment import marker as _marker
+from proctree._containment.evidence import marker as _marker
 from proctree._containment.spawn import spawn
 
 LINUX = sys.platform.startswith("linux")

@@ -29,12 +29,8 @@ import stat
 import time
 from dataclasses import dataclass
 
-try:
-    from . import marker as _marker
-    from . import protocol as _protocol
-except ImportError:  # loaded as a plain file by the keeper (its directory is on sys.path)
-    import marker as _marker  # type: ignore[import-not-found,no-redef]
-    import protocol as _protocol  # type: ignore[import-not-found,no-redef]
+from .. import protocol as _protocol
+from . import marker as _marker
 
 VERSION = 1
 ENV_DIR = "PROCTREE_RECEIPTS_DIR"  # overrides the location (same checks)

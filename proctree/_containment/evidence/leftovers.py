@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .._teardown.report import TeardownReport
-from . import cgroup as _cgroup
-from . import owner as _owner
+from ..._teardown.report import TeardownReport
+from .. import cgroup as _cgroup
+from .. import owner as _owner
 
 MAX_DIRS = 20000  # the walk's bound: a hierarchy larger than this is reported, not walked further
 
