@@ -4,8 +4,18 @@ import atexit
 import glob
 import os
 import shutil
+import signal
 import sys
 import tempfile
+
+# Under nohup, or as a shell's background job, the suite starts with SIGHUP or
+# SIGINT ignored, and every process it starts inherits that: the tests of
+# Ctrl-C and hang-up would fail for want of a signal. Give them back.
+for _sig in (signal.SIGHUP, signal.SIGQUIT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # `python -m pytest` puts the checkout first on sys.path, and the checkout's
 # proctree/ has no compiled core unless it was built in place: test the
