@@ -109,7 +109,8 @@ def test_a_hostile_printer_cannot_stall_the_loop(jammed_ports):
     snap, worst, elapsed, seen, stop_took = run(main())
     assert snap.status == "running" and snap.ready_by is None  # none of those ports is the service's
     assert seen >= 2400
-    assert worst < 0.1, f"the loop was held up {worst:.3f} s"
+    # A blocked read would hold the loop 0.1 s per line, minutes in all; a loaded shared machine alone costs ~0.1 s.
+    assert worst < 0.5, f"the loop was held up {worst:.3f} s"
     assert elapsed < 10 and stop_took < 10
 
 
