@@ -403,3 +403,20 @@ def test_keep_orphans_holds_a_setsid_daemon_in_every_mode(trees, mode):
     assert daemon, f"{mode}: the daemon is not a member"
     rep = t.terminate()
     assert daemon[0].pid in {p.pid for p in rep.found} and rep.ok
+
+
+def test_a_cgroup_check_that_cannot_read_mountinfo_is_unavailable_not_a_refusal(monkeypatch):
+    """Out of descriptors, "is it ours?" has no answer: Unavailable (EMFILE), never "not a cgroup proctree created"
+    (which a second read, once another thread freed a descriptor, used to say)."""
+    import errno
+
+    from proctree._containment import cgroup
+
+    def emfile(*a):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(cgroup, "_read_mount", emfile)
+    with pytest.raises(cgroup.Unavailable) as info:
+        cgroup._require_ours("/sys/fs/cgroup/proctree-1-2/tree-1")
+    assert info.value.errno == errno.EMFILE and "cannot check" in str(info.value)
+    assert cgroup.find_mount() is None

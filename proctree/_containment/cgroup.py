@@ -64,12 +64,17 @@ def parent_name(owner_pid, owner_start):
 
 
 def find_mount(mountinfo="/proc/self/mountinfo"):
-    """The mount point of the cgroup v2 hierarchy, or None. Reads mountinfo, assumes no path."""
+    """The mount point of the cgroup v2 hierarchy, or None (also when mountinfo cannot be read)."""
     try:
-        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
+        return _read_mount(mountinfo)
     except OSError:
         return None
+
+
+def _read_mount(mountinfo="/proc/self/mountinfo"):
+    """find_mount(), but a mountinfo that cannot be read (EMFILE, ENOMEM) raises OSError instead of None."""
+    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+        lines = f.read().splitlines()
     for line in lines:
         left, sep, right = line.partition(" - ")
         if not sep:
@@ -112,21 +117,24 @@ def base_dir():
 def is_ours(path):
     """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent,
     inside the cgroup v2 mount (a look-alike directory elsewhere is not a cgroup of ours)."""
+    return _is_ours_below(find_mount(), path)
+
+
+def _is_ours_below(mount, path):
     path = os.path.normpath(path)
-    mount = find_mount()
     if mount is None or os.path.commonpath([mount, path]) != os.path.normpath(mount):
         return False
     return _is_parent_name(os.path.basename(os.path.dirname(path)))
 
 
 def _require_ours(path):
-    if not is_ours(path):
-        # is_ours reads mountinfo: a read that failed (EMFILE) is not "not ours", and must say so.
-        try:
-            with open("/proc/self/mountinfo", "rb"):
-                pass
-        except OSError as exc:
-            raise Unavailable(exc.errno, f"cannot check {path}: {exc.strerror}") from exc
+    """ValueError unless path is a cgroup of ours; Unavailable when that cannot be read (no descriptor left:
+    not a proof that it is not ours)."""
+    try:
+        mount = _read_mount()
+    except OSError as exc:
+        raise Unavailable(exc.errno, f"cannot check {path}: {exc.strerror}") from exc
+    if not _is_ours_below(mount, path):
         raise ValueError(f"refusing to touch {path}: not a cgroup proctree created")
 
 
