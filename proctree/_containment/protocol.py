@@ -8,7 +8,7 @@ read back by ``parse_status`` into ``Ok``, ``Err``, ``Stopped`` or ``Exit``.
 The owner goes through this module only, and the keeper program
 (csrc/keeper/) implements the same rules, so that any keeper that
 speaks it can be driven by the same owner and the same conformance tests
-(tests/test_keeper_protocol.py).
+(tests/containment/test_keeper_protocol.py).
 
 Command line (after the program)::
 

@@ -1,6 +1,6 @@
 """Which processes are orphans: a pure decision over one Facts model.
 
-The rules, each a test in tests/test_reaper_select.py:
+The rules, each a test in tests/reaper/test_reaper_select.py:
 - Evidence names an owner (pid, start time). The owner is gone only on
   positive proof: its pid holds a zombie of it ("owner-exited"), holds a
   process that started later ("owner-pid-reused"), or was confirmed absent

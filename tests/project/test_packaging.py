@@ -19,7 +19,7 @@ import pytest
 
 import proctree
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 needs_build_scripts = pytest.mark.skipif(
     not (ROOT / "setup.py").is_file() or not (ROOT / "build_ffi.py").is_file(),
     reason="the tests are not next to setup.py and build_ffi.py (not a checkout or sdist)",

@@ -15,7 +15,7 @@ import pytest
 import proctree
 
 PKG_DIR = os.path.dirname(os.path.abspath(proctree.__file__))
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, above the layer folders
 
 # Module-name prefix -> layer number; lower layers never import higher ones.
 LAYERS = [
@@ -169,10 +169,10 @@ def test_markers_receipts_and_the_protocol_need_only_the_stdlib_at_import(module
 
 
 def test_no_test_module_imports_another():
-    tests = {f[:-3] for f in os.listdir(TESTS_DIR) if f.startswith("test_") and f.endswith(".py")}
+    tests = {f[:-3] for f in os.listdir(os.path.join(TESTS_DIR, "project")) if f.startswith("test_") and f.endswith(".py")}
     bad = []
     for name in sorted(tests):
-        with open(os.path.join(TESTS_DIR, name + ".py"), encoding="utf-8") as f:
+        with open(os.path.join(TESTS_DIR, "project", name + ".py"), encoding="utf-8") as f:
             tree = ast.parse(f.read())
         for node in ast.walk(tree):
             names = []

@@ -1,6 +1,6 @@
 """The native keeper (csrc/keeper/), as the package ships it, beyond the protocol.
 
-tests/test_keeper_protocol.py holds every keeper to the protocol (with
+tests/containment/test_keeper_protocol.py holds every keeper to the protocol (with
 pidfds where the kernel has them); this module runs that suite once more
 without pidfds (PROCTREE_NO_PIDFD), and checks what the suite does not: argv
 fuzzing (never a crash), the defects a keeper must not have (a stopped
@@ -38,7 +38,7 @@ from support.spawnkit import (
     wait_gone,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS_DIR = os.path.join(ROOT, "tests")
 
 pytestmark = pytest.mark.skipif(
@@ -89,7 +89,7 @@ def test_the_keeper_passes_the_conformance_suite_without_pidfds(native):
             "-q",
             "-p",
             "no:cacheprovider",
-            os.path.join(TESTS_DIR, "test_keeper_protocol.py"),
+            os.path.join(TESTS_DIR, "containment", "test_keeper_protocol.py"),
         ],
         cwd=ROOT,
         env=env,

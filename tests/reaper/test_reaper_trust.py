@@ -167,7 +167,7 @@ def test_forged_evidence_never_leads_a_root_reaper_to_a_process_its_carrier_coul
     assert root not in got["found"]
     if how in ("marker-legacy", "rule"):
         # Neither says where its pids belong: in the sandbox's nested namespace they are not placed at all,
-        # so the evidence is skipped at its carrier (the credential rule on them: tests/test_reaper_select.py).
+        # so the evidence is skipped at its carrier (the credential rule on them: tests/reaper/test_reaper_select.py).
         assert got["user_pid"] in skipped and "not proof here" in skipped[got["user_pid"]], got
     else:
         assert "could not signal" in skipped[root] or "other (or unreadable) credentials" in skipped[root], got
@@ -280,7 +280,7 @@ print(subprocess.run([sys.executable, "-c", owner], capture_output=True, text=Tr
 
 
 def test_a_receipt_location_taken_by_another_user_is_reported_by_reap():
-    # Every kind of pre-emption is covered at the unit level (tests/test_receipts.py); here a root
+    # Every kind of pre-emption is covered at the unit level (tests/containment/test_receipts.py); here a root
     # reaper with no /run of its own finds a symlink where its temp location should be, and names it.
     script = r"""
 import json, os, tempfile

@@ -25,7 +25,7 @@ from proctree._containment import protocol
 from proctree._containment.protocol import Done, Err, Exit, KeeperArgs, Ok, ProtocolError, Stopped, parse_status
 from support.spawnkit import ALL_MODES, KeeperRun, alive, new_cgroup, read_lines, wait_gone
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, where `support` lives
 V = f"v{protocol.PROTOCOL_VERSION}"
 
 
