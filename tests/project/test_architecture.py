@@ -168,11 +168,36 @@ def test_markers_receipts_and_the_protocol_need_only_the_stdlib_at_import(module
     assert not bad, "\n".join(bad)
 
 
+# The test folders mirror the layers; `support` is the shared kit, not tests.
+TEST_FOLDERS = {"project", "table", "teardown", "containment", "reaper", "supervisor", "cli", "plugin", "dropin"}
+
+
+def _test_modules() -> dict[str, str]:
+    """Every test module below tests/, by name (unique: pytest's default import mode needs it) -> path."""
+    found: dict[str, str] = {}
+    for folder, dirs, files in os.walk(TESTS_DIR):
+        dirs[:] = [d for d in dirs if d not in ("support", "__pycache__")]
+        for f in files:
+            if f.startswith("test_") and f.endswith(".py"):
+                assert f[:-3] not in found, f"two test modules named {f}: {found.get(f[:-3])} and {folder}"
+                found[f[:-3]] = os.path.join(folder, f)
+    return found
+
+
+def test_every_test_module_sits_in_a_folder_that_mirrors_a_layer():
+    misplaced = [
+        os.path.relpath(p, TESTS_DIR)
+        for p in _test_modules().values()
+        if os.path.relpath(os.path.dirname(p), TESTS_DIR) not in TEST_FOLDERS
+    ]
+    assert not misplaced, f"test modules outside the layer folders {sorted(TEST_FOLDERS)}: {misplaced}"
+
+
 def test_no_test_module_imports_another():
-    tests = {f[:-3] for f in os.listdir(os.path.join(TESTS_DIR, "project")) if f.startswith("test_") and f.endswith(".py")}
+    tests = _test_modules()
     bad = []
-    for name in sorted(tests):
-        with open(os.path.join(TESTS_DIR, "project", name + ".py"), encoding="utf-8") as f:
+    for name, path in sorted(tests.items()):
+        with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read())
         for node in ast.walk(tree):
             names = []
