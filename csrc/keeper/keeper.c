@@ -67,7 +67,8 @@ static int become_keeper(void)
 {
     K.self = getpid();
     const char *nopidfd = getenv("PROCTREE_NO_PIDFD");
-    K.use_pidfd = !(nopidfd && strcmp(nopidfd, "1") == 0);
+    /* The owner's rule (signals.pidfds_available): set, and neither empty nor "0", turns pidfds off. */
+    K.use_pidfd = !nopidfd || !*nopidfd || strcmp(nopidfd, "0") == 0;
     /* Leave the caller's session and terminal; spawn() already did (Popen start_new_session). */
     if (setsid() < 0)
         setpgid(0, 0);

@@ -7,14 +7,14 @@ The per-owner parent is created by us and named after our identity, and every
 tree cgroup lives under it. This module must never kill, freeze or remove a
 cgroup that is not below such a parent it made: ``is_ours`` is checked by every
 function that writes to a cgroup.
-
-Stdlib only and no relative imports: the keeper process loads this file
-directly, without importing the proctree package.
 """
 
 import errno
 import os
+import signal
 import time
+
+from .._teardown import signals as _signals
 
 # cgroup v2 exists on Linux only; callers reach this module in cgroup mode only.
 LINUX_ONLY = True
@@ -288,17 +288,11 @@ def _kill_member(path, mount, pid, use_pidfd):
     exit and its pid be reused before the kill: hold it by pidfd, then check
     its cgroup. (Without pidfds the check is only as fresh as the kill is quick.)
     """
-    import signal  # only here: the keeper avoids the module's import cost
-
     path = os.path.normpath(path)
-    fd = None
     try:
-        if use_pidfd:
-            fd = os.pidfd_open(pid)
+        fd = _signals.open_pidfd(pid, use_pidfd)
     except ProcessLookupError:
         return
-    except (AttributeError, OSError):
-        pass
     try:
         rel = own_cgroup(pid)
         where = None if rel is None or mount is None else os.path.normpath(mount + rel)

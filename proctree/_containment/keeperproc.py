@@ -172,13 +172,13 @@ def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
     a teardown would pay after its tree is already gone. A pidfd on our own
     child turns readable when it exits; then wait() returns at once.
     """
-    if not hasattr(os, "pidfd_open"):
-        return popen.wait(timeout)  # macOS: Popen's own wait
-    if timeout is None or popen.returncode is not None or not _signals.pidfds_available():
+    if timeout is None or popen.returncode is not None:
         return popen.wait(timeout)
     try:
-        fd = os.pidfd_open(popen.pid)
+        fd = _signals.open_pidfd(popen.pid)
     except OSError:
+        fd = None
+    if fd is None:  # macOS, or no pidfd to be had: Popen's own wait
         return popen.wait(timeout)
     try:
         if not _fds.readable([fd], max(0.0, timeout)):

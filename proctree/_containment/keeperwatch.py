@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _fds
+from .._teardown import signals as _signals
 
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
@@ -290,12 +291,12 @@ _CAN_RESUME = _LINUX and hasattr(os, "P_PIDFD") and hasattr(os, "waitid") and ha
 
 def _pidfd(pid: int) -> int | None:
     """A pidfd on our child pid (it cannot be reused before we reap it), or None where there are none."""
-    if _LINUX and hasattr(os, "pidfd_open") and not os.environ.get("PROCTREE_NO_PIDFD"):
-        try:
-            return os.pidfd_open(pid)
-        except OSError:
-            return None
-    return None
+    if not _LINUX:
+        return None
+    try:
+        return _signals.open_pidfd(pid)
+    except OSError:  # gone already: the watch falls back as it does without pidfds
+        return None
 
 
 def _close(fd: int | None) -> None:

@@ -60,8 +60,7 @@ line never is). A SIGCONT to the keeper gives the terminal back to a stopped
 command's group and continues it. Any number of ``stopped`` lines may come
 between ``ok`` and ``exit``; a reader that does not care skips them.
 
-Stdlib only and no relative imports: test tools load this file directly,
-without importing the proctree package. It never touches a process.
+It never touches a process.
 """
 
 from __future__ import annotations

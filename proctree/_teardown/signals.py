@@ -31,17 +31,17 @@ SENT: Outcome = "sent"
 GONE: Outcome = "gone"
 DENIED: Outcome = "denied"
 
-# Tests and debugging: PROCTREE_NO_PIDFD=1 forces the start-time fallback.
+# Tests and debugging: PROCTREE_NO_PIDFD (set, and not "0") forces the start-time fallback.
 _pidfd_ok: bool | None = None
 
 
 def pidfds_available() -> bool:
-    """True when pidfd_open and pidfd_send_signal work here (probed once)."""
+    """True when pidfd_open and pidfd_send_signal work here (probed once): the one pidfd decision."""
     global _pidfd_ok
     if _pidfd_ok is None:
         _pidfd_ok = False
         if (
-            os.environ.get("PROCTREE_NO_PIDFD") != "1"
+            os.environ.get("PROCTREE_NO_PIDFD", "0") in ("", "0")
             and hasattr(os, "pidfd_open")
             and hasattr(signal, "pidfd_send_signal")
         ):
@@ -52,6 +52,31 @@ def pidfds_available() -> bool:
             except OSError:
                 pass
     return _pidfd_ok
+
+
+# pidfd_open failures that mean "none to be had now", not "no such process": out of
+# descriptors, no support, or (EPERM) a seccomp filter refusing it.
+_NO_PIDFD_NOW = (errno.EMFILE, errno.ENFILE, errno.ENOSYS, errno.EINVAL, errno.EPERM)
+
+
+def open_pidfd(pid: int, use_pidfd: bool = True) -> int | None:
+    """A pidfd on pid, or None where pidfds are not used or none can be had now.
+
+    Raises ProcessLookupError if pid is gone. use_pidfd False (a caller's own
+    decision, made once) or pidfds_available() False: None without a call.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return None
+    if not use_pidfd or not pidfds_available():
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_PIDFD_NOW:
+            raise
+        return None
 
 
 def _ancestor_pids(pid: int) -> list[int]:
@@ -122,17 +147,10 @@ def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None:
     """
     if not guard.allows(proc.pid):
         raise ValueError(f"refusing to signal protected pid {proc.pid}")
-    fd = None
-    if use_pidfd and hasattr(os, "pidfd_open"):
-        try:
-            fd = os.pidfd_open(proc.pid)
-        except ProcessLookupError:
-            return None
-        except OSError as exc:
-            # Out of fds or no pidfd support here: fall back to start-time checks.
-            if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOSYS, errno.EINVAL, errno.EPERM):
-                raise
-            fd = None
+    try:
+        fd = open_pidfd(proc.pid, use_pidfd)  # None: start-time checks instead
+    except ProcessLookupError:
+        return None
     # The pidfd names whatever held the pid when it was opened; the start time read
     # after it tells whether that is the process we recorded.
     try:
@@ -161,16 +179,10 @@ def hold(pid: int, guard: Guard, use_pidfd: bool) -> Target | None:
     """
     if not guard.allows(pid):
         raise ValueError(f"refusing to signal protected pid {pid}")
-    fd = None
-    if use_pidfd and hasattr(os, "pidfd_open"):
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return None
-        except OSError as exc:
-            if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOSYS, errno.EINVAL, errno.EPERM):
-                raise
-            fd = None
+    try:
+        fd = open_pidfd(pid, use_pidfd)
+    except ProcessLookupError:
+        return None
     now: Proc | None
     try:
         now = _binding.proc(pid)

@@ -151,23 +151,6 @@ def test_cli_and_demo_use_the_public_api(module):
 
 # Loadable as plain files (stdlib only at import): the reaper's seam (marker,
 # receipt) and the keeper protocol, which test tools load without the package.
-STDLIB_SEAM = {
-    "proctree._containment.evidence.marker",
-    "proctree._containment.evidence.receipt",
-    "proctree._containment.protocol",
-}
-
-
-@pytest.mark.parametrize("module", sorted(STDLIB_SEAM))
-def test_markers_receipts_and_the_protocol_need_only_the_stdlib_at_import(module):
-    bad = [
-        f"{module}:{line} imports {t} at import time"
-        for t, line, top in imports(module)
-        if top and t not in STDLIB_SEAM
-    ]
-    assert not bad, "\n".join(bad)
-
-
 # The test folders mirror the layers; `support` is the shared kit, not tests.
 TEST_FOLDERS = {"project", "table", "teardown", "containment", "reaper", "supervisor", "cli", "plugin", "dropin"}
 

@@ -5,6 +5,8 @@ kinship through groups and sessions, identity, protection, the cap) and the
 Guard's refusals are decided on Proc records the tests write down.
 """
 
+import os
+
 import pytest
 
 from proctree import Proc, Snapshot
@@ -317,3 +319,26 @@ def test_an_orphan_in_the_roots_own_group_is_taken_when_the_caller_only_shares_t
 def test_may_orphan_counts_what_could_join_without_a_fork(world, anchors, owners, may_orphan):
     protected = frozenset({0, 1}) | owners
     assert select_full(world, anchors, protected, owners).may_orphan == may_orphan
+
+
+@pytest.mark.parametrize(
+    "value, used",
+    [(None, True), ("", True), ("0", True), ("1", False), ("yes", False), ("true", False)],
+)
+def test_one_pidfd_decision_for_every_reader_of_proctree_no_pidfd(monkeypatch, value, used):
+    """PROCTREE_NO_PIDFD set to anything but "" or "0" turns pidfds off, for the teardown and the keeper watch alike."""
+    from proctree._containment import keeperwatch
+    from proctree._teardown import signals
+
+    if not (hasattr(os, "pidfd_open") and signals.pidfds_available()):
+        pytest.skip("no pidfds here")
+    if value is None:
+        monkeypatch.delenv("PROCTREE_NO_PIDFD", raising=False)
+    else:
+        monkeypatch.setenv("PROCTREE_NO_PIDFD", value)
+    monkeypatch.setattr(signals, "_pidfd_ok", None)  # probe again, with the variable as set
+    assert signals.pidfds_available() is used
+    for fd in (signals.open_pidfd(os.getpid()), keeperwatch._pidfd(os.getpid())):
+        assert (fd is not None) is used
+        if fd is not None:
+            os.close(fd)

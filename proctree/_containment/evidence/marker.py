@@ -21,9 +21,6 @@ that left the keeper's session). A tree spawned from inside another tree
 ``<its own id>:<the enclosing tree's id>:...`` (at most MAX_TREE_CHAIN ids;
 past that the middle ones are dropped), so that the enclosing tree still finds the
 inner tree's daemons after the inner owner and keeper were killed.
-
-Stdlib only and no relative imports: the keeper process loads this file
-directly, without importing the proctree package.
 """
 
 import os

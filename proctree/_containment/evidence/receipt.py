@@ -13,10 +13,8 @@ checks it with fstat on the open descriptor (a regular file of ours, not
 group/world-writable, at most MAX_BYTES) and validates every field; a bad
 file is reported with the reason, never raised on, and never trusted.
 
-Stdlib only at import, and loadable as a plain file next to marker.py and
-protocol.py (as the keeper loads its modules): the file name is the keeper
-protocol's (``protocol.receipt_name``), so a keeper removes its receipt
-without this module. It must never change the owner or mode of a directory
+The file name is the keeper protocol's (``protocol.receipt_name``), so the
+native keeper removes its receipt without this module. It must never change the owner or mode of a directory
 it did not create, and never follow a symlink.
 """
 
