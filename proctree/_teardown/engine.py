@@ -21,13 +21,15 @@ from __future__ import annotations
 import asyncio
 import select
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from signal import SIGTERM
+from typing import Any
 
 from .._validate import check_pid, check_positive_int, check_seconds, check_signal
 from . import exitwait as _exitwait
-from .machine import _Call, _Teardown, _Wait
+from .machine import _Teardown
 from .report import TeardownReport
+from .requests import _Call, _Wait, drive_async
 from .world import World
 
 
@@ -185,26 +187,11 @@ async def run_async(engine: _Teardown) -> TeardownReport:
 
         trioface.running_library()
         return await trioface.run_engine(engine)
-    gen = engine.steps()
-    try:
-        req = next(gen)
-        while True:
-            if isinstance(req, _Call):
-                try:
-                    value = await loop.run_in_executor(None, req.fn)
-                except Exception as exc:
-                    req = gen.throw(exc)
-                    continue
-                req = gen.send(value)
-            else:
-                await _wait_async(loop, req)
-                req = gen.send(None)
-    except StopIteration as done:
-        report: TeardownReport = done.value
-        return report
-    except BaseException:
-        engine.abort()
-        raise
+
+    def call(fn: Callable[[], Any]) -> Awaitable[Any]:
+        return loop.run_in_executor(None, fn)
+
+    return await drive_async(engine, call, lambda req: _wait_async(loop, req))
 
 
 def make_teardown(

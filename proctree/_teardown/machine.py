@@ -26,19 +26,20 @@ every send); block the event loop; hold more than max_procs members.
 
 from __future__ import annotations
 
-import enum
 import signal
 import sys
-from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any
 
 from .._errors import AccessDenied, Error, NoSuchProcess
 from .._table.model import Proc, Snapshot
 from . import membership as _membership
 from . import signals as _signals
 from .exitwait import Waiter
+from .member import Member, MemberState, signal_name
 from .report import TeardownReport
-from .signals import Guard, Target
+from .requests import Request, _Call, _Wait, run_inline
+from .signals import Guard
 from .world import System, World
 
 # Rescans while waiting: soon after the signals (that is when forks race
@@ -61,49 +62,6 @@ STOP_MAY_MISS_FORKS = sys.platform == "darwin"
 ABORT_ROUNDS = 10
 # Async face: hand control back to the loop after this many members' worth of syscalls.
 BATCH = 64
-
-
-class _Wait(NamedTuple):
-    """What the engine waits for next: fd readable, or timeout seconds (0: just yield)."""
-
-    fd: int | None
-    timeout: float
-
-
-class MemberState(enum.Enum):
-    """Where one member stands: still to end, ended by itself, ended by SIGKILL, or not ours to signal."""
-
-    LIVE = "live"
-    EXITED = "exited"
-    KILLED = "killed"
-    DENIED = "denied"
-
-
-class _Call(NamedTuple):
-    """A blocking call (a snapshot of a big table, a group signal) for the driver to run.
-
-    The sync driver calls it inline; the async driver runs it in a worker
-    thread (the C core releases the GIL), so the loop keeps running. Its
-    result, or exception, is sent back into the engine.
-    """
-
-    fn: Callable[[], Any]
-
-
-class _Member:
-    __slots__ = ("proc", "target", "status", "late", "signalled", "stop")
-
-    def __init__(self, proc: Proc, late: bool) -> None:
-        self.proc = proc
-        self.target: Target | None = None
-        self.status = MemberState.LIVE
-        self.late = late
-        self.signalled = False
-        self.stop: int | None = None  # the stop signal it got (this teardown's, or one it already had)
-
-
-# What the machine's generators yield; each is sent back the _Call's result (None for a _Wait).
-Request = _Wait | _Call
 
 
 class _Teardown:
@@ -139,9 +97,9 @@ class _Teardown:
         self.signal_group = signal_group
         self.max_procs = max_procs
         self.use_pidfd = self.world.pidfds_available()
-        self.members: dict[tuple[int, int], _Member] = {}  # (pid, start_time) -> _Member, in discovery order
-        # id(target) -> _Member still to end (kept so each wakeup is O(ended))
-        self.unended: dict[int, _Member] = {}
+        self.members: dict[tuple[int, int], Member] = {}  # (pid, start_time) -> Member, in discovery order
+        # id(target) -> Member still to end (kept so each wakeup is O(ended))
+        self.unended: dict[int, Member] = {}
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap: Snapshot | None = None
         self.forks_at_scan: int | None = None  # the system's fork counter when the last scan began
@@ -149,7 +107,7 @@ class _Teardown:
         self.last_kin_scan: tuple[int | None, int, int] | None = None
         self.theirs: dict[int, int] = {}  # pid -> start time of what a protected process in the tree started
         self.ambiguous: dict[int, Proc] = {}  # orphans not taken: a protected process shares their session
-        self.root_member: _Member | None = None
+        self.root_member: Member | None = None
         self.root: Proc | None = None  # the root's Proc as first read
         self.group_ok = False  # the root leads its group, which holds no protected process
         self.anchors: dict[int, int] = {}  # pid -> start_time of the root and every member
@@ -167,7 +125,7 @@ class _Teardown:
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _unended_members(self) -> list[_Member]:
+    def _unended_members(self) -> list[Member]:
         """A copy of the members still to end (safe to iterate while signalling)."""
         return list(self.unended.values())
 
@@ -179,8 +137,8 @@ class _Teardown:
         assert self.waiter is not None, "steps() makes the waiter before any member is added"
         return self.waiter
 
-    def _add(self, proc: Proc, late: bool) -> _Member:
-        m = _Member(proc, late)
+    def _add(self, proc: Proc, late: bool) -> Member:
+        m = Member(proc, late)
         self.members[proc.identity] = m
         self.anchors[proc.pid] = proc.start_time
         use_fd = self.use_pidfd and self.fd_budget > 0
@@ -199,7 +157,7 @@ class _Teardown:
             self._ended(m)
         return m
 
-    def _ended(self, m: _Member) -> None:
+    def _ended(self, m: Member) -> None:
         self.unended.pop(id(m.target), None)
         m.status = MemberState.KILLED if self.killing and m.signalled else MemberState.EXITED
         # Pidfds stay open until the end: they let _reap_own wait for exactly
@@ -240,7 +198,7 @@ class _Teardown:
             if m is not None:
                 self._ended(m)
 
-    def _rescan(self, late: bool, kin: bool = True) -> Generator[Request, Any, list[_Member]]:
+    def _rescan(self, late: bool, kin: bool = True) -> Generator[Request, Any, list[Member]]:
         """Take a snapshot and add members not seen before (a generator: use
         `yield from`). Returns the new _Members.
 
@@ -319,7 +277,7 @@ class _Teardown:
                 continue
         return False
 
-    def _signal(self, m: _Member, sig: int) -> None:
+    def _signal(self, m: Member, sig: int) -> None:
         if m.status is not MemberState.LIVE or m.target is None:
             return
         outcome = self.world.send(m.target, sig, self._guard())
@@ -331,7 +289,7 @@ class _Teardown:
             if sig == self.stop_signal and m.stop is None:
                 m.stop = sig
 
-    def _polite(self, ms: Iterable[_Member]) -> Generator[Request, Any, None]:
+    def _polite(self, ms: Iterable[Member]) -> Generator[Request, Any, None]:
         """The stop signal then SIGCONT to each member, once (yields to the loop between batches).
 
         A member that already had a stop signal (self.already) is sent
@@ -441,7 +399,7 @@ class _Teardown:
         self.grace = 0.0
         self.deadline = min(self.deadline, self.world.monotonic())
 
-    def _check_group(self, root_member: _Member) -> Generator[Request, Any, None]:
+    def _check_group(self, root_member: Member) -> Generator[Request, Any, None]:
         """Whether the root's group holds tree members alone (group_ok); SIGHUP to it when hangup=True."""
         pgid = root_member.proc.pgid
         guard = self._guard()
@@ -585,7 +543,7 @@ class _Teardown:
             for _ in range(ABORT_ROUNDS):
                 self._signal_quietly(self._unended_members(), signal.SIGSTOP)
                 try:
-                    if not _run_inline(self._rescan(late=True)):
+                    if not run_inline(self._rescan(late=True)):
                         break
                 except (Error, OSError, ValueError):
                     break  # kill what is known
@@ -593,7 +551,7 @@ class _Teardown:
         finally:
             self._close()
 
-    def _signal_quietly(self, members: Iterable[_Member], sig: int) -> None:
+    def _signal_quietly(self, members: Iterable[Member], sig: int) -> None:
         for m in members:
             try:
                 self._signal(m, sig)
@@ -626,7 +584,7 @@ class _Teardown:
             truncated=self.truncated,
             elapsed=self.world.monotonic() - t0,
             mode="plain",
-            signals={m.proc.pid: _signal_name(m.stop) for m in ms if m.stop is not None},
+            signals={m.proc.pid: signal_name(m.stop) for m in ms if m.stop is not None},
             extra={
                 "group": self.group_note,
                 "pidfds": self.use_pidfd,
@@ -636,24 +594,7 @@ class _Teardown:
             },
         )
 
-    def _alive(self, m: _Member) -> bool:
+    def _alive(self, m: Member) -> bool:
         if m.target is None:
             return True  # could not be checked: unknown is not dead
         return not self.world.target_ended(m.target)
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"SIG{sig}"
-
-
-def _run_inline(gen: Generator[Request, Any, Any]) -> Any:
-    """Drive one of the machine's sub-generators to its result with blocking calls."""
-    try:
-        req = next(gen)
-        while True:
-            req = gen.send(req.fn() if isinstance(req, _Call) else None)
-    except StopIteration as done:
-        return done.value

@@ -26,8 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .machine import _Call, _Teardown, _Wait
+from .machine import _Teardown
 from .report import TeardownReport
+from .requests import _Wait, drive_async
 
 SUPPORTED = "asyncio or trio (directly, or through anyio on either backend)"
 
@@ -60,26 +61,7 @@ async def run_engine(engine: _Teardown) -> TeardownReport:
     """engine.steps() driven from trio; interrupted or cancelled, engine.abort() ends the tree at once."""
     import trio
 
-    gen = engine.steps()
-    try:
-        req = next(gen)
-        while True:
-            if isinstance(req, _Call):
-                try:
-                    value = await trio.to_thread.run_sync(req.fn)
-                except Exception as exc:
-                    req = gen.throw(exc)
-                    continue
-                req = gen.send(value)
-            else:
-                await _wait(trio, req)
-                req = gen.send(None)
-    except StopIteration as done:
-        report: TeardownReport = done.value
-        return report
-    except BaseException:
-        engine.abort()
-        raise
+    return await drive_async(engine, trio.to_thread.run_sync, lambda req: _wait(trio, req))
 
 
 async def _wait(trio: Any, req: _Wait) -> None:

@@ -15,7 +15,7 @@ import pytest
 from proctree import NoSuchProcess, Proc, Snapshot
 from proctree._teardown import signals as real_signals
 from proctree._teardown.engine import make_teardown
-from proctree._teardown.machine import _Call
+from proctree._teardown.requests import _Call
 
 ME = 60  # the caller
 
