@@ -261,17 +261,10 @@ class KeeperWatch:
     def _after_fork_in_child(self) -> None:
         # The keepers are the parent's children, and the thread did not survive the fork.
         self._lock = threading.Lock()
-        for fd in [w.pidfd for w in self._watched.values()] + self._closing:
-            _close(fd)
+        inherited = [w.pidfd for w in self._watched.values() if w.pidfd is not None] + self._closing
         self._watched = {}
         self._closing = []
-        for fd in (self._wake_r, self._wake_w):
-            _close(fd)
-        if self._kq is not None:
-            self._kq.close()
-        self._wake_r = self._wake_w = None
-        self._kq = None
-        self._thread = None
+        self._stop_locked(inherited)
 
 
 class _Unraisable:

@@ -210,10 +210,10 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
     if launch.receipts is None or tree._root is None:
         return
     try:
-        path = _receipt.write(
-            launch.receipts,
+        owned = (keeper.pid, keeper.start_time)
+        data = _receipt.encode(
             owner=launch.owner,
-            keeper=(keeper.pid, keeper.start_time),
+            keeper=owned,
             command=(tree._root.pid, tree._root.start_time),
             sid=keeper.sid,
             pgid=tree._root.pgid,
@@ -224,6 +224,7 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
             tree=launch.tree_id,
             **_namespace_fields(),
         )
+        path = _receipt.write(launch.receipts, data, owned)
     except OSError as exc:
         _warn_no_receipts(f"writing a receipt into {launch.receipts} failed: {exc.strerror or exc}")
         return

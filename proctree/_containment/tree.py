@@ -181,6 +181,12 @@ class Tree:
             self._swept = True
         return record.wait_status if isinstance(record, _protocol.Exit) else None
 
+    def _note(self, line: str) -> None:
+        """Take one status line; the first exit status heard is the command's."""
+        status = self._heard(line)
+        if status is not None and self._status is None:
+            self._status = status
+
     def _drain(self) -> None:
         """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
         while self._channel.fd is not None:
@@ -190,9 +196,7 @@ class Tree:
                 return
             if line is None:
                 return
-            status = self._heard(line)
-            if status is not None and self._status is None:
-                self._status = status
+            self._note(line)
 
     @property
     def status_fd(self) -> int | None:
@@ -420,9 +424,7 @@ class Tree:
                 return
             if line is None:
                 return
-            status = self._heard(line)
-            if status is not None and self._status is None:
-                self._status = status
+            self._note(line)
 
     def _terminate(self, grace, stop, sig=None):
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""

@@ -51,6 +51,12 @@ def fields(**kw):
     return base
 
 
+def write_receipt(directory, **kw):
+    """receipt.write of fields(**kw), encoded as the owner encodes them."""
+    f = fields(**kw)
+    return receipt.write(directory, receipt.encode(**f), f["keeper"])
+
+
 @pytest.fixture
 def rdir(tmp_path, monkeypatch):
     d = tmp_path / "receipts"
@@ -65,7 +71,7 @@ def rdir(tmp_path, monkeypatch):
 
 
 def test_write_read_remove(rdir):
-    path = receipt.write(rdir, **fields())
+    path = write_receipt(rdir)
     assert path == os.path.join(rdir, "200-7.json")
     st = os.lstat(path)
     assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
@@ -83,14 +89,14 @@ def test_write_read_remove(rdir):
 
 
 def test_read_all_defaults_to_the_directory(rdir):
-    receipt.write(rdir, **fields(command=None, tag=None, marker="100:5"))
+    write_receipt(rdir, command=None, tag=None, marker="100:5")
     (r,), bad = receipt.read_all()
     assert bad == [] and r.command is None and r.tag is None
 
 
 def test_a_rewrite_replaces_the_receipt_whole(rdir):
-    receipt.write(rdir, **fields())
-    receipt.write(rdir, **fields(pgid=333))
+    write_receipt(rdir)
+    write_receipt(rdir, pgid=333)
     (r,), _ = receipt.read_all(rdir)
     assert r.pgid == 333 and os.listdir(rdir) == ["200-7.json"]
 
@@ -98,7 +104,7 @@ def test_a_rewrite_replaces_the_receipt_whole(rdir):
 def test_a_receipt_too_long_is_not_written(rdir):
     long_cgroup = "/sys/fs/cgroup/" + "x" * 4000
     with pytest.raises(ValueError, match="4096"):
-        receipt.write(rdir, **fields(mode="cgroup", cgroup=long_cgroup))
+        write_receipt(rdir, mode="cgroup", cgroup=long_cgroup)
     assert os.listdir(rdir) == []
 
 
@@ -119,7 +125,7 @@ def test_a_receipt_too_long_is_not_written(rdir):
 )
 def test_invalid_fields_are_refused_before_writing(rdir, kw):
     with pytest.raises(ValueError):
-        receipt.write(rdir, **fields(**kw))
+        write_receipt(rdir, **kw)
     assert os.listdir(rdir) == []
 
 
@@ -226,7 +232,7 @@ def test_temporary_files_young_skipped_old_reported(rdir):
 
 
 def test_good_and_bad_together(rdir):
-    receipt.write(rdir, **fields())
+    write_receipt(rdir)
     _put(rdir, "300-1.json", b"{")
     good, bad = receipt.read_all(rdir)
     assert [r.keeper for r in good] == [(200, 7)] and [os.path.basename(p) for p, _ in bad] == ["300-1.json"]
@@ -258,7 +264,7 @@ def test_a_directory_open_to_others_is_refused_and_left_alone(tmp_path, monkeypa
     assert receipt.directory() is None
     assert stat.S_IMODE(os.lstat(d).st_mode) == mode  # never chmodded
     with pytest.raises(PermissionError):
-        receipt.write(str(d), **fields())
+        write_receipt(str(d))
     assert os.listdir(d) == []
 
 
@@ -337,7 +343,7 @@ def test_a_temp_location_taken_first_by_another_user_is_replaced_by_a_checked_on
     assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
     # The same fallback is found again (spawn and reap agree), and the reaper says why.
     assert receipt.directory() == got
-    path = receipt.write(got, **fields())
+    path = write_receipt(got)
     good, bad = receipt.read_all()
     assert [r.path for r in good] == [path]
     assert len(bad) == 1 and bad[0][0] == str(primary)

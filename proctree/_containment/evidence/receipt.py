@@ -246,7 +246,7 @@ def encode(
     mode: str,
     marker: str,
     tree: str,
-    created: float,
+    created: float | None = None,
     pidns: int | None = None,
     timens: int | None = None,
 ) -> bytes:
@@ -263,7 +263,7 @@ def encode(
         "mode": mode,
         "marker": marker,
         "tree": tree,
-        "created": created,
+        "created": time.time() if created is None else created,
         "pidns": pidns,
         "timens": timens,
     }
@@ -276,45 +276,13 @@ def encode(
     return data
 
 
-def write(
-    directory: str,
-    *,
-    owner: tuple[int, int],
-    keeper: tuple[int, int],
-    command: tuple[int, int] | None,
-    sid: int,
-    pgid: int,
-    cgroup: str | None,
-    tag: str | None,
-    mode: str,
-    marker: str,
-    tree: str,
-    created: float | None = None,
-    pidns: int | None = None,
-    timens: int | None = None,
-) -> str:
-    """Write a tree's receipt atomically into directory; return its path.
+def write(directory: str, data: bytes, keeper: tuple[int, int]) -> str:
+    """Write a tree's receipt (encode()'s bytes; keeper: its keeper's pid and start time) atomically; return its path.
 
     A temporary file (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) renamed over
     <keeper pid>-<keeper start>.json: a reader sees the whole receipt or none.
-    ValueError for an invalid or oversized receipt (nothing is written),
     OSError if the directory fails its checks or the write fails (nothing is left).
     """
-    data = encode(
-        owner=owner,
-        keeper=keeper,
-        command=command,
-        sid=sid,
-        pgid=pgid,
-        cgroup=cgroup,
-        tag=tag,
-        mode=mode,
-        marker=marker,
-        tree=tree,
-        created=time.time() if created is None else created,
-        pidns=pidns,
-        timens=timens,
-    )
     name = file_name(*keeper)
     dfd = _open_dir(directory)
     try:
