@@ -14,7 +14,6 @@ import subprocess
 import time
 from typing import TYPE_CHECKING
 
-from .._errors import KeeperLost
 from .._teardown.report import TeardownReport
 
 if TYPE_CHECKING:
@@ -33,12 +32,12 @@ def keeper_exit_settled(tree: Tree) -> bool:
     if not tree._lock.acquire(blocking=False):
         return False
     try:
-        if tree._recovered.is_set() or tree._channel.fd is None:
+        if tree._life.recovered.is_set() or tree._channel.fd is None:
             return True
         tree._drain()
-        if tree._done:
+        if tree._life.done:
             tree._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
-        return tree._done
+        return tree._life.done
     finally:
         tree._lock.release()
 
@@ -53,7 +52,7 @@ def on_keeper_exit(tree: Tree) -> None:
     raise from now on.
     """
     with tree._lock:
-        if tree._recovered.is_set() or tree._channel.fd is None:
+        if tree._life.recovered.is_set() or tree._channel.fd is None:
             return  # handled already, or the tree was finished by its owner
         try:
             rc = tree._keeper.wait(5.0)  # it has exited: this reaps it
@@ -61,20 +60,18 @@ def on_keeper_exit(tree: Tree) -> None:
             # Its status pipe closed but it runs on: a keeper that broke its protocol.
             rc = tree._keeper.kill_and_reap()
         tree._drain()  # every line it wrote before it went
-        if tree._done:
+        if tree._life.done:
             return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
-        if tree._status is None:
-            # Killed before the command ended: its status is unknowable.
-            tree._lost = KeeperLost(tree.keeper_pid, rc, None)
+        # Killed before the command ended: its status is unknowable (lose() keeps a known one).
+        tree._life.lose(tree.keeper_pid, rc)
         try:
             report = end_leftovers(tree)
-            tree._report = tree._recovery = report
-            if tree._lost is not None:
-                tree._lost.report = report
+            tree._report = report
+            tree._life.recover(report)
             # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
             tree._finish(clean=report.ok, release_fds=False)
         finally:
-            tree._recovered.set()
+            tree._life.recovered.set()
 
 
 def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:

@@ -13,7 +13,7 @@ import time
 from typing import Any, cast
 
 from .. import _fds
-from .._errors import KeeperLost, NoSuchProcess
+from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 from .._teardown import trioface as _trioface
@@ -33,6 +33,7 @@ from .keeperproc import (
     _start_time,
 )
 from .launch import _Launch
+from .lifecycle import Lifecycle
 from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
@@ -79,7 +80,7 @@ class Tree:
         self._popen = popen  # stdio and communicate(); the keeper process itself is self._keeper
         self._keeper = Keeper(popen)
         self._channel = StatusChannel(status_fd)  # the keeper's status lines
-        self._status: int | None = None  # the command's raw wait status, once known
+        self._life = Lifecycle()  # the keeper's phase and the command's outcome
         self._root: Proc | None = None
         self._report: TeardownReport | None = None
         self._lock = threading.RLock()
@@ -88,29 +89,23 @@ class Tree:
         # "started after the keeper" means for the marker sweeps, even if it dies before its first line.
         self._keeper_start: int | None = _start_time(popen.pid)
         self._receipt: str | None = None
-        self._lost: KeeperLost | None = None  # set once the keeper died without its status line
-        self._recovery: TeardownReport | None = None  # the owner's teardown of what a killed keeper left
-        self._recovered = threading.Event()  # set once what a lost keeper left is ended
-        self._done = False  # the keeper's last line came: it ended its tree itself
         self.pty: int | None = None  # the master fd, pty trees only
         self.stops = 0
         self.stop_signal: int | None = None  # the signal of the last stop reported
         self.terminate_signal = launch.stop_signal  # what terminate() sends each member, once, by default
         # (pid, start time) -> the stop-type signal a forward through the keeper sent it: no teardown sends another
         self._stopped: dict[tuple[int, int], int] = {}
-        self._held = False  # the keeper said "held": it leaves every teardown to us
-        self._swept = False  # the keeper said "sweep": it is ending the tree itself
 
     def __repr__(self) -> str:
         rc = (
             "lost"
-            if self._lost is not None or (self._channel.eof and self._status is None)
+            if self._life.lost is not None or (self._channel.eof and self._life.status is None)
             else self._known_returncode()
         )
         return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={rc}>"
 
     def _known_returncode(self) -> int | None:
-        return None if self._status is None else os.waitstatus_to_exitcode(self._status)
+        return None if self._life.status is None else os.waitstatus_to_exitcode(self._life.status)
 
     @property
     def keeper_pid(self) -> int:
@@ -137,11 +132,11 @@ class Tree:
         """
         while True:
             with self._lock:
-                if self._lost is not None:
+                if self._life.lost is not None:
                     return True  # the keeper watch found it killed (its pipe may still be held open elsewhere)
-                while self._status is None:
+                while self._life.status is None:
                     if self._channel.fd is None:
-                        return self._lost is not None
+                        return self._life.lost is not None
                     try:
                         line = self._channel.next_line(0)  # a deadline long past: just look
                     except TimeoutError:
@@ -150,8 +145,8 @@ class Tree:
                         # The keeper went away without a word (killed): the command's status is
                         # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
                         return True
-                    self._status = self._heard(line)
-                if self._status is not None or self._channel.eof:
+                    self._heard(line)
+                if self._life.status is not None or self._channel.eof:
                     return True
                 fd = self._channel.fd
             left = None if deadline is None else deadline - time.monotonic()
@@ -173,19 +168,11 @@ class Tree:
         if isinstance(record, _protocol.Stopped):
             self.stops += 1
             self.stop_signal = record.signal
-        elif isinstance(record, _protocol.Done):
-            self._done = True
-        elif isinstance(record, _protocol.Held):
-            self._held = True
-        elif isinstance(record, _protocol.Sweep):
-            self._swept = True
-        return record.wait_status if isinstance(record, _protocol.Exit) else None
+        return self._life.heard(record)
 
     def _note(self, line: str) -> None:
-        """Take one status line; the first exit status heard is the command's."""
-        status = self._heard(line)
-        if status is not None and self._status is None:
-            self._status = status
+        """Take one status line (the lifecycle keeps the first exit status heard as the command's)."""
+        self._heard(line)
 
     def _drain(self) -> None:
         """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
@@ -223,16 +210,16 @@ class Tree:
 
     def _raise_if_lost(self, deadline: float | None) -> None:
         """Raise KeeperLost if the keeper died without the command's status (once its tree is ended, by deadline)."""
-        if self._status is not None:
+        if self._life.status is not None:
             return
-        if self._lost is None and self._channel.eof:
+        if self._life.lost is None and self._channel.eof:
             _keeperloss.on_keeper_exit(self)  # EOF came before the keeper watch's call: end the tree here
-        if self._lost is None:
+        if self._life.lost is None:
             return
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
+        self._life.recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
         self._close_status_fd()  # nothing more will come on it
-        raise self._lost
+        raise self._life.lost
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the command to end and return its returncode.
@@ -252,8 +239,8 @@ class Tree:
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
-        assert self._status is not None  # _pump() said it is known
-        return os.waitstatus_to_exitcode(self._status)
+        assert self._life.status is not None  # _pump() said it is known
+        return os.waitstatus_to_exitcode(self._life.status)
 
     def join(self, timeout: float | None = None) -> int:
         """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
@@ -280,7 +267,7 @@ class Tree:
         loop = asyncio.get_running_loop()
         with self._lock:
             watch = None
-            if self._status is None and self._lost is None and self._channel.fd is not None:
+            if self._life.status is None and self._life.lost is None and self._channel.fd is not None:
                 watch = self._channel.loop_watch(loop, lambda: self._pump(time.monotonic()))
         if watch is not None:
             try:
@@ -339,7 +326,7 @@ class Tree:
         second one means "force quit" and cuts their drain); the keeper keeps
         the same record for its own teardowns.
         """
-        if self.pid is None or self._status is not None or not self._keeper.is_ours():
+        if self.pid is None or self._life.status is not None or not self._keeper.is_ours():
             return
         try:
             snap = _binding.snapshot()
@@ -407,15 +394,15 @@ class Tree:
         what it signalled must not be signalled again. A keeper that does not
         answer (stopped, or its pipe full) is not waited for past a bound.
         """
-        if self._done or self._held or self._channel.fd is None or not self._keeper.is_ours():
+        if self._life.answered_hold or self._channel.fd is None or not self._keeper.is_ours():
             return
         try:
             self._keeper.signal(_protocol.HOLD_SIGNAL)
         except OSError:
             return
         deadline = time.monotonic() + _HOLD_ANSWER
-        while not (self._held or self._done):
-            if self._swept:
+        while not self._life.answered_hold:
+            if self._life.sweeping:
                 deadline = max(deadline, time.monotonic() + self.grace + _HOLD_ANSWER)
             try:
                 line = self._channel.next_line(deadline, stop)
@@ -430,12 +417,12 @@ class Tree:
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
         sig = self.terminate_signal if sig is None else sig
         with self._lock:
-            if self._channel.eof and self._status is None and self._lost is None:
+            if self._channel.eof and self._life.status is None and self._life.lost is None:
                 _keeperloss.on_keeper_exit(self)  # the keeper is gone: what it left is ended there
-            if self._recovery is not None:
+            if self._life.recovery is not None:
                 self._close_status_fd()
                 self._close_pty()
-                return self._recovery
+                return self._life.recovery
             t0 = time.monotonic()
             try:
                 self._hold_keeper(stop)
@@ -455,12 +442,12 @@ class Tree:
             else:
                 rep = TeardownReport(root=self._root, mode=self.mode)
             self._finish(clean=rep.ok)
-            if self._lost is not None and self._recovery is None:
+            if self._life.lost is not None and self._life.recovery is None:
                 # The keeper died during the teardown without the command's status: what it
                 # held may have been reparented away from the walk; end it by its markers too.
                 more = _keeperloss.end_leftovers(self)
                 rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
-                self._lost.report = self._recovery = rep
+                self._life.recover(rep)
             rep = dataclasses.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
@@ -468,7 +455,7 @@ class Tree:
                     **rep.extra,
                     "keeper": self.keeper_pid,
                     **({"cgroup": self.cgroup} if self.cgroup else {}),
-                    **({"keeper_swept": True} if self._swept else {}),
+                    **({"keeper_swept": True} if self._life.swept else {}),
                 },
             )
             self._report = rep
@@ -509,11 +496,11 @@ class Tree:
                     self._keeper.kill_and_reap()
             self._pump(time.monotonic() + 0.5)
             self._drain()
-            if self._status is None and self._lost is None:
+            if self._life.status is None and self._life.lost is None:
                 # It ended without the command's status (killed, or ended by us once its tree was
                 # gone): the status is unknowable, never the keeper's own passed off as it.
-                self._lost = KeeperLost(self.keeper_pid, self._keeper.returncode, None)
-                self._recovered.set()
+                self._life.lose(self.keeper_pid, self._keeper.returncode)
+                self._life.recovered.set()
             if release_fds:
                 self._close_status_fd()
                 self._close_pty()

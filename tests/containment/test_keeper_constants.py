@@ -16,7 +16,7 @@ import pytest
 
 from proctree._containment import protocol
 
-KEEPER_DIR = Path(__file__).resolve().parent.parent / "csrc" / "keeper"
+KEEPER_DIR = Path(__file__).resolve().parents[2] / "csrc" / "keeper"
 
 pytestmark = pytest.mark.skipif(not KEEPER_DIR.is_dir(), reason="the C sources are not here (an installed wheel)")
 

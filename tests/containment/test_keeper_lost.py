@@ -189,7 +189,7 @@ except proctree.KeeperLost:
 
 def test_without_pidfds_the_watch_still_sees_the_keeper_die(tmp_path):
     env = dict(os.environ, PROCTREE_NO_PIDFD="1")
-    tests = os.path.dirname(os.path.abspath(__file__))
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, where `support` lives
     p = subprocess.run(
         [sys.executable, "-c", CHILD.format(tests=tests)], env=env, capture_output=True, text=True, timeout=60
     )
