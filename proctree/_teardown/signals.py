@@ -153,19 +153,8 @@ def open_target(proc: Proc, guard: Guard, use_pidfd: bool) -> Target | None:
         return None
     # The pidfd names whatever held the pid when it was opened; the start time read
     # after it tells whether that is the process we recorded.
-    try:
-        now = _binding.proc(proc.pid)
-    except NoSuchProcess:
-        now = None
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    if now is None or now.start_time != proc.start_time:
-        if fd is not None:
-            os.close(fd)
-        return None
-    return Target(now, fd)
+    now = _read_holding(proc.pid, fd)
+    return _target_if(now is not None and now.start_time == proc.start_time, now, fd)
 
 
 def hold(pid: int, guard: Guard, use_pidfd: bool) -> Target | None:
@@ -183,18 +172,27 @@ def hold(pid: int, guard: Guard, use_pidfd: bool) -> Target | None:
         fd = open_pidfd(pid, use_pidfd)
     except ProcessLookupError:
         return None
-    now: Proc | None
+    now = _read_holding(pid, fd)
+    # Exited since the pidfd was opened (perhaps before the read, which may then be another's):
+    exited = fd is not None and _fds.readable([fd], 0)
+    return _target_if(now is not None and not now.is_zombie and not exited, now, fd)
+
+
+def _read_holding(pid: int, fd: int | None) -> Proc | None:
+    """pid's record now, or None if there is none; fd (a pidfd on pid, or None) is closed if the read raises."""
     try:
-        now = _binding.proc(pid)
-        if fd is not None and _fds.readable([fd], 0):
-            now = None  # it exited (perhaps before the read, which may then be another's)
+        return _binding.proc(pid)
     except NoSuchProcess:
-        now = None
+        return None
     except BaseException:
         if fd is not None:
             os.close(fd)
         raise
-    if now is None or now.is_zombie:
+
+
+def _target_if(ok: bool, now: Proc | None, fd: int | None) -> Target | None:
+    """Target(now, fd) if ok (now then is the record), else None with fd closed."""
+    if not ok or now is None:
         if fd is not None:
             os.close(fd)
         return None
