@@ -55,7 +55,7 @@ def test_fields_before_the_separator():
 
 def test_modes_in_order():
     body = function_body("parse_args")
-    assert tuple(re.findall(r'strcmp\(a\[3\], "(\w+)"\)', body)) == protocol.MODES
+    assert tuple(re.findall(r'strcmp\(a\[2\], "(\w+)"\)', body)) == protocol.MODES
 
 
 def test_hold_signal():

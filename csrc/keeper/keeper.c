@@ -32,10 +32,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-struct keeper K = {.status_fd = -1, .go_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
+struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
-/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking) and the go fd is
- * close-on-exec, else the keeper's exit status: 2 (the reason on stderr) or 126 (after an err line). */
+/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking), else 2 (the reason on
+ * stderr). */
 static int claim_fds(void)
 {
     int fl = fcntl(K.status_fd, F_GETFL);
@@ -52,12 +52,6 @@ static int claim_fds(void)
     }
     fcntl(K.status_fd, F_SETFD, FD_CLOEXEC);
     fcntl(K.status_fd, F_SETFL, fl | O_NONBLOCK); /* a full status pipe never blocks the keeper */
-    if (K.go_fd >= 0) {
-        if (K.go_fd == K.status_fd || fcntl(K.go_fd, F_SETFD, FD_CLOEXEC) != 0) {
-            say("err %d cgroup", EBADF);
-            return 126;
-        }
-    }
     return 0;
 }
 
@@ -119,39 +113,12 @@ static int watch_owner(void)
     return 0;
 }
 
-/* Returns 0 once the owner moved us into the tree's cgroup and said go (or there is no go fd), else 126 after an
- * err line. */
-static int await_go(void)
-{
-    if (K.go_fd < 0)
-        return 0;
-    char go = 0; /* cgroup mode: the owner moves us into the cgroup, then says go */
-    ssize_t r;
-    do {
-        r = read(K.go_fd, &go, 1);
-    } while (r < 0 && errno == EINTR);
-    close(K.go_fd);
-    K.go_fd = -1;
-    if (r != 1 || go != '1') {
-        say("err %d cgroup", EPERM);
-        if (!owner_alive()) { /* it died mid-spawn: nobody else will remove the cgroup */
-            cg_leave();
-            cleanup_cgroup();
-        }
-        return 126;
-    }
-    K.in_cgroup = true;
-    return 0;
-}
-
 /* Returns 0 once the command runs and "ok" is said, else 127 after an err line (the cgroup removed); either way
  * our stdio is the command's from then on. */
 static int launch(void)
 {
     const char *stage = "exec";
     int rc = start_command(&stage);
-    if (K.in_cgroup)
-        cg_leave(); /* before "ok": once spawn() returns, the cgroup holds the tree alone */
     if (rc < 0)
         say("err %d %s", -rc, stage);
     else
@@ -219,13 +186,11 @@ int main(int argc, char **argv)
     int rc;
     if ((rc = parse_args(argc, argv)) != 0) /* the owner's command line */
         return rc;
-    if ((rc = claim_fds()) != 0) /* the status pipe and the go fd */
+    if ((rc = claim_fds()) != 0) /* the status pipe */
         return rc;
     if ((rc = become_keeper()) != 0) /* session leader (terminal in pty mode), subreaper or cgroup keeper */
         return rc;
     if ((rc = watch_owner()) != 0) /* signals blocked and readable, the owner watched */
-        return rc;
-    if ((rc = await_go()) != 0) /* cgroup mode: the owner moved us into the cgroup */
         return rc;
     if ((rc = launch()) != 0) /* the command started, "ok" said, stdio handed over */
         return rc;

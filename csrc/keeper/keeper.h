@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FIXED        13    /* fields before "--" (protocol._FIXED) */
+#define FIXED        12    /* fields before "--" (protocol._FIXED) */
 #define MAX_PROCS    16384 /* members one scan holds */
 #define SET_SLOTS    32768 /* identity set slots: a power of two, twice MAX_PROCS */
 #define MAX_CG_DIRS  4096  /* nested cgroups visited at most */
@@ -31,7 +31,7 @@ enum mode { M_CGROUP, M_SUBREAPER, M_SESSION };
 
 /* What the owner told us (protocol.KeeperArgs), and the keeper's own state. */
 struct keeper {
-    int status_fd, go_fd;
+    int status_fd;
     enum mode mode;
     pid_t owner;
     double grace;
@@ -40,8 +40,6 @@ struct keeper {
     bool held;         /* the owner ends the tree: we signal no member on our own */
     bool sweeping;     /* our own teardown has begun (we said "sweep") */
     bool looked_again; /* session mode with keep_orphans: the tree looked empty once already */
-    bool in_cgroup;    /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
-                     * spawn); without one we stay outside and the command is born inside */
     const char *cgroup, *exe, *receipts;
     char **argv;
     char tree_id[TREE_ID_LEN + 1]; /* session mode: our PROCTREE_TREE, else "" */
@@ -158,7 +156,6 @@ void cg_each(cg_visit visit, bool post);
 void add_cgroup_procs(const char *dir);
 bool cg_scan(void);
 bool cg_populated(void);
-void cg_leave(void);
 void cg_remove(void);
 int cg_join_self(void);
 void cgroup_kill(void);

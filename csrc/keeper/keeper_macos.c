@@ -66,11 +66,6 @@ bool cg_populated(void)
     return false;
 }
 
-/* Returns nothing: there is no cgroup to leave. */
-void cg_leave(void)
-{
-}
-
 /* Returns nothing: there is no cgroup to remove. */
 void cg_remove(void)
 {

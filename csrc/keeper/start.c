@@ -126,7 +126,7 @@ static int start_command_forked(const char *exe, const char **stage)
         return -errno;
     fcntl(p[0], F_SETFD, FD_CLOEXEC);
     fcntl(p[1], F_SETFD, FD_CLOEXEC);
-    bool into_cgroup = K.cgroup && !K.in_cgroup;
+    bool into_cgroup = K.cgroup != NULL; /* we stay outside: the command is born inside */
     bool born_inside = false;
     pid_t pid = fork_child(into_cgroup, &born_inside);
     if (pid < 0) {
