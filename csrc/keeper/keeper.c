@@ -34,15 +34,15 @@
 
 struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
-/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking), else 2 (the reason on
- * stderr). */
+/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking), else REFUSED (the
+ * reason on stderr). */
 static int claim_fds(void)
 {
     int fl = fcntl(K.status_fd, F_GETFL);
     if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
         fprintf(stderr, "proctree keeper: status fd %d is not open for writing: %s\n", K.status_fd,
                 strerror(fl < 0 ? errno : EBADF));
-        return 2;
+        return REFUSED;
     }
     if (K.status_fd <= 2) { /* stdio goes to the command (then /dev/null): keep the status pipe clear of it */
         int fd = fcntl(K.status_fd, F_DUPFD_CLOEXEC, 3);
@@ -69,16 +69,16 @@ static int become_keeper(void)
      * and a close-on-exec copy outlives detach_stdio() for tcsetpgrp. */
     if (K.pty) {
         if (!isatty(0)) {
-            say("err %d pty", ENOTTY);
+            say(STATUS_ERR " %d " STAGE_PTY, ENOTTY);
             return 126;
         }
         if (ioctl(0, TIOCSCTTY, 0) != 0) {
-            say("err %d pty", errno);
+            say(STATUS_ERR " %d " STAGE_PTY, errno);
             return 126;
         }
         K.tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
         if (K.tty_fd < 0) {
-            say("err %d pty", errno);
+            say(STATUS_ERR " %d " STAGE_PTY, errno);
             return 126;
         }
     }
@@ -88,7 +88,7 @@ static int become_keeper(void)
     const char *stage = "";
     int rc = enter_mode(&stage);
     if (rc < 0) {
-        say("err %d %s", -rc, stage);
+        say(STATUS_ERR " %d %s", -rc, stage);
         return 126;
     }
     return 0;
@@ -100,13 +100,13 @@ static int watch_owner(void)
 {
     int rc = setup_events();
     if (rc < 0) {
-        say("err %d owner", -rc);
+        say(STATUS_ERR " %d " STAGE_OWNER, -rc);
         if (!owner_alive()) /* nobody else will remove the cgroup it made */
             cleanup_cgroup();
         return 1;
     }
     if (!owner_alive()) { /* it died before we could watch it: nobody else will remove the cgroup it made */
-        say("err 0 owner");
+        say(STATUS_ERR " 0 " STAGE_OWNER);
         cleanup_cgroup();
         return 1;
     }
@@ -117,12 +117,12 @@ static int watch_owner(void)
  * our stdio is the command's from then on. */
 static int launch(void)
 {
-    const char *stage = "exec";
+    const char *stage = STAGE_EXEC;
     int rc = start_command(&stage);
     if (rc < 0)
-        say("err %d %s", -rc, stage);
+        say(STATUS_ERR " %d %s", -rc, stage);
     else
-        say("ok %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
+        say(STATUS_OK " %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
     detach_stdio(); /* the command owns our stdio now: the owner sees EOF when its side closes */
     if (rc < 0) {
         cleanup_cgroup();
@@ -170,7 +170,7 @@ static int keep(void)
             }
             cleanup_cgroup();
             end_receipt(clean);
-            say("done %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
+            say(STATUS_DONE " %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
             return exit_code();
         }
         /* Without an owner watch getppid() is polled; so are orphans whose exit sends us nothing. */
@@ -179,8 +179,8 @@ static int keep(void)
     }
 }
 
-/* Returns the keeper's exit status: 2 for a malformed command line (the reason on stderr), 1, 126 or 127 after an
- * err line, else the command's (a signal re-raised on ourselves, as a shell does). */
+/* Returns the keeper's exit status: REFUSED (2) for a malformed command line (the reason on stderr), 1, 126 or 127
+ * after an err line, else the command's (a signal re-raised on ourselves, as a shell does). */
 int main(int argc, char **argv)
 {
     int rc;
