@@ -20,7 +20,7 @@
  *   block is read to end of file.
  */
 #define _GNU_SOURCE
-#include "proctree.h"
+#include "platform.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -559,18 +559,13 @@ int pt_cmdline(int32_t pid, char *buf, size_t cap)
 }
 
 /* Returns what pt_stream_find returns for /proc/<pid>/environ (scanning at most PT_ENV_SCAN_MAX bytes), -ESRCH, or -errno. */
-int pt_env_find(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch, size_t scratchcap)
+int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
+                        size_t scratchcap)
 {
-    /* Bad arguments are refused before the process is looked at. */
-    int rc = pt_block_find("", 0, key, keylen, val, valcap);
-    if (rc != -ENODATA)
-        return rc;
-    if (!scratch || scratchcap == 0)
-        return -EINVAL;
     int fd = open_pid_file(pid, "environ");
     if (fd < 0)
         return fd;
-    rc = pt_stream_find(fd, key, keylen, val, valcap, scratch, scratchcap, PT_ENV_SCAN_MAX);
+    int rc = pt_stream_find(fd, key, keylen, val, valcap, scratch, scratchcap, PT_ENV_SCAN_MAX);
     close(fd);
     return rc == -ENOENT ? -ESRCH : rc;
 }
