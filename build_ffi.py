@@ -1,12 +1,14 @@
 """Builds proctree._core, the cffi extension over csrc/ (out-of-line API mode).
 
-The cdef comes verbatim from csrc/include/proctree_cdef.h; the platform picks the
-implementation file. The module is built against the limited API (abi3),
+The cdef is csrc/include/proctree.h itself, read through cdef_from_header()
+(cffi's parser runs no preprocessor), so the contract is written once; the
+platform picks the implementation file. The module is built against the limited API (abi3),
 except on free-threaded CPython, which has none (setup.py tags the wheel to
 match).
 """
 
 import pathlib
+import re
 import sys
 import sysconfig
 
@@ -27,8 +29,21 @@ else:
 # Py_LIMITED_API cannot be used.
 LIMITED_API = not sysconfig.get_config_var("Py_GIL_DISABLED")
 
+
+def cdef_from_header(text: str) -> str:
+    """A C header as cffi's cdef: comments, preprocessor lines and _Static_assert lines removed (cffi runs no
+    preprocessor), integer macros replaced by their values where they are used (so the module gains no constants)."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    integers = dict(re.findall(r"^#define (\w+) (\d+)$", text, flags=re.M))
+    kept = [line for line in text.splitlines() if not line.startswith(("#", "_Static_assert"))]
+    body = "\n".join(kept)
+    for name, value in integers.items():
+        body = re.sub(rf"\b{name}\b", value, body)
+    return re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
+
+
 ffibuilder = FFI()
-ffibuilder.cdef((INCLUDE / "proctree_cdef.h").read_text())
+ffibuilder.cdef(cdef_from_header((INCLUDE / "proctree.h").read_text()))
 ffibuilder.set_source(
     "proctree._core",
     '#include "proctree.h"',

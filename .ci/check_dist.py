@@ -3,8 +3,8 @@
     python .ci/check_dist.py SDIST [WHEEL]
 
 The sdist must hold every file git tracks that a wheel build or the test
-suite needs (csrc/, tests/, build_ffi.py, setup.py, pyproject.toml, LICENSE,
-README.md): a missing one turns into "'build_ffi.py' does not name an
+suite needs (csrc/, tests/, tools/gen_keeper_constants.py, build_ffi.py,
+setup.py, pyproject.toml, LICENSE, README.md): a missing one turns into "'build_ffi.py' does not name an
 existing file" for every user pip builds from source. It must hold no build
 products. The wheel must ship the LICENSE and carry the license expression.
 Run from the git checkout the sdist was built from. Reads only; exit status
@@ -17,7 +17,16 @@ import tarfile
 import zipfile
 from email.parser import Parser
 
-NEEDED = ["csrc", "tests", "build_ffi.py", "setup.py", "pyproject.toml", "LICENSE", "README.md"]
+NEEDED = [
+    "csrc",
+    "tests",
+    "tools/gen_keeper_constants.py",
+    "build_ffi.py",
+    "setup.py",
+    "pyproject.toml",
+    "LICENSE",
+    "README.md",
+]
 BUILD_PRODUCTS = (".so", ".o", ".pyc", "proctree/_core.c")
 
 

@@ -1,6 +1,6 @@
 """Type stub for proctree._core, the cffi module built from csrc/ by build_ffi.py.
 
-Mirrors csrc/include/proctree_cdef.h. Every function returns 0 (or a count) on
+Mirrors csrc/include/proctree.h. Every function returns 0 (or a count) on
 success and -errno on failure; pointers are cffi cdata the caller allocated.
 """
 

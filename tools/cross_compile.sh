@@ -134,7 +134,7 @@ echo "== negative controls: a wrong struct offset must fail the macOS check =="
 negative() { # label sed-expression assert-name
     local label=$1 expr=$2 name=$3
     rm -rf "$WORK/neg" && mkdir -p "$WORK/neg"
-    cp csrc/include/proctree.h "$WORK/neg/"
+    cp csrc/include/proctree.h csrc/core/platform.h "$WORK/neg/"
     sed "$expr" csrc/core/macos.c > "$WORK/neg/proctree_macos.c"
     if cmp -s csrc/core/macos.c "$WORK/neg/proctree_macos.c"; then
         echo "error: the negative control found no $name assert to break" >&2

@@ -1,4 +1,5 @@
-/* Environment and argument blocks: the parsers every platform shares.
+/* Environment and argument blocks: the parsers every platform shares, and the argument checks in front of the
+ * platform's environment reads (pt_env_find, pt_env_scan).
  *
  * Why this shape:
  * - A block is NUL-separated entries exactly as the kernel holds them: any
@@ -15,7 +16,7 @@
  *   (psutil/arch/osx/proc.c): the NUL padding after the exec path is skipped,
  *   so an empty leading argv string cannot be told from padding.
  */
-#include "proctree.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <string.h>
@@ -28,6 +29,16 @@ static int check_key(const char *key, size_t keylen, size_t valcap)
         return -EINVAL;
     if (memchr(key, '=', keylen) || memchr(key, '\0', keylen))
         return -EINVAL;
+    return 0;
+}
+
+/* Returns 0 with val emptied if a search for key may start (check_key, and a scratch to read through), else -EINVAL. */
+static int check_search(const char *key, size_t keylen, char *val, size_t valcap, const char *scratch,
+                        size_t scratchcap)
+{
+    if (check_key(key, keylen, valcap) != 0 || !scratch || scratchcap == 0)
+        return -EINVAL;
+    val[0] = '\0';
     return 0;
 }
 
@@ -119,12 +130,9 @@ int pt_stream_find(int fd, const char *key, size_t keylen, char *val, size_t val
 {
     struct scanner s = {key, keylen, 0, val, valcap, 0, S_NAME};
     size_t total = 0;
-    int rc = check_key(key, keylen, valcap);
+    int rc = check_search(key, keylen, val, valcap, scratch, scratchcap);
     if (rc != 0)
         return rc;
-    if (!scratch || scratchcap == 0)
-        return -EINVAL;
-    val[0] = '\0';
     for (;;) {
         ssize_t got = read(fd, scratch, scratchcap);
         if (got < 0) {
@@ -201,6 +209,15 @@ int pt_procargs2_split(const char *blk, size_t len, size_t *argv_off, size_t *ar
     *env_off = env_start;
     *env_len = pos - env_start;
     return 0;
+}
+
+/* Returns -EINVAL for bad arguments (before pid is looked at), else what the platform's pt_env_find_checked returns. */
+int pt_env_find(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch, size_t scratchcap)
+{
+    int rc = check_search(key, keylen, val, valcap, scratch, scratchcap);
+    if (rc != 0)
+        return rc;
+    return pt_env_find_checked(pid, key, keylen, val, valcap, scratch, scratchcap);
 }
 
 int pt_env_scan(const int32_t *pids, int n, const char *key, size_t keylen, int32_t *status, char *vals, size_t slot,

@@ -20,7 +20,7 @@
  *   block is read to end of file.
  */
 #define _GNU_SOURCE
-#include "proctree.h"
+#include "platform.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -183,6 +183,22 @@ static size_t pid_name_len(const char *name)
     return len;
 }
 
+/* Returns the length of the next name in dir that is a decimal pid or tid (*name set to it), 0 at its end, or -errno. */
+static int next_pid_name(DIR *dir, const char **name)
+{
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dir);
+        if (!de)
+            return errno ? -errno : 0;
+        size_t len = pid_name_len(de->d_name);
+        if (len > 0) {
+            *name = de->d_name;
+            return (int)len;
+        }
+    }
+}
+
 /* Returns an fd for path opened as a directory, or -errno. */
 static int open_dir(const char *path)
 {
@@ -202,23 +218,15 @@ int pt_snapshot(struct pt_proc *out, int cap)
         close(dfd);
         return rc;
     }
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(dir);
-        if (!de) {
-            if (errno)
-                rc = -errno;
-            break;
-        }
-        size_t len = pid_name_len(de->d_name);
-        if (len == 0)
-            continue;
+    const char *name;
+    int len;
+    while ((len = next_pid_name(dir, &name)) > 0) {
         if (count >= cap) {
             rc = -ENOBUFS;
             break;
         }
         struct stat_extra extra;
-        int r = read_process_at(dfd, de->d_name, len, &out[count], &extra);
+        int r = read_process_at(dfd, name, (size_t)len, &out[count], &extra);
         if (r == -ESRCH)
             continue; /* exited while we scanned: not part of the table */
         if (r != 0) {
@@ -228,6 +236,8 @@ int pt_snapshot(struct pt_proc *out, int cap)
         count++;
     }
     closedir(dir); /* also closes dfd */
+    if (len < 0)
+        return len;
     return rc != 0 ? rc : count;
 }
 
@@ -343,30 +353,19 @@ out:
 static int list_threads(int32_t pid, int32_t *tids, int cap)
 {
     char path[48];
-    int n = 0, rc = 0;
+    int n = 0;
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *dir = opendir(path);
     if (!dir)
         return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(dir);
-        if (!de) {
-            if (errno)
-                rc = -errno;
-            break;
-        }
-        if (pid_name_len(de->d_name) == 0)
-            continue;
-        if (n >= cap) {
-            rc = -ENOBUFS;
-            break;
-        }
-        long tid = strtol(de->d_name, NULL, 10);
-        tids[n++] = (int32_t)tid;
-    }
+    const char *name;
+    int len;
+    while ((len = next_pid_name(dir, &name)) > 0 && n < cap)
+        tids[n++] = (int32_t)strtol(name, NULL, 10);
     closedir(dir);
-    return rc != 0 ? rc : n;
+    if (len < 0)
+        return len;
+    return len > 0 ? -ENOBUFS : n; /* a name left over: more than cap threads */
 }
 
 /* Returns 1 with *state set if thread tid of pid exists and has not exited, 0 if not, or -errno. */
@@ -560,18 +559,13 @@ int pt_cmdline(int32_t pid, char *buf, size_t cap)
 }
 
 /* Returns what pt_stream_find returns for /proc/<pid>/environ (scanning at most PT_ENV_SCAN_MAX bytes), -ESRCH, or -errno. */
-int pt_env_find(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch, size_t scratchcap)
+int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
+                        size_t scratchcap)
 {
-    /* Bad arguments are refused before the process is looked at. */
-    int rc = pt_block_find("", 0, key, keylen, val, valcap);
-    if (rc != -ENODATA)
-        return rc;
-    if (!scratch || scratchcap == 0)
-        return -EINVAL;
     int fd = open_pid_file(pid, "environ");
     if (fd < 0)
         return fd;
-    rc = pt_stream_find(fd, key, keylen, val, valcap, scratch, scratchcap, PT_ENV_SCAN_MAX);
+    int rc = pt_stream_find(fd, key, keylen, val, valcap, scratch, scratchcap, PT_ENV_SCAN_MAX);
     close(fd);
     return rc == -ENOENT ? -ESRCH : rc;
 }

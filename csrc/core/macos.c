@@ -64,7 +64,7 @@
  *   which the caller must take as "unknown", never as "has no variable".
  */
 #define _DARWIN_C_SOURCE /* struct kinfo_proc, struct extern_proc */
-#include "proctree.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <libproc.h>
@@ -729,14 +729,9 @@ int pt_cmdline(int32_t pid, char *buf, size_t cap)
 }
 
 /* Returns what pt_block_find returns for pid's environment, read whole into scratch (so -E2BIG if it does not fit), -ESRCH, or -errno. */
-int pt_env_find(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch, size_t scratchcap)
+int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
+                        size_t scratchcap)
 {
-    /* Bad arguments are refused before the process is looked at. */
-    int rc = pt_block_find("", 0, key, keylen, val, valcap);
-    if (rc != -ENODATA)
-        return rc;
-    if (!scratch || scratchcap == 0)
-        return -EINVAL;
     int n = procargs_part(pid, scratch, scratchcap, 1);
     if (n < 0)
         return n;

@@ -4,7 +4,8 @@
  * implementation per platform (proctree_linux.c, proctree_macos.c) defines
  * every function below. Every function returns 0 (or a count) on success
  * and -errno on failure; errno itself is never the channel.
- * csrc/include/proctree_cdef.h must stay identical in declarations (cffi reads it). */
+ * cffi reads this file too (build_ffi.cdef_from_header): comments, preprocessor lines and _Static_assert lines are
+ * dropped and integer macros replaced by their values, so every declaration must stay plain C that cffi parses. */
 #ifndef PROCTREE_H
 #define PROCTREE_H
 

@@ -65,16 +65,32 @@ static const char *opt(const char *s)
     return strcmp(s, "-") == 0 ? NULL : s;
 }
 
-/* Returns 2 (the protocol's refusal status) after one line on stderr saying why. */
+/* The command line's mode words, indexed by enum mode. */
+static const char *const MODE_NAME[NMODES] = {MODE_NAMES};
+
+/* Returns REFUSED (the protocol's refusal status) after one line on stderr saying why. */
 int refuse(const char *fmt, const char *what)
 {
     fputs("proctree keeper: ", stderr);
     fprintf(stderr, fmt, what);
     fputc('\n', stderr);
-    return 2;
+    return REFUSED;
 }
 
-/* Returns 0 with K filled from the command line, or 2 after a line on stderr (protocol.KeeperArgs.from_argv's rules). */
+/* Returns 0 with *out the mode named s, else -EINVAL. */
+static int parse_mode(const char *s, enum mode *out)
+{
+    for (int m = 0; m < NMODES; m++) {
+        if (strcmp(s, MODE_NAME[m]) == 0) {
+            *out = (enum mode)m;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Returns 0 with K filled from the command line, or REFUSED after a line on stderr (protocol.KeeperArgs.from_argv's
+ * rules). */
 int parse_args(int argc, char **argv)
 {
     int n = argc - 1;
@@ -82,47 +98,38 @@ int parse_args(int argc, char **argv)
     long long v;
     if (n < 1 || a[0][0] != 'v')
         return refuse("keeper arguments must start with a protocol version%s", "");
-    if (strcmp(a[0], "v6") != 0)
-        return refuse("keeper protocol version '%s' is not the supported 6", a[0] + 1);
+    if (strcmp(a[0], PROTOCOL_VERSION_ARG) != 0)
+        return refuse("keeper protocol version '%s' is not the supported " PROTOCOL_VERSION_TEXT, a[0] + 1);
     if (n <= FIXED + 1 || strcmp(a[FIXED], "--") != 0)
-        return refuse("keeper arguments need 12 fields, '--' and a command%s", "");
+        return refuse("keeper arguments need " FIXED_FIELDS_TEXT " fields, '--' and a command%s", "");
     if (parse_uint(a[1], INT_MAX, &v) < 0)
         return refuse("status_fd must be a decimal number, not '%s'", a[1]);
     K.status_fd = (int)v;
-    if (opt(a[2]) && parse_uint(a[2], INT_MAX, &v) < 0)
-        return refuse("go_fd must be a decimal number, not '%s'", a[2]);
-    K.go_fd = opt(a[2]) ? (int)v : -1;
-    if (strcmp(a[3], "cgroup") == 0)
-        K.mode = M_CGROUP;
-    else if (strcmp(a[3], "subreaper") == 0)
-        K.mode = M_SUBREAPER;
-    else if (strcmp(a[3], "session") == 0)
-        K.mode = M_SESSION;
-    else
-        return refuse("mode must be one of cgroup, subreaper, session, not '%s'", a[3]);
-    if (parse_uint(a[4], INT32_MAX, &v) < 0 || v == 0)
-        return refuse("owner_pid must be a pid, not '%s'", a[4]);
+    if (parse_mode(a[2], &K.mode) < 0)
+        return refuse("mode must be one of " MODE_NAMES_TEXT ", not '%s'", a[2]);
+    if (parse_uint(a[3], INT32_MAX, &v) < 0 || v == 0)
+        return refuse("owner_pid must be a pid, not '%s'", a[3]);
     K.owner = (pid_t)v;
-    if (parse_seconds(a[5], &K.grace) < 0)
-        return refuse("grace must be seconds >= 0, not '%s'", a[5]);
-    if (parse_flag(a[6], &K.keep_orphans) < 0)
-        return refuse("keep_orphans must be 0 or 1, not '%s'", a[6]);
-    K.cgroup = opt(a[7]);
+    if (parse_seconds(a[4], &K.grace) < 0)
+        return refuse("grace must be seconds >= 0, not '%s'", a[4]);
+    if (parse_flag(a[5], &K.keep_orphans) < 0)
+        return refuse("keep_orphans must be 0 or 1, not '%s'", a[5]);
+    K.cgroup = opt(a[6]);
     if (K.cgroup && K.cgroup[0] == '\0')
-        return refuse("cgroup must be a path or -, not '%s'", a[7]);
-    if (parse_flag(a[8], &K.restore_signals) < 0)
-        return refuse("restore_signals must be 0 or 1, not '%s'", a[8]);
-    K.exe = a[9]; /* always the program to run: no placeholder, so a program may be named "-" */
-    K.receipts = opt(a[10]);
+        return refuse("cgroup must be a path or -, not '%s'", a[6]);
+    if (parse_flag(a[7], &K.restore_signals) < 0)
+        return refuse("restore_signals must be 0 or 1, not '%s'", a[7]);
+    K.exe = a[8]; /* always the program to run: no placeholder, so a program may be named "-" */
+    K.receipts = opt(a[9]);
     if (K.receipts && K.receipts[0] != '/')
-        return refuse("receipts must be an absolute directory or -, not '%s'", a[10]);
-    if (parse_flag(a[11], &K.pty) < 0)
-        return refuse("pty must be 0 or 1, not '%s'", a[11]);
-    if (parse_uint(a[12], 64, &v) < 0 || v == 0 || v == SIGKILL || v == SIGSTOP || v == SIGCONT)
-        return refuse("stop_signal must be a signal number other than SIGKILL, SIGSTOP and SIGCONT, not '%s'", a[12]);
+        return refuse("receipts must be an absolute directory or -, not '%s'", a[9]);
+    if (parse_flag(a[10], &K.pty) < 0)
+        return refuse("pty must be 0 or 1, not '%s'", a[10]);
+    if (parse_uint(a[11], 64, &v) < 0 || v == 0 || IS_NOT_STOP(v))
+        return refuse("stop_signal must be a signal number other than SIGKILL, SIGSTOP and SIGCONT, not '%s'", a[11]);
     K.stop_sig = (int)v;
-    if ((K.cgroup != NULL) != (K.mode == M_CGROUP) || (K.go_fd >= 0 && !K.cgroup))
-        return refuse("cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup%s", "");
+    if ((K.cgroup != NULL) != (K.mode == M_CGROUP))
+        return refuse("cgroup is given in cgroup mode only, and cgroup mode needs a cgroup%s", "");
     K.argv = a + FIXED + 1;
     return 0;
 }

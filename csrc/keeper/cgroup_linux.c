@@ -144,24 +144,6 @@ bool cg_populated(void)
     return p && p[10] != '0';
 }
 
-/* Returns nothing: moves the keeper back to the owner's cgroup (two levels up), so that killing and removing the
- * tree's is ours to do; if that fails we stay inside, and cgroup.kill ends us with the tree. */
-void cg_leave(void)
-{
-    char base[PATH_MAX];
-    size_t len = strlen(K.cgroup);
-    if (len >= sizeof base)
-        return;
-    memcpy(base, K.cgroup, len + 1);
-    for (int i = 0; i < 2; i++) {
-        char *slash = strrchr(base, '/');
-        if (!slash || slash == base)
-            return;
-        *slash = '\0';
-    }
-    write_file(base, "cgroup.procs", "0");
-}
-
 /* Returns nothing: rmdir of one nested cgroup (a visit). */
 static void cg_rmdir_nested(const char *dir)
 {

@@ -9,7 +9,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-const int FORWARD[NFORWARD] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+const int FORWARD[NFORWARD] = {FORWARD_SIGNALS};
 
 /* Returns nothing: the owner's hold. Once our own teardown has begun, nothing: its "sweep" line is out already. */
 void hold(void)
@@ -17,14 +17,14 @@ void hold(void)
     if (K.sweeping)
         return;
     K.held = true;
-    say("held");
+    say(STATUS_HELD);
 }
 
 /* Returns nothing: queues sig for forward() if it is one we pass on (SIGCONT too in pty mode); takes the owner's
  * hold at once. */
 void queue_signal(int sig)
 {
-    if (sig == HOLD_SIG) {
+    if (sig == HOLD_SIG) { /* the owner's "I end this tree": never forwarded, ignored by default elsewhere */
         hold();
         return;
     }
@@ -58,7 +58,7 @@ bool reap(void)
         if (pid == K.cmd && !K.cmd_done) {
             K.cmd_done = true;
             K.cmd_status = status;
-            say("exit %d", status & 0xFFFF);
+            say(STATUS_EXIT " %d", status & 0xFFFF);
         }
     }
 }
@@ -66,7 +66,7 @@ bool reap(void)
 /* Returns true if sig, forwarded to the command's group, asks its members to stop (protocol.STOPPING). */
 static bool stopping(int sig)
 {
-    return sig == K.stop_sig || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+    return sig == K.stop_sig || IS_STOPPING(sig);
 }
 
 /* Returns nothing: records the live members of the command's group in g_stopped, before a stop-type signal to it (a

@@ -1,7 +1,7 @@
 /* The native keeper: the small process that holds a contained tree together.
  *
  * It speaks the keeper protocol of proctree/_containment/protocol.py (its
- * command line and its status lines); tests/test_keeper_protocol.py holds it
+ * command line and its status lines); tests/containment/test_keeper_protocol.py holds it
  * to that protocol. build_keeper.py builds it into the package, beside the
  * extension module, from the core's own sources.
  *
@@ -32,17 +32,17 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-struct keeper K = {.status_fd = -1, .go_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
+struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
-/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking) and the go fd is
- * close-on-exec, else the keeper's exit status: 2 (the reason on stderr) or 126 (after an err line). */
+/* Returns 0 once the status fd is ours (writable, above stdio, close-on-exec, non-blocking), else REFUSED (the
+ * reason on stderr). */
 static int claim_fds(void)
 {
     int fl = fcntl(K.status_fd, F_GETFL);
     if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
         fprintf(stderr, "proctree keeper: status fd %d is not open for writing: %s\n", K.status_fd,
                 strerror(fl < 0 ? errno : EBADF));
-        return 2;
+        return REFUSED;
     }
     if (K.status_fd <= 2) { /* stdio goes to the command (then /dev/null): keep the status pipe clear of it */
         int fd = fcntl(K.status_fd, F_DUPFD_CLOEXEC, 3);
@@ -52,12 +52,6 @@ static int claim_fds(void)
     }
     fcntl(K.status_fd, F_SETFD, FD_CLOEXEC);
     fcntl(K.status_fd, F_SETFL, fl | O_NONBLOCK); /* a full status pipe never blocks the keeper */
-    if (K.go_fd >= 0) {
-        if (K.go_fd == K.status_fd || fcntl(K.go_fd, F_SETFD, FD_CLOEXEC) != 0) {
-            say("err %d cgroup", EBADF);
-            return 126;
-        }
-    }
     return 0;
 }
 
@@ -76,16 +70,16 @@ static int become_keeper(void)
      * and a close-on-exec copy outlives detach_stdio() for tcsetpgrp. */
     if (K.pty) {
         if (!isatty(0)) {
-            say("err %d pty", ENOTTY);
+            say(STATUS_ERR " %d " STAGE_PTY, ENOTTY);
             return 126;
         }
         if (ioctl(0, TIOCSCTTY, 0) != 0) {
-            say("err %d pty", errno);
+            say(STATUS_ERR " %d " STAGE_PTY, errno);
             return 126;
         }
         K.tty_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
         if (K.tty_fd < 0) {
-            say("err %d pty", errno);
+            say(STATUS_ERR " %d " STAGE_PTY, errno);
             return 126;
         }
     }
@@ -95,7 +89,7 @@ static int become_keeper(void)
     const char *stage = "";
     int rc = enter_mode(&stage);
     if (rc < 0) {
-        say("err %d %s", -rc, stage);
+        say(STATUS_ERR " %d %s", -rc, stage);
         return 126;
     }
     return 0;
@@ -107,41 +101,16 @@ static int watch_owner(void)
 {
     int rc = setup_events();
     if (rc < 0) {
-        say("err %d owner", -rc);
+        say(STATUS_ERR " %d " STAGE_OWNER, -rc);
         if (!owner_alive()) /* nobody else will remove the cgroup it made */
             cleanup_cgroup();
         return 1;
     }
     if (!owner_alive()) { /* it died before we could watch it: nobody else will remove the cgroup it made */
-        say("err 0 owner");
+        say(STATUS_ERR " 0 " STAGE_OWNER);
         cleanup_cgroup();
         return 1;
     }
-    return 0;
-}
-
-/* Returns 0 once the owner moved us into the tree's cgroup and said go (or there is no go fd), else 126 after an
- * err line. */
-static int await_go(void)
-{
-    if (K.go_fd < 0)
-        return 0;
-    char go = 0; /* cgroup mode: the owner moves us into the cgroup, then says go */
-    ssize_t r;
-    do {
-        r = read(K.go_fd, &go, 1);
-    } while (r < 0 && errno == EINTR);
-    close(K.go_fd);
-    K.go_fd = -1;
-    if (r != 1 || go != '1') {
-        say("err %d cgroup", EPERM);
-        if (!owner_alive()) { /* it died mid-spawn: nobody else will remove the cgroup */
-            cg_leave();
-            cleanup_cgroup();
-        }
-        return 126;
-    }
-    K.in_cgroup = true;
     return 0;
 }
 
@@ -149,14 +118,12 @@ static int await_go(void)
  * our stdio is the command's from then on. */
 static int launch(void)
 {
-    const char *stage = "exec";
+    const char *stage = STAGE_EXEC;
     int rc = start_command(&stage);
-    if (K.in_cgroup)
-        cg_leave(); /* before "ok": once spawn() returns, the cgroup holds the tree alone */
     if (rc < 0)
-        say("err %d %s", -rc, stage);
+        say(STATUS_ERR " %d %s", -rc, stage);
     else
-        say("ok %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
+        say(STATUS_OK " %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
     detach_stdio(); /* the command owns our stdio now: the owner sees EOF when its side closes */
     if (rc < 0) {
         cleanup_cgroup();
@@ -204,7 +171,7 @@ static int keep(void)
             }
             cleanup_cgroup();
             end_receipt(clean);
-            say("done %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
+            say(STATUS_DONE " %d", clean ? 1 : 0); /* the last line: without it the owner knows we were killed */
             return exit_code();
         }
         /* Without an owner watch getppid() is polled; so are orphans whose exit sends us nothing. */
@@ -213,20 +180,18 @@ static int keep(void)
     }
 }
 
-/* Returns the keeper's exit status: 2 for a malformed command line (the reason on stderr), 1, 126 or 127 after an
- * err line, else the command's (a signal re-raised on ourselves, as a shell does). */
+/* Returns the keeper's exit status: REFUSED (2) for a malformed command line (the reason on stderr), 1, 126 or 127
+ * after an err line, else the command's (a signal re-raised on ourselves, as a shell does). */
 int main(int argc, char **argv)
 {
     int rc;
     if ((rc = parse_args(argc, argv)) != 0) /* the owner's command line */
         return rc;
-    if ((rc = claim_fds()) != 0) /* the status pipe and the go fd */
+    if ((rc = claim_fds()) != 0) /* the status pipe */
         return rc;
     if ((rc = become_keeper()) != 0) /* session leader (terminal in pty mode), subreaper or cgroup keeper */
         return rc;
     if ((rc = watch_owner()) != 0) /* signals blocked and readable, the owner watched */
-        return rc;
-    if ((rc = await_go()) != 0) /* cgroup mode: the owner moved us into the cgroup */
         return rc;
     if ((rc = launch()) != 0) /* the command started, "ok" said, stdio handed over */
         return rc;

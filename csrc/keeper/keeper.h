@@ -17,7 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FIXED        13    /* fields before "--" (protocol._FIXED) */
+#include "protocol_gen.h" /* the protocol's constants, generated from protocol.py */
+
 #define MAX_PROCS    16384 /* members one scan holds */
 #define SET_SLOTS    32768 /* identity set slots: a power of two, twice MAX_PROCS */
 #define MAX_CG_DIRS  4096  /* nested cgroups visited at most */
@@ -27,11 +28,9 @@
 #define TREE_CHAIN   7 /* ids in one PROCTREE_TREE value, innermost first (marker.MAX_TREE_CHAIN) */
 #define PENDING_MAX  64
 
-enum mode { M_CGROUP, M_SUBREAPER, M_SESSION };
-
 /* What the owner told us (protocol.KeeperArgs), and the keeper's own state. */
 struct keeper {
-    int status_fd, go_fd;
+    int status_fd;
     enum mode mode;
     pid_t owner;
     double grace;
@@ -40,8 +39,6 @@ struct keeper {
     bool held;         /* the owner ends the tree: we signal no member on our own */
     bool sweeping;     /* our own teardown has begun (we said "sweep") */
     bool looked_again; /* session mode with keep_orphans: the tree looked empty once already */
-    bool in_cgroup;    /* cgroup mode with a go fd: the owner moved us into the tree's cgroup (we leave it after the
-                     * spawn); without one we stay outside and the command is born inside */
     const char *cgroup, *exe, *receipts;
     char **argv;
     char tree_id[TREE_ID_LEN + 1]; /* session mode: our PROCTREE_TREE, else "" */
@@ -62,11 +59,8 @@ struct keeper {
 };
 extern struct keeper K;
 
-#define NFORWARD 7
-extern const int FORWARD[NFORWARD]; /* the signals passed on to the command's group (protocol.FORWARD) */
+extern const int FORWARD[NFORWARD]; /* FORWARD_SIGNALS */
 #define PDEATH_SIG SIGALRM
-/* The owner's "I end this tree" (protocol.HOLD_SIGNAL): never forwarded, ignored by default elsewhere. */
-#define HOLD_SIG SIGURG
 /* Room kept in the status pipe for the exit line: a "stopped" line that would eat into it is dropped. */
 #define EXIT_RESERVE 256
 /* Where the free room cannot be read (macOS), at most this many "stopped" lines: ~3 KB, inside the smallest pipe. */
@@ -158,7 +152,6 @@ void cg_each(cg_visit visit, bool post);
 void add_cgroup_procs(const char *dir);
 bool cg_scan(void);
 bool cg_populated(void);
-void cg_leave(void);
 void cg_remove(void);
 int cg_join_self(void);
 void cgroup_kill(void);

@@ -90,11 +90,11 @@ pid_t fork_child(bool into_cgroup, bool *born_inside)
 int enter_mode(const char **stage)
 {
     if (K.cgroup && !cgroup_is_ours(K.cgroup)) {
-        *stage = "cgroup";
+        *stage = STAGE_CGROUP;
         return -EINVAL;
     }
     if (K.mode == M_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-        *stage = "subreaper";
+        *stage = STAGE_SUBREAPER;
         return -errno;
     }
     return 0;

@@ -45,7 +45,7 @@ pid_t fork_child(bool into_cgroup, bool *born_inside)
 int enter_mode(const char **stage)
 {
     if (K.mode != M_SESSION) {
-        *stage = K.mode == M_CGROUP ? "cgroup" : "subreaper";
+        *stage = K.mode == M_CGROUP ? STAGE_CGROUP : STAGE_SUBREAPER;
         return -EOPNOTSUPP;
     }
     return 0;
@@ -64,11 +64,6 @@ bool cg_scan(void)
 bool cg_populated(void)
 {
     return false;
-}
-
-/* Returns nothing: there is no cgroup to leave. */
-void cg_leave(void)
-{
 }
 
 /* Returns nothing: there is no cgroup to remove. */

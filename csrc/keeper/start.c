@@ -126,13 +126,13 @@ static int start_command_forked(const char *exe, const char **stage)
         return -errno;
     fcntl(p[0], F_SETFD, FD_CLOEXEC);
     fcntl(p[1], F_SETFD, FD_CLOEXEC);
-    bool into_cgroup = K.cgroup && !K.in_cgroup;
+    bool into_cgroup = K.cgroup != NULL; /* we stay outside: the command is born inside */
     bool born_inside = false;
     pid_t pid = fork_child(into_cgroup, &born_inside);
     if (pid < 0) {
         close(p[0]);
         close(p[1]);
-        *stage = into_cgroup ? "cgroup" : "exec";
+        *stage = into_cgroup ? STAGE_CGROUP : STAGE_EXEC;
         return pid;
     }
     if (pid == 0)
@@ -149,7 +149,7 @@ static int start_command_forked(const char *exe, const char **stage)
         int status;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        *stage = report[0] == 1 ? "pty" : report[0] == 2 ? "cgroup" : "exec";
+        *stage = report[0] == 1 ? STAGE_PTY : report[0] == 2 ? STAGE_CGROUP : STAGE_EXEC;
         return -(report[1] ? report[1] : ECHILD);
     }
     K.cmd = pid;
@@ -162,7 +162,7 @@ static int start_command_forked(const char *exe, const char **stage)
 int start_command(const char **stage)
 {
     const char *exe = K.exe;
-    *stage = "exec";
+    *stage = STAGE_EXEC;
     if (exe[0] == '\0')
         return -EACCES; /* as Popen: PATH's directories joined with "" are directories */
     return start_command_forked(exe, stage);

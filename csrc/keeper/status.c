@@ -54,5 +54,5 @@ void say_stopped(int sig)
     if (!room)
         return;
     K.stop_lines++;
-    say("stopped %d", sig);
+    say(STATUS_STOPPED " %d", sig);
 }

@@ -46,7 +46,7 @@ bool teardown(void)
     double deadline = now_s() + K.grace;
     scan(false);
     if (K.sweeping && g_ncur > 0)
-        say("sweep"); /* before our first signal: the owner must not send these members another */
+        say(STATUS_SWEEP); /* before our first signal: the owner must not send these members another */
     signal_new(K.stop_sig, SENT_TERM);
     int pause = 2;
     while (g_ncur > 0) {

@@ -174,10 +174,9 @@ class _Launch:
     pty: bool = False  # the command runs on a new pseudo-terminal
     stop_signal: int = signal.SIGTERM  # what each member gets, once, when the tree is ended
 
-    def keeper_args(self, status_fd: int, go_fd: int | None) -> _protocol.KeeperArgs:
+    def keeper_args(self, status_fd: int) -> _protocol.KeeperArgs:
         return _protocol.KeeperArgs(
             status_fd=status_fd,
-            go_fd=go_fd,
             mode=self.mode,
             owner_pid=os.getpid(),
             grace=self.grace,

@@ -12,7 +12,7 @@ speaks it can be driven by the same owner and the same conformance tests
 
 Command line (after the program)::
 
-    v<PROTOCOL_VERSION> <status fd> <go fd|-> <mode> <owner pid> <grace>
+    v<PROTOCOL_VERSION> <status fd> <mode> <owner pid> <grace>
     <keep_orphans 0|1> <cgroup|-> <restore_signals 0|1> <exe> <receipts|-> <pty 0|1>
     <stop signal> -- <argv...>
 
@@ -47,9 +47,9 @@ program may be called "-".
 
 ``done`` is the keeper's last line; a keeper that exits without it was
 killed, and its owner ends what is left of the tree (it may be dropped on a
-full pipe, which only costs the owner that look). In cgroup mode without a
-go fd (v4) the keeper stays outside the cgroup and starts the command inside
-it (clone3 CLONE_INTO_CGROUP, or the forked child joins it before exec).
+full pipe, which only costs the owner that look). In cgroup mode the keeper
+stays outside the cgroup and starts the command inside it (clone3
+CLONE_INTO_CGROUP, or the forked child joins it before exec).
 
 In pty mode (v3) the keeper's stdin is the slave side of a pseudo-terminal
 the owner opened: the keeper makes it its controlling terminal, starts the
@@ -78,11 +78,13 @@ try:
 except ImportError:  # pragma: no cover - every CPython has it
     import signal as _sig
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 MODES = ("cgroup", "subreaper", "session")
 STAGES = ("exec", "cgroup", "subreaper", "owner", "pty")
-NONE = "-"  # an absent go fd, cgroup or receipt directory
-_FIXED = 13  # fields before "--"
+NONE = "-"  # an absent cgroup or receipt directory
+_FIXED = 12  # fields before "--"
+# The keeper's exit status for a command line it refuses (another version, a malformed field), the reason on stderr.
+REFUSED = 2
 # What the owner sends the keeper to say "I end this tree; signal none of it yourself".
 # Not forwarded, ignored by default (an older keeper, or a stray one, kills nothing).
 HOLD_SIGNAL: int = _sig.SIGURG
@@ -157,7 +159,6 @@ class KeeperArgs(_Record):
     """Everything the owner tells a keeper, as named fields.
 
     status_fd:       where the keeper writes its status lines
-    go_fd:           cgroup mode: the owner writes b"1" there once it moved the keeper in (else None)
     mode:            "cgroup", "subreaper" or "session"
     owner_pid:       the keeper's parent, whose death ends the tree
     grace:           seconds between SIGTERM and SIGKILL when the keeper ends the tree
@@ -177,7 +178,6 @@ class KeeperArgs(_Record):
 
     __slots__ = (
         "status_fd",
-        "go_fd",
         "mode",
         "owner_pid",
         "grace",
@@ -192,7 +192,6 @@ class KeeperArgs(_Record):
     )
     _defaults = {"pty": False, "stop_signal": int(_sig.SIGTERM)}
     status_fd: int
-    go_fd: int | None
     mode: str
     owner_pid: int
     grace: float
@@ -211,7 +210,6 @@ class KeeperArgs(_Record):
 
     def _check(self) -> None:
         _check(_is_fd(self.status_fd), f"status_fd must be an fd number, not {self.status_fd!r}")
-        _check(self.go_fd is None or _is_fd(self.go_fd), f"go_fd must be an fd number or None, not {self.go_fd!r}")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         _check(_is_int(self.owner_pid) and self.owner_pid > 0, f"owner_pid must be a pid, not {self.owner_pid!r}")
         _check(_is_number(self.grace) and self.grace >= 0, f"grace must be seconds >= 0, not {self.grace!r}")
@@ -224,8 +222,8 @@ class KeeperArgs(_Record):
         )
         _check(self.cgroup is None or _is_word(self.cgroup), f"cgroup must be a path or None, not {self.cgroup!r}")
         _check(
-            (self.cgroup is not None) == (self.mode == "cgroup") and (self.go_fd is None or self.cgroup),
-            "cgroup (and go_fd) are given in cgroup mode only, and cgroup mode needs a cgroup",
+            (self.cgroup is not None) == (self.mode == "cgroup"),
+            "cgroup is given in cgroup mode only, and cgroup mode needs a cgroup",
         )
         _check(
             isinstance(self.exe, str) and "\0" not in self.exe,
@@ -247,7 +245,6 @@ class KeeperArgs(_Record):
         return [
             f"v{PROTOCOL_VERSION}",
             str(self.status_fd),
-            _opt(self.go_fd),
             self.mode,
             str(self.owner_pid),
             repr(float(self.grace)),
@@ -276,11 +273,10 @@ class KeeperArgs(_Record):
             len(argv) > _FIXED + 1 and argv[_FIXED] == "--",
             f"keeper arguments need {_FIXED - 1} fields, '--' and a command; got {argv[1:]!r}",
         )
-        status_fd, go_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts, pty, stop = argv[1:_FIXED]
+        status_fd, mode, owner, grace, keep, cgroup, restore, exe, receipts, pty, stop = argv[1:_FIXED]
         try:
             return cls(
                 status_fd=_int(status_fd, "status_fd"),
-                go_fd=None if go_fd == NONE else _int(go_fd, "go_fd"),
                 mode=mode,
                 owner_pid=_int(owner, "owner_pid"),
                 grace=_seconds(grace),

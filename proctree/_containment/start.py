@@ -57,9 +57,9 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
             master, slave = _terminal.open_pty()
             ours += [master, slave]
             kw.update(stdin=slave, stdout=slave, stderr=slave)
-        # No go fd: in cgroup mode the keeper stays outside the cgroup and starts the
-        # command inside it (clone3 CLONE_INTO_CGROUP: no migration to wait for).
-        cmd = [_keeper_program(), *launch.keeper_args(w, None).to_argv()]
+        # In cgroup mode the keeper stays outside the cgroup and starts the command
+        # inside it (clone3 CLONE_INTO_CGROUP: no migration to wait for).
+        cmd = [_keeper_program(), *launch.keeper_args(w).to_argv()]
         if stop is not None:
             stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
@@ -138,6 +138,12 @@ def _hand_to_keeper(pass_fds: tuple[int, ...], fds: tuple[int, ...], kw: dict[st
 
 def _start_error(first: _protocol.Status | None, launch: _Launch, popen: subprocess.Popen) -> BaseException:
     """The exception spawn() raises for a keeper that reported Err (or nothing) instead of Ok."""
+    if not isinstance(first, _protocol.Err) and popen.returncode == _protocol.REFUSED:
+        # Most likely a keeper program from another build, speaking another protocol version.
+        return subprocess.SubprocessError(
+            f"the keeper {_keeper_program()} refused its command line (status {popen.returncode}; the reason is on "
+            f"the command's stderr): is it from another build of proctree (keeper protocol v{_protocol.PROTOCOL_VERSION})?"
+        )
     if not isinstance(first, _protocol.Err):
         return subprocess.SubprocessError(f"the keeper exited before starting the command (status {popen.returncode})")
     code, stage = first.errno, first.stage

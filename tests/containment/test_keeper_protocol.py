@@ -32,7 +32,6 @@ V = f"v{protocol.PROTOCOL_VERSION}"
 def args(**kw):
     base = dict(
         status_fd=3,
-        go_fd=None,
         mode="subreaper",
         owner_pid=100,
         grace=2.0,
@@ -57,8 +56,7 @@ def args(**kw):
     [
         args(),
         args(mode="session", grace=0.0, keep_orphans=True, restore_signals=False),
-        args(mode="cgroup", cgroup="/sys/fs/cgroup/x y/proctree-1-2/t-1", go_fd=7),
-        args(mode="cgroup", cgroup="/c/proctree-1-2/t"),  # another starter may move the keeper in itself
+        args(mode="cgroup", cgroup="/sys/fs/cgroup/x y/proctree-1-2/t-1"),
         args(exe="/bin/bash", argv=("sh", "-c", "echo -- - ''")),
         args(argv=("-",), exe=None),
         args(argv=("--", "-", "", " a b ", "é"), exe="--"),
@@ -69,7 +67,7 @@ def args(**kw):
         args(receipts="/run/user/1000/proctree"),
         args(mode="session", receipts="/tmp/proctree-0", exe="/bin/sh"),
         args(pty=True),
-        args(mode="cgroup", cgroup="/c/proctree-1-2/t", go_fd=4, pty=True, argv=("vim",)),
+        args(mode="cgroup", cgroup="/c/proctree-1-2/t", pty=True, argv=("vim",)),
         args(stop_signal=signal.SIGINT),
         args(stop_signal=signal.SIGUSR1, pty=True),
     ],
@@ -100,39 +98,41 @@ def _with(i, value):
         (["v3"] + GOOD[1:], "not the supported"),  # v3 had no done line, and cgroup mode needed a go fd
         (["v4"] + GOOD[1:], "not the supported"),  # v4's exe field had "-" for argv[0]
         (["v5"] + GOOD[1:], "not the supported"),  # v5 had no stop signal field
-        (["v7"] + GOOD[1:], "not the supported"),
-        (GOOD[:13], "need"),  # no command after "--"
-        (GOOD[:14], "need"),
-        (_with(13, "++"), "need"),
-        (_with(10, "relative/dir"), "receipts"),
-        (GOOD[:11] + GOOD[12:], "need"),  # a v2 line: the pty field missing
-        (GOOD[:12] + GOOD[13:], "need"),  # a v5 line: the stop signal field missing
-        (_with(12, "9"), "stop_signal"),  # SIGKILL cannot be a stop signal
-        (_with(12, "19"), "stop_signal"),  # nor SIGSTOP
-        (_with(12, "18"), "stop_signal"),  # nor SIGCONT
-        (_with(12, "0"), "stop_signal"),
-        (_with(12, "TERM"), "stop_signal"),
-        (_with(12, "65"), "stop_signal"),
-        (_with(11, "2"), "pty"),
-        (_with(11, "-"), "pty"),
-        (_with(11, "yes"), "pty"),
+        (["v6"] + GOOD[1:], "not the supported"),  # v6 had a go fd field
+        (["v8"] + GOOD[1:], "not the supported"),
+        (["v6"] + GOOD[1:2] + ["-"] + GOOD[2:], "not the supported"),  # a whole v6 line, go fd "-" included
+        (GOOD[:12], "need"),  # no command after "--"
+        (GOOD[:13], "need"),
+        (_with(12, "++"), "need"),
+        (_with(9, "relative/dir"), "receipts"),
+        (GOOD[:10] + GOOD[11:], "need"),  # a v2 line: the pty field missing
+        (GOOD[:11] + GOOD[12:], "need"),  # a v5 line: the stop signal field missing
+        (GOOD[:2] + ["-"] + GOOD[2:], "need"),  # a v6 line's go fd under v7: one field too many
+        (_with(11, "9"), "stop_signal"),  # SIGKILL cannot be a stop signal
+        (_with(11, "19"), "stop_signal"),  # nor SIGSTOP
+        (_with(11, "18"), "stop_signal"),  # nor SIGCONT
+        (_with(11, "0"), "stop_signal"),
+        (_with(11, "TERM"), "stop_signal"),
+        (_with(11, "65"), "stop_signal"),
+        (_with(10, "2"), "pty"),
+        (_with(10, "-"), "pty"),
+        (_with(10, "yes"), "pty"),
         (_with(1, "x"), "status_fd"),
         (_with(1, "-1"), "status_fd"),
         (_with(1, "+3"), "status_fd"),
         (_with(1, "٣"), "status_fd"),  # a digit, but not ASCII
-        (_with(2, "x"), "go_fd"),
-        (_with(3, "jail"), "mode"),
-        (_with(4, "0"), "owner_pid"),
-        (_with(4, ""), "owner_pid"),
-        (_with(5, "nan"), "grace"),
-        (_with(5, "inf"), "grace"),
-        (_with(5, "-1.0"), "grace"),
-        (_with(5, "soon"), "grace"),
-        (_with(6, "2"), "keep_orphans"),
-        (_with(7, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
-        (_with(8, "yes"), "restore_signals"),
-        (_with(3, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
-        (GOOD[:14] + ["a\0b"], "argv"),
+        (_with(2, "jail"), "mode"),
+        (_with(3, "0"), "owner_pid"),
+        (_with(3, ""), "owner_pid"),
+        (_with(4, "nan"), "grace"),
+        (_with(4, "inf"), "grace"),
+        (_with(4, "-1.0"), "grace"),
+        (_with(4, "soon"), "grace"),
+        (_with(5, "2"), "keep_orphans"),
+        (_with(6, "/sys/fs/cgroup/x"), "cgroup"),  # a cgroup outside cgroup mode
+        (_with(7, "yes"), "restore_signals"),
+        (_with(2, "cgroup"), "cgroup"),  # cgroup mode without a cgroup
+        (GOOD[:13] + ["a\0b"], "argv"),
     ],
 )
 def test_argv_rejected(argv, why):
@@ -145,7 +145,6 @@ def test_argv_rejected(argv, why):
     [
         dict(status_fd=-1),
         dict(status_fd=True),
-        dict(go_fd="3"),
         dict(mode="auto"),
         dict(owner_pid=0),
         dict(grace=float("nan")),
@@ -157,7 +156,6 @@ def test_argv_rejected(argv, why):
         dict(argv=["sleep"]),
         dict(argv=("a\0",)),
         dict(mode="session", cgroup="/c"),
-        dict(go_fd=5),  # a go fd outside cgroup mode
         dict(receipts=""),
         dict(receipts="-"),
         dict(receipts="rel/dir"),
@@ -188,6 +186,7 @@ def test_argv_fuzz_never_crashes_the_decoder():
         "v4",
         "v5",
         "v6",
+        "v7",
         "9",
         "15",
         "0",

@@ -172,7 +172,6 @@ def _run_keeper(path, argv, status="w", extra_fds=(), timeout=20):
 def _good(w=STATUS_FD, argv=("true",)):
     return protocol.KeeperArgs(
         status_fd=w,
-        go_fd=None,
         mode="subreaper" if sys.platform.startswith("linux") else "session",
         owner_pid=os.getpid(),
         grace=0.5,
@@ -318,28 +317,37 @@ def test_a_cgroup_that_is_not_ours_is_refused_before_anything_is_written(native,
     fake = tmp_path / "proctree-1-2" / "t"
     fake.mkdir(parents=True)
     (tmp_path / "cgroup.procs").write_text("")
-    go_r, go_w = os.pipe()
-    try:
-        argv = protocol.KeeperArgs(
-            status_fd=STATUS_FD, go_fd=go_r, mode="cgroup", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
-            cgroup=str(fake), restore_signals=True, exe=None, receipts=None, argv=("true",),
-        ).to_argv()  # fmt: skip
-        os.write(go_w, b"1")
-        rc, lines, _ = _run_keeper(native[0], argv, extra_fds=(go_r,))
-    finally:
-        os.close(go_r)
-        os.close(go_w)
+    argv = protocol.KeeperArgs(
+        status_fd=STATUS_FD, mode="cgroup", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
+        cgroup=str(fake), restore_signals=True, exe=None, receipts=None, argv=("true",),
+    ).to_argv()  # fmt: skip
+    rc, lines, _ = _run_keeper(native[0], argv)
     assert lines == [Err(errno.EINVAL, "cgroup")] and rc != 0
     assert (tmp_path / "cgroup.procs").read_text() == "", "the keeper wrote to a cgroup.procs that is not ours"
 
 
-def test_a_go_fd_that_is_not_open_is_err_ebadf(native):
-    argv = protocol.KeeperArgs(
-        status_fd=STATUS_FD, go_fd=98, mode="cgroup", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
-        cgroup="/nonexistent/proctree-1-2/t", restore_signals=True, exe=None, receipts=None, argv=("true",),
-    ).to_argv()  # fmt: skip
-    rc, lines, _ = _run_keeper(native[0], argv)
-    assert lines == [Err(errno.EBADF, "cgroup")] and rc != 0
+def test_a_command_line_of_another_protocol_version_is_refused_on_stderr(native):
+    """A v6 owner's line (it had a go fd field): exit status 2 and the versions named, before anything runs."""
+    v7 = _good()
+    v6 = ["v6", v7[1], "-", *v7[2:]]
+    rc, lines, err = _run_keeper(native[0], v6)
+    assert rc == protocol.REFUSED and lines == []
+    assert f"keeper protocol version '6' is not the supported {protocol.PROTOCOL_VERSION}" in err
+
+
+def test_a_keeper_that_refuses_its_command_line_is_a_clear_error_of_spawn(monkeypatch, tmp_path):
+    """A keeper program of another build (another protocol version) exits 2: spawn() says what that means."""
+    import proctree
+
+    path = tmp_path / "proctree-keeper"
+    path.write_text(
+        "#!/bin/sh\necho \"proctree keeper: keeper protocol version '7' is not the supported 6\" >&2\nexit 2\n"
+    )
+    path.chmod(0o755)
+    monkeypatch.setattr(_launch, "_KEEPER", str(path))
+    with pytest.raises(subprocess.SubprocessError, match="refused its command line .* another build") as info:
+        proctree.spawn(["sleep", "300"], contain="session", stderr=subprocess.DEVNULL)
+    assert str(path) in str(info.value)
 
 
 @pytest.mark.skipif(not CGROUP_OK, reason="no writable cgroup v2")
@@ -352,7 +360,7 @@ def test_an_owner_gone_before_the_keeper_watches_it_leaves_no_cgroup(native):
     cgroup = new_cgroup("owner-gone")
     try:
         argv = protocol.KeeperArgs(
-            status_fd=STATUS_FD, go_fd=None, mode="cgroup", owner_pid=os.getpid() + 1, grace=0.5, keep_orphans=False,
+            status_fd=STATUS_FD, mode="cgroup", owner_pid=os.getpid() + 1, grace=0.5, keep_orphans=False,
             cgroup=cgroup, restore_signals=True, exe=None, receipts=None, argv=("sleep", "60"),
         ).to_argv()  # fmt: skip
         rc, lines, _ = _run_keeper(native[0], argv)
@@ -441,7 +449,7 @@ def test_restore_signals_decides_sigpipe_as_popen(native, pipe, restore):
     """restore_signals=1: SIGPIPE/SIGXFSZ default in the command; 0: ignored, as a Python owner's Popen leaves them."""
     r, w = pipe
     argv = protocol.KeeperArgs(
-        status_fd=STATUS_FD, go_fd=None, mode="session", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
+        status_fd=STATUS_FD, mode="session", owner_pid=os.getpid(), grace=0.5, keep_orphans=False,
         cgroup=None, restore_signals=restore, exe=None, receipts=None,
         argv=("/bin/sh", "-c", f"grep SigIgn /proc/$$/status >/dev/fd/{w}"),
     ).to_argv()  # fmt: skip

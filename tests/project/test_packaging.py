@@ -103,6 +103,22 @@ def test_readme_links_are_absolute_so_they_work_on_pypi():
 
 
 @needs_build_scripts
+def test_the_cdef_is_the_headers_declarations():
+    """cffi reads proctree.h itself: every function it declares, and the struct with its real size, nothing else."""
+    cffi = pytest.importorskip("cffi")
+    namespace = runpy.run_path(str(ROOT / "build_ffi.py"), run_name="build_ffi")
+    header = (ROOT / "csrc" / "include" / "proctree.h").read_text(encoding="utf-8")
+    cdef = namespace["cdef_from_header"](header)
+    assert "#" not in cdef and "/*" not in cdef and "_Static_assert" not in cdef
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)  # a declaration cffi cannot parse fails here, not at build time
+    declared = set(re.findall(r"^int (pt_\w+)\(", header, re.M))
+    assert declared and declared == set(re.findall(r"\b(pt_\w+)\(", cdef))
+    assert "char name[64];" in cdef and "#define PT_NAME_MAX 64" in header
+    assert ffi.sizeof("struct pt_proc") == 96  # the header's _Static_assert, which the cdef drops
+
+
+@needs_build_scripts
 @pytest.mark.parametrize(
     "platform, core",
     [("linux", "csrc/core/linux.c"), ("darwin", "csrc/core/macos.c")],

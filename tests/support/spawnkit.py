@@ -161,8 +161,8 @@ def keeper_command():
 class KeeperRun:
     """One keeper started by this process (its owner) as spawn() starts one, with the argv of protocol.KeeperArgs.
 
-    In cgroup mode the owner moves the keeper into the tree's cgroup and says
-    go, as spawn() does. statuses() reads the status lines back as records.
+    In cgroup mode the keeper starts the command inside the tree's cgroup, as
+    under spawn(). status() reads the status lines back as records.
     """
 
     def __init__(
@@ -189,12 +189,8 @@ class KeeperRun:
         self.receipts = receipts
         self._buf = b""
         self.status_r, w = os.pipe()
-        go_r = go_w = None
-        if cgroup is not None:
-            go_r, go_w = os.pipe()
         args = protocol.KeeperArgs(
             status_fd=w,
-            go_fd=go_r,
             mode=mode,
             owner_pid=os.getpid(),
             grace=grace,
@@ -207,19 +203,13 @@ class KeeperRun:
             stop_signal=signal.SIGTERM if stop_signal is None else stop_signal,
             argv=tuple(argv),
         )
-        fds = (w,) + tuple(pass_fds) + (() if go_r is None else (go_r,))
+        fds = (w,) + tuple(pass_fds)
         # pty: a slave fd, handed to the keeper as its stdio (pty mode).
         stdio = {} if pty is None else dict(stdin=pty, stdout=pty, stderr=pty)
         self.popen = subprocess.Popen(
             keeper_command() + args.to_argv(), pass_fds=fds, start_new_session=True, env=env, **stdio
         )
         os.close(w)
-        if cgroup is not None:
-            os.close(go_r)
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(self.popen.pid))
-            os.write(go_w, b"1")
-            os.close(go_w)
 
     def receipt_path(self):
         """Where the keeper expects its receipt: <receipts>/<keeper pid>-<keeper start>.json."""

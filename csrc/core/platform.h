@@ -1,0 +1,14 @@
+/* What each platform's core file (linux.c, macos.c) defines for the files every platform shares (args.c), beyond the
+ * contract in proctree.h. Not read by cffi: nothing here is part of the module.
+ */
+#ifndef PROCTREE_CORE_PLATFORM_H
+#define PROCTREE_CORE_PLATFORM_H
+
+#include "proctree.h"
+
+/* Returns what pt_env_find returns, for arguments pt_env_find has already checked (a valid key, val's room, a
+ * scratch): Linux streams /proc/<pid>/environ through scratch, macOS reads the whole KERN_PROCARGS2 area into it. */
+int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
+                        size_t scratchcap);
+
+#endif
