@@ -16,7 +16,6 @@ killnow.kill_now on that Tree, in reap()).
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import re
 import signal
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._containment.spawn import Tree, spawn_async
+from .._containment.spawn import Tree
 from .._errors import KeeperLost
 from . import deps as _deps
 from . import events as _ev
@@ -49,17 +48,8 @@ from .snapshot import (
     ServiceSnapshot,
 )
 from .spec import ServiceSpec, build_env
-from .treeio import (
-    PipeReader,
-    close_reader,
-    exit_fields,
-    open_reader,
-    quietly,
-    raise_unexpected,
-    stop_waiting,
-    wait_exit,
-    wake,
-)
+from .treeio import PipeReader, close_reader, exit_fields, open_reader, raise_unexpected, wake
+from .treerun import always_ended, end_tree, spawn_command
 
 log = logging.getLogger("proctree.supervisor")
 
@@ -71,11 +61,6 @@ _SHELL_FAILURES = {
     127: re.compile(r"\bnot found\b|No such file or directory"),
     126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
 }
-
-# A teardown that fails for want of resources is retried this many times, after 0.1, 0.2, 0.4, ... s.
-_SCARCE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN))
-_SCARCE_TRIES = 6
-_SCARCE_PAUSE = 0.1
 
 # After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
 _LATE_PROBE_FACTOR = 4
@@ -450,11 +435,9 @@ class Service:
         if self.intent == STOP:  # asked to stop during the pre-flight: nothing to spawn
             self._finish(STOPPED)
             return None
-        shell = isinstance(spec.command, str)
         try:
-            tree = await spawn_async(
-                spec.command if shell else list(spec.command),
-                shell=shell,
+            tree = await spawn_command(
+                spec.command,
                 cwd=spec.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -489,29 +472,25 @@ class Service:
                 self._set_running()
         transport: PipeReader | None = None
         eof = None
-        watcher = exit_wait = None
+        watcher = None
         try:
-            transport, eof = await open_reader(tree, self.take_output)
-            self.out.attach(transport)
-            watcher = loop.create_task(self._watch_readiness_guarded(detector))
-            exit_wait = loop.create_task(wait_exit(tree))
-            while not exit_wait.done() and self.intent is None:
-                poke = loop.create_task(self._poke.wait())
-                try:
-                    await asyncio.wait([exit_wait, poke], return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    poke.cancel()
-            await stop_waiting(exit_wait)
-            raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
-            # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
-            # Its last output is read, however far behind the consumer is: a pipe holds little.
-            self.out.read_on()
-            self.kill_incomplete = not await self._end_tree(tree)
-        except BaseException:
-            await stop_waiting(exit_wait)
-            kill_now(tree)
-            await quietly(tree.terminate_async(0))
-            raise
+            async with always_ended(tree) as run:
+                transport, eof = await open_reader(tree, self.take_output)
+                self.out.attach(transport)
+                watcher = loop.create_task(self._watch_readiness_guarded(detector))
+                exit_wait = run.watch_exit()
+                while not exit_wait.done() and self.intent is None:
+                    poke = loop.create_task(self._poke.wait())
+                    try:
+                        await asyncio.wait([exit_wait, poke], return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        poke.cancel()
+                await run.stop_watching()
+                raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: always_ended kills the tree
+                # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
+                # Its last output is read, however far behind the consumer is: a pipe holds little.
+                self.out.read_on()
+                self.kill_incomplete = not await self._end_tree(tree)
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -532,36 +511,11 @@ class Service:
         return RunEnd(self.exit_code, self.exit_signal, uptime, lost)
 
     async def _end_tree(self, tree: Tree) -> bool:
-        """End the whole tree within the stop grace; whether nothing of it is left, as far as can be known.
-
-        A teardown needs a few file descriptors and threads: when the host has
-        none to spare (EMFILE, ENFILE, ENOMEM, EAGAIN) the tree is SIGKILLed
-        and the teardown tried again a few times, with one warning line and no
-        traceback; the keeper ends what is left if the host dies meanwhile.
-        """
-        for attempt in range(_SCARCE_TRIES):
-            try:
-                report = await tree.terminate_async(self.stop_grace if attempt == 0 else 0)
-                return report.ok
-            except OSError as exc:
-                if exc.errno not in _SCARCE:
-                    raise
-                if attempt == 0:
-                    log.warning(
-                        "service %s (%s): ending its tree failed for want of resources (%s); killing it and retrying",
-                        self.id,
-                        self.name,
-                        exc.strerror or exc,
-                    )
-                kill_now(tree)
-                await asyncio.sleep(_SCARCE_PAUSE * 2**attempt)
-        log.warning(
-            "service %s (%s): its tree could not be confirmed ended for want of resources (kill_incomplete)",
-            self.id,
-            self.name,
-        )
-        self.reason = "its tree could not be confirmed ended: the host ran out of file descriptors or memory"
-        return False
+        """End the whole tree within the stop grace (treerun.end_tree); whether nothing of it is left."""
+        ok, starved = await end_tree(tree, self.stop_grace, f"service {self.id} ({self.name})")
+        if starved is not None:
+            self.reason = starved
+        return ok
 
     async def _watch_readiness_guarded(self, detector: Detector) -> None:
         """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
