@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import signal
 import subprocess
 import time
@@ -26,14 +25,16 @@ from typing import Protocol
 
 from .._containment.spawn import Tree
 from .._errors import KeeperLost
-from . import deps as _deps
 from . import events as _ev
 from . import restart as _restart
 from .killnow import kill_now
 from .logring import LogRing, Row
-from .outcome import RunEnd, describe_error, describe_exit, describe_keeper_lost
+from .outcome import RunEnd, describe_end, describe_error, describe_exit, describe_keeper_lost, shell_could_not_run
 from .outfeed import OutputFeed
 from .readiness import Detector
+from .readywatch import watch_lines, watch_probes
+from .satisfaction import DependencyState
+from .satisfaction import verdict as dependency_verdict
 from .snapshot import (
     EXITED,
     FAILED,
@@ -55,16 +56,6 @@ log = logging.getLogger("proctree.supervisor")
 
 STOP = "stop"
 RESTART = "restart"
-
-# What sh / dash / bash print when they cannot run a command, by the status they then exit with.
-_SHELL_FAILURES = {
-    127: re.compile(r"\bnot found\b|No such file or directory"),
-    126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
-}
-
-# After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
-_LATE_PROBE_FACTOR = 4
-_LATE_PROBE_MIN = 1.0
 
 
 @dataclass(frozen=True)
@@ -354,12 +345,11 @@ class Service:
         diagnostic ("not found", "Permission denied", ...) counts, before
         readiness.
         """
-        if not isinstance(self.spec.command, str) or end.code not in _SHELL_FAILURES or self.ready_at is not None:
+        if not isinstance(self.spec.command, str) or self.ready_at is not None:
             return False
         last = self.ring.tail(1)
-        if not last or last[0].seq <= self._run_first_seq:
-            return False  # the run printed nothing: whatever exited so, it was not the shell complaining
-        return _SHELL_FAILURES[end.code].search(last[0].text) is not None
+        printed = bool(last) and last[0].seq > self._run_first_seq  # silent: not the shell complaining
+        return shell_could_not_run(end.code, last[0].text if printed else None)
 
     async def _sleep_unless_poked(self, delay: float) -> None:
         if self.intent is not None:
@@ -371,28 +361,14 @@ class Service:
 
     # -- dependencies -------------------------------------------------------------------------
 
-    def _verdict(self, dep: Service, condition: str) -> bool | str | None:
-        """True: met. None: wait. A str: it can no longer be met, and why."""
-        if condition == _deps.STARTED:
-            if dep.runs > 0:
-                return True
-            return f"{dep.name} {dep.describe_end()} before it started" if dep.status in TERMINAL else None
-        if condition == _deps.READY:
-            if dep.status == READY:
-                return True
-            if dep.status == RUNNING:
-                return f"{dep.name} did not prove it was ready within {dep.ready_timeout:g} s (it is running)"
-            return f"{dep.name} {dep.describe_end()} before it was ready" if dep.status in TERMINAL else None
-        if dep.completed:
-            return True
-        return f"{dep.name} {dep.describe_end()}" if dep.status in TERMINAL else None
+    def state(self) -> DependencyState:
+        """What a service waiting on this one needs to know of it (satisfaction.verdict)."""
+        return DependencyState(
+            self.name, self.status, self.runs, self.completed, self.ready_timeout, self.describe_end()
+        )
 
     def describe_end(self) -> str:
-        if self.status == STOPPED:
-            return "was stopped"
-        if self.status == FAILED:
-            return f"failed ({self.reason})" if self.reason else "failed"
-        return describe_exit(self.exit_code, self.exit_signal)
+        return describe_end(self.status, self.reason, self.exit_code, self.exit_signal)
 
     async def _await_dependencies(self) -> bool:
         while True:
@@ -401,7 +377,7 @@ class Service:
                 return False
             waiting = []
             for dep, condition in self.needs:
-                verdict = self._verdict(dep, condition)
+                verdict = dependency_verdict(dep.state(), condition)
                 if isinstance(verdict, str):
                     self._finish(FAILED, f"dependency {verdict}")
                     return False
@@ -469,7 +445,7 @@ class Service:
             detector.members = lambda: [p.pid for p in tree.members()]
             self._emit(_ev.STARTED)
             if spec.ready.kind == "none":
-                self._set_running()
+                self.mark_running()
         transport: PipeReader | None = None
         eof = None
         watcher = None
@@ -525,31 +501,10 @@ class Service:
             log.error("service %s (%s): watching its readiness failed", self.id, self.name, exc_info=True)
 
     async def _watch_readiness(self, detector: Detector) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.ready_timeout
-        interval = detector.spec.interval
-        if detector.spec.kind == "none":
-            return
-        while self.status in (STARTING, RUNNING) and detector.ready_by is None:
-            if self.status == STARTING or detector.spec.kind != "exec":
-                try:
-                    how = await detector.probe()
-                except Exception:
-                    log.debug("service %s: a readiness probe failed", self.id, exc_info=True)
-                    how = None
-                if how is not None:
-                    self._set_ready(how)
-                    return
-            if self.status == STARTING and loop.time() >= deadline:
-                self._set_running()
-            if self.status == STARTING:
-                await detector.pause(max(0.0, min(interval, deadline - loop.time())))
-            elif detector.spec.kind == "exec":
-                return  # a command per round forever is too much for a service that never proved itself
-            else:
-                await detector.pause(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
+        await watch_probes(self, detector)
 
-    def _set_ready(self, how: str) -> None:
+    def mark_ready(self, how: str) -> None:
+        """Readiness proven (how: what proved it), if it is still to be proven for this run."""
         detector = self._detector
         if self.status not in (STARTING, RUNNING) or detector is None:
             return
@@ -561,7 +516,8 @@ class Service:
         self.port = detector.port if detector.port is not None else self.port
         self._emit(_ev.READY)
 
-    def _set_running(self) -> None:
+    def mark_running(self) -> None:
+        """Past ready_timeout with nothing that proved readiness: `running`."""
         if self.status == STARTING:
             self._flush_output()
             self.status = RUNNING
@@ -588,17 +544,7 @@ class Service:
         if not rows:
             return
         self.out.add(rows)  # first: the rows up to a proof go out before the `ready` event
-        detector = self._detector
-        if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
-            for row in rows:
-                try:
-                    how = detector.on_line(row.text)
-                except Exception:
-                    log.debug("service %s: readiness detection failed on a line", self.id, exc_info=True)
-                    how = None
-                if how is not None:
-                    self._set_ready(how)
-                    break
+        watch_lines(self, self._detector, (row.text for row in rows))
 
     def _flush_output(self) -> None:
         self.out.flush()
