@@ -28,6 +28,7 @@ LAYERS = [
     ("proctree._containment", 4),
     ("proctree._reaper", 5),
     ("proctree._supervisor", 5),
+    ("proctree._procfile", 5),
     ("proctree.cli", 6),
     ("proctree.demo", 6),
     ("proctree.pytest_plugin", 6),
