@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._containment.spawn import Tree
-from .._validate import check_seconds
+from .._validate import check_command, check_seconds
 from .killnow import kill_now
 from .logring import LogRing, Row
-from .spec import build_env, check_command, check_cwd, check_env
+from .spec import build_env, check_cwd, check_env
 from .treeio import close_reader, exit_fields, open_reader, quietly, wake
 from .treerun import always_ended, spawn_command
 

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 import proctree
-from proctree._validate import MAX_STOP_GRACE
+from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
 from ._common import CliError, add_output_options, parse_seconds, parse_signal, shown, subcommand
@@ -124,9 +124,10 @@ def register(sub):
 def _parse_port(text):
     import argparse
 
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+    port = port_from_text(text)
+    if port is None:
         raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
-    return int(text)
+    return port
 
 
 def _parse_grace(text):
