@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._supervisor.deps import CONDITIONS
+from .._supervisor.deps import CONDITIONS, find_cycle
 from .._supervisor.restart import POLICIES as RESTART_POLICIES
 from .._validate import check_signal, is_env_name, is_port, port_from_text
 from .dotenv import read_dotenv
@@ -395,8 +395,9 @@ def plan_services(
                 raise ProcfileError(f"services.{name}: depends on {dep!r}, not an entry", source=settings_source)
             if dep == name:
                 raise ProcfileError(f"services.{name}: depends on itself", source=settings_source)
-    cycle = _find_cycle({n: list(s.depends_on) for n, s in settings.items()})
+    cycle = find_cycle({n: list(s.depends_on) for n, s in settings.items()})
     if cycle:
+        cycle = _from_first_named(cycle, list(settings))
         raise ProcfileError(f"a dependency cycle: {' -> '.join(cycle)}", source=settings_source)
     selected = _select(names, by_name, settings)
     scaled = counts is not None
@@ -502,29 +503,12 @@ def _select(
     return chosen
 
 
-def _find_cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """One cycle of graph as a path (a -> b -> a), or None. Iterative: a long
-    chain of dependencies must not hit Python's recursion limit."""
-    done: set[str] = set()
-    for root in graph:
-        if root in done:
-            continue
-        path: list[str] = [root]
-        on_path = {root}
-        stack = [iter(graph.get(root, ()))]
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                done.add(path[-1])
-                on_path.discard(path.pop())
-            elif nxt in on_path:
-                return path[path.index(nxt) :] + [nxt]
-            elif nxt not in done:
-                path.append(nxt)
-                on_path.add(nxt)
-                stack.append(iter(graph.get(nxt, ())))
-    return None
+def _from_first_named(cycle: list[str], order: list[str]) -> list[str]:
+    """cycle ([a, b, ..., a]) turned to start at its entry named first in the settings file."""
+    ring = cycle[:-1]
+    position = {name: i for i, name in enumerate(order)}
+    start = ring.index(min(ring, key=position.__getitem__))
+    return ring[start:] + ring[:start] + [ring[start]]
 
 
 def _cwd(cwd: str | None, directory: str, name: str, source: str) -> str:
