@@ -57,6 +57,27 @@ log = logging.getLogger("proctree.supervisor")
 STOP = "stop"
 RESTART = "restart"
 
+# The snapshot's fields a Service holds under the same names (the rest come from its spec and its ring).
+_RECORD_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "pid",
+    "started_at",
+    "ready_at",
+    "ended_at",
+    "exit_code",
+    "exit_signal",
+    "url",
+    "port",
+    "ready_by",
+    "port_preoccupied",
+    "restarts",
+    "kill_incomplete",
+    "reason",
+    "mode",
+)
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -135,29 +156,13 @@ class Service:
 
     def snapshot(self) -> ServiceSnapshot:
         return ServiceSnapshot(
-            id=self.id,
-            name=self.name,
+            **{name: getattr(self, name) for name in _RECORD_FIELDS},
             command=self.spec.command,
-            status=self.status,
-            pid=self.pid,
             cwd=self.spec.cwd,
-            started_at=self.started_at,
-            ready_at=self.ready_at,
-            ended_at=self.ended_at,
-            exit_code=self.exit_code,
-            exit_signal=self.exit_signal,
-            url=self.url,
-            port=self.port,
-            ready_by=self.ready_by,
-            port_preoccupied=self.port_preoccupied,
-            restarts=self.restarts,
+            depends_on=self.spec.depends_on,
             last_rows=tuple(r.text for r in self.ring.tail(self.host.settings.tail_rows)),
             rows_seen=self.ring.last_seq,
             rows_dropped=self.ring.dropped_total,
-            kill_incomplete=self.kill_incomplete,
-            reason=self.reason,
-            mode=self.mode,
-            depends_on=self.spec.depends_on,
         )
 
     @property
