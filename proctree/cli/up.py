@@ -17,7 +17,6 @@ anything starts; every error names its file and line.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
@@ -29,7 +28,7 @@ from proctree._procfile.exitrule import ExitRule
 from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
-from ._common import CliError, add_output_options, parse_seconds, parse_signal, shown, subcommand
+from ._common import CliError, add_output_options, discard_output, parse_seconds, parse_signal, shown, subcommand
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -45,6 +44,7 @@ def register(sub):
     p = subcommand(
         sub,
         "up",
+        run=run,
         statuses=[
             ("N", "the status of the entry whose end ended the run (--exit-with NAME: NAME's); 128+N for a signal N"),
             ("0", "every entry ended by itself with status 0"),
@@ -120,7 +120,6 @@ def register(sub):
         json_help="print each event as one JSON object per line",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
-    p.set_defaults(run=run)
 
 
 def _parse_port(text):
@@ -484,9 +483,4 @@ class Output:
         """stdout's reader went away: drop our output from now on (the interpreter's last flush too)."""
         self.broken = True
         self._outbox.clear()
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        discard_output(self.stream)
