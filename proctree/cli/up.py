@@ -23,8 +23,6 @@ import time
 from typing import Any
 
 import proctree
-from proctree._procfile import servicespecs as _servicespecs
-from proctree._procfile.exitrule import ExitRule
 from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
@@ -174,8 +172,11 @@ def load_plan(args) -> Any:
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
     """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
+    # Imported here, as proctree's own names load on first use: every command builds this parser.
+    from proctree._procfile.servicespecs import service_specs as specs_of
+
     try:
-        return _servicespecs.service_specs(plan, stop_signal)
+        return specs_of(plan, stop_signal)
     except (TypeError, ValueError) as exc:
         raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
 
@@ -190,6 +191,8 @@ class Up:
     """One run: start the plan, print what happens, decide when it ends, stop everything, say so."""
 
     def __init__(self, plan, specs, args) -> None:
+        from proctree._procfile.exitrule import ExitRule  # see service_specs()
+
         self.plan = plan
         self.specs = specs
         self.args = args

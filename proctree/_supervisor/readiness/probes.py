@@ -84,7 +84,7 @@ async def exec_probe(
     when the timeout passes, or when the caller is cancelled. A command that
     cannot start is not ready (False).
     """
-    from ..treerun import always_ended, spawn_command  # layer 4 below it; loaded when a probe first runs
+    from ..treerun import always_ended, spawn_command  # it loads spawning (layer 4): only when a probe first runs
 
     timeout = positive_seconds(timeout, "timeout")
     try:
