@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import Tree, spawn, spawn_async
     from ._errors import ContainmentUnavailable, KeeperLost, ProcfileError, SupervisorError, UnknownServiceError
+    from ._procfile.config import ProcfilePlan, ProcfileService, load_procfile
     from ._reaper.model import Orphan, ReapReport
     from ._reaper.reap import find_orphans, reap_orphans
     from ._reaper.rules import DEFAULT_RULES, Rule
-    from ._supervisor.config import ProcfilePlan, ProcfileService, load_procfile
     from ._supervisor.events import ServiceEvent
     from ._supervisor.foreground import ForegroundResult
     from ._supervisor.logring import LogPage
@@ -73,9 +73,9 @@ _LAZY = {
     "Backoff": "._supervisor.restart",
     "SupervisorError": "._errors",
     "UnknownServiceError": "._errors",
-    "load_procfile": "._supervisor.config",
-    "ProcfilePlan": "._supervisor.config",
-    "ProcfileService": "._supervisor.config",
+    "load_procfile": "._procfile.config",
+    "ProcfilePlan": "._procfile.config",
+    "ProcfileService": "._procfile.config",
     "ProcfileError": "._errors",
 }
 

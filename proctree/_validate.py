@@ -1,8 +1,11 @@
-"""Argument checks shared by every public function: refuse bad input before any system call."""
+"""Argument checks shared by every public function and by proctree up's readers: refuse bad input before any system call."""
 
 from __future__ import annotations
 
 import math
+import os
+import re
+from collections.abc import Sequence
 
 # Linux caps pid_max at 2**22; macOS at 99999. Anything above cannot be a pid.
 PID_MAX = 2**22
@@ -111,3 +114,79 @@ def signal_name(sig: int) -> str:
         return _signal.Signals(sig).name
     except ValueError:
         return f"SIG{sig}"
+
+
+# -- the facts the supervisor and `proctree up`'s readers (files, options) check alike ---------------
+
+PORT_MAX = 65535
+
+
+def is_port(value: object) -> bool:
+    """Whether value is a TCP port: an int (bool is not one) from 1 to 65535."""
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= PORT_MAX
+
+
+def check_port(value: object, what: str = "port") -> int:
+    """Return value as a port (is_port), or raise TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not is_port(value):
+        raise ValueError(f"{what} must be 1-65535, got {_brief(value)}")
+    return int(value)
+
+
+def port_from_text(text: str) -> int | None:
+    """text as a port if it spells one: 1 to 5 ASCII digits naming 1-65535 (no sign, space or '_'); else None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
+        return None
+    port = int(text)
+    return port if is_port(port) else None
+
+
+# An environment variable name: POSIX's letters, digits and '_' (not first a digit), and '.' as the
+# dotenv gem (foreman's .env reader) allows, so that what a .env file sets a service can be given.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def is_env_name(value: object) -> bool:
+    """Whether value is an environment variable name (ENV_NAME)."""
+    return isinstance(value, str) and ENV_NAME.fullmatch(value) is not None
+
+
+# Linux's MAX_ARG_STRLEN: no one argument (a shell line is one, after sh -c) may be longer, NUL included.
+MAX_ARG_BYTES = 32 * 4096 - 1
+
+
+def _check_arg_size(arg: str, what: str) -> None:
+    size = len(os.fsencode(arg)) if len(arg) > MAX_ARG_BYTES // 4 else 0
+    if size > MAX_ARG_BYTES:
+        raise ValueError(
+            f"{what} is {size} bytes: the kernel takes at most {MAX_ARG_BYTES} in one argument "
+            "(write a script and run that)"
+        )
+
+
+def check_command(value: object) -> str | tuple[str, ...]:
+    """A shell command line (str) or an argv (a sequence of str or path); TypeError/ValueError if empty or malformed."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("command is empty")
+        if "\0" in value:
+            raise ValueError("command contains a NUL character")
+        _check_arg_size(value, "the command")
+        return value
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Sequence):
+        raise TypeError(f"command must be a str (a shell line) or a list of str (an argv), not {type(value).__name__}")
+    argv: list[str] = []
+    for i, arg in enumerate(value):
+        if isinstance(arg, os.PathLike):
+            arg = os.fspath(arg)
+        if not isinstance(arg, str):
+            raise TypeError(f"command[{i}] must be a str, not {type(arg).__name__}")
+        if "\0" in arg:
+            raise ValueError(f"command[{i}] contains a NUL character")
+        _check_arg_size(arg, f"command[{i}]")
+        argv.append(arg)
+    if not argv or not argv[0]:
+        raise ValueError("command is empty" if not argv else "command[0] (the program) is empty")
+    return tuple(argv)

@@ -5,8 +5,8 @@
 (logring.py), decides readiness (readiness.py), orders starts by dependency
 (deps.py), restarts with backoff (restart.py), and reports every change as an
 immutable snapshot to isolated listeners (events.py). Foreground commands
-(foreground.py) are kept apart from services. The Procfile, .env and toml
-readers (procfile.py, dotenv.py, config.py) are pure parsers for `proctree up`.
+(foreground.py) are kept apart from services. `proctree up`'s readers are
+their own package, proctree/_procfile/.
 
 This layer must never signal a process that is not a member of a tree it
 spawned, never reuse a service id, and never decide a status by which event

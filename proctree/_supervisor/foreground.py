@@ -18,12 +18,13 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from .._containment.spawn import Tree, spawn_async
-from .._validate import check_seconds
+from .._containment.spawn import Tree
+from .._validate import check_command, check_seconds
 from .killnow import kill_now
 from .logring import LogRing, Row
-from .spec import build_env, check_command, check_cwd, check_env
-from .treeio import close_reader, exit_fields, open_reader, quietly, stop_waiting, wait_exit, wake
+from .spec import build_env, check_cwd, check_env
+from .treeio import close_reader, exit_fields, open_reader, quietly, wake
+from .treerun import always_ended, spawn_command
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,8 @@ class Foreground:
         t0 = loop.time()
         # A command that cannot start raises here, as subprocess.run does (FileNotFoundError, ...).
         try:
-            tree = await spawn_async(
-                cmd if shell else list(cmd),
-                shell=shell,
+            tree = await spawn_command(
+                cmd,
                 cwd=where,
                 env=full_env,
                 stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
@@ -120,26 +120,22 @@ class Foreground:
         self._jobs.add(job)
         ring = LogRing(self.log_rows, self.log_line)
         transport = eof = None
-        exit_wait = writer = None
+        writer = None
         timed_out = False
         try:
-            transport, eof = await open_reader(tree, ring.feed)
-            if data is not None:
-                writer = loop.create_task(asyncio.to_thread(_write_all, tree.stdin, data))
-            exit_wait = loop.create_task(wait_exit(tree))
-            killed = loop.create_task(job.kill_event.wait())
-            try:
-                await asyncio.wait([exit_wait, killed], timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                killed.cancel()
-            timed_out = not exit_wait.done() and not job.killed
-            await stop_waiting(exit_wait)
-            report = await tree.terminate_async(self.grace if timed_out else 0)
-        except BaseException:
-            await stop_waiting(exit_wait)
-            kill_now(tree)
-            await quietly(tree.terminate_async(0))
-            raise
+            async with always_ended(tree) as run:
+                transport, eof = await open_reader(tree, ring.feed)
+                if data is not None:
+                    writer = loop.create_task(asyncio.to_thread(_write_all, tree.stdin, data))
+                exit_wait = run.watch_exit()
+                killed = loop.create_task(job.kill_event.wait())
+                try:
+                    await asyncio.wait([exit_wait, killed], timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    killed.cancel()
+                timed_out = not exit_wait.done() and not job.killed
+                await run.stop_watching()
+                report = await tree.terminate_async(self.grace if timed_out else 0)
         finally:
             self._jobs.discard(job)
             await close_reader(transport, eof)

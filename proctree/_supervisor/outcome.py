@@ -6,10 +6,18 @@ Pure: statuses and exceptions in, sentences and a small record out.
 from __future__ import annotations
 
 import errno
+import re
 from dataclasses import dataclass
 
 from .._errors import KeeperLost
-from .treeio import signal_name
+from .._validate import signal_name
+from .snapshot import FAILED, STOPPED
+
+# What sh / dash / bash print when they cannot run a command, by the status they then exit with.
+_SHELL_FAILURES = {
+    127: re.compile(r"\bnot found\b|No such file or directory"),
+    126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
+}
 
 
 def describe_exit(code: int | None, sig: str | None) -> str:
@@ -18,6 +26,22 @@ def describe_exit(code: int | None, sig: str | None) -> str:
     if code is None:
         return "ended (status unknown)"
     return f"exited with status {code}"
+
+
+def describe_end(status: str, reason: str | None, code: int | None, sig: str | None) -> str:
+    """How a finished service ended, as the rest of a sentence that starts with its name."""
+    if status == STOPPED:
+        return "was stopped"
+    if status == FAILED:
+        return f"failed ({reason})" if reason else "failed"
+    return describe_exit(code, sig)
+
+
+def shell_could_not_run(code: int | None, last_row: str | None) -> bool:
+    """Whether a shell line's exit status (126 / 127) with this last output row is the shell saying it
+    could not run a command ("not found", "Permission denied", ...); last_row None: the run printed nothing."""
+    pattern = _SHELL_FAILURES.get(code) if code is not None else None
+    return pattern is not None and last_row is not None and pattern.search(last_row) is not None
 
 
 def describe_keeper_lost(lost: KeeperLost) -> str:

@@ -17,11 +17,10 @@ import shlex
 import socket
 from collections.abc import Mapping, Sequence
 
-from .._validate import check_seconds
+from .._validate import check_port, check_seconds, port_from_text
 from .sockets import listeners, local_hex_address
 
 __all__ = [
-    "check_port",
     "is_local_host",
     "local_listener",
     "loopback_answers",
@@ -68,11 +67,7 @@ def _port_number(text: str, env: Mapping[str, str]) -> int | None:
     var = _VAR.match(text)
     if var:
         text = env.get(var.group(1) or var.group(2), "")
-    text = text.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 5:
-        return None
-    port = int(text)
-    return port if 1 <= port <= 65535 else None
+    return port_from_text(text.strip())
 
 
 # A port flag or a quoted command line is short: longer words (a script passed to python -c) are
@@ -186,12 +181,6 @@ def _port_from_flags(words: list[str], env: Mapping[str, str]) -> int | None:
 
 
 # --- looking at a port --------------------------------------------------------------------------
-
-
-def check_port(port: int, what: str) -> int:
-    if not 1 <= port <= 65535:
-        raise ValueError(f"{what} must be 1-65535, got {port}")
-    return port
 
 
 def _check_target(host: object, port: object, timeout: object) -> float:

@@ -16,25 +16,25 @@ killnow.kill_now on that Tree, in reap()).
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import re
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._containment.spawn import Tree, spawn_async
+from .._containment.spawn import Tree
 from .._errors import KeeperLost
-from . import deps as _deps
 from . import events as _ev
 from . import restart as _restart
 from .killnow import kill_now
 from .logring import LogRing, Row
-from .outcome import RunEnd, describe_error, describe_exit, describe_keeper_lost
+from .outcome import RunEnd, describe_end, describe_error, describe_exit, describe_keeper_lost, shell_could_not_run
 from .outfeed import OutputFeed
 from .readiness import Detector
+from .readywatch import watch_lines, watch_probes
+from .satisfaction import DependencyState
+from .satisfaction import verdict as dependency_verdict
 from .snapshot import (
     EXITED,
     FAILED,
@@ -49,37 +49,34 @@ from .snapshot import (
     ServiceSnapshot,
 )
 from .spec import ServiceSpec, build_env
-from .treeio import (
-    PipeReader,
-    close_reader,
-    exit_fields,
-    open_reader,
-    quietly,
-    raise_unexpected,
-    stop_waiting,
-    wait_exit,
-    wake,
-)
+from .treeio import PipeReader, close_reader, exit_fields, open_reader, raise_unexpected, wake
+from .treerun import always_ended, end_tree, spawn_command
 
 log = logging.getLogger("proctree.supervisor")
 
 STOP = "stop"
 RESTART = "restart"
 
-# What sh / dash / bash print when they cannot run a command, by the status they then exit with.
-_SHELL_FAILURES = {
-    127: re.compile(r"\bnot found\b|No such file or directory"),
-    126: re.compile(r"Permission denied|cannot execute|Is a directory|Exec format error"),
-}
-
-# A teardown that fails for want of resources is retried this many times, after 0.1, 0.2, 0.4, ... s.
-_SCARCE = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN))
-_SCARCE_TRIES = 6
-_SCARCE_PAUSE = 0.1
-
-# After ready_timeout, probes go on this many times slower (a late server still turns `ready`).
-_LATE_PROBE_FACTOR = 4
-_LATE_PROBE_MIN = 1.0
+# The snapshot's fields a Service holds under the same names (the rest come from its spec and its ring).
+_RECORD_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "pid",
+    "started_at",
+    "ready_at",
+    "ended_at",
+    "exit_code",
+    "exit_signal",
+    "url",
+    "port",
+    "ready_by",
+    "port_preoccupied",
+    "restarts",
+    "kill_incomplete",
+    "reason",
+    "mode",
+)
 
 
 @dataclass(frozen=True)
@@ -159,29 +156,13 @@ class Service:
 
     def snapshot(self) -> ServiceSnapshot:
         return ServiceSnapshot(
-            id=self.id,
-            name=self.name,
+            **{name: getattr(self, name) for name in _RECORD_FIELDS},
             command=self.spec.command,
-            status=self.status,
-            pid=self.pid,
             cwd=self.spec.cwd,
-            started_at=self.started_at,
-            ready_at=self.ready_at,
-            ended_at=self.ended_at,
-            exit_code=self.exit_code,
-            exit_signal=self.exit_signal,
-            url=self.url,
-            port=self.port,
-            ready_by=self.ready_by,
-            port_preoccupied=self.port_preoccupied,
-            restarts=self.restarts,
+            depends_on=self.spec.depends_on,
             last_rows=tuple(r.text for r in self.ring.tail(self.host.settings.tail_rows)),
             rows_seen=self.ring.last_seq,
             rows_dropped=self.ring.dropped_total,
-            kill_incomplete=self.kill_incomplete,
-            reason=self.reason,
-            mode=self.mode,
-            depends_on=self.spec.depends_on,
         )
 
     @property
@@ -369,12 +350,11 @@ class Service:
         diagnostic ("not found", "Permission denied", ...) counts, before
         readiness.
         """
-        if not isinstance(self.spec.command, str) or end.code not in _SHELL_FAILURES or self.ready_at is not None:
+        if not isinstance(self.spec.command, str) or self.ready_at is not None:
             return False
         last = self.ring.tail(1)
-        if not last or last[0].seq <= self._run_first_seq:
-            return False  # the run printed nothing: whatever exited so, it was not the shell complaining
-        return _SHELL_FAILURES[end.code].search(last[0].text) is not None
+        printed = bool(last) and last[0].seq > self._run_first_seq  # silent: not the shell complaining
+        return shell_could_not_run(end.code, last[0].text if printed else None)
 
     async def _sleep_unless_poked(self, delay: float) -> None:
         if self.intent is not None:
@@ -386,28 +366,14 @@ class Service:
 
     # -- dependencies -------------------------------------------------------------------------
 
-    def _verdict(self, dep: Service, condition: str) -> bool | str | None:
-        """True: met. None: wait. A str: it can no longer be met, and why."""
-        if condition == _deps.STARTED:
-            if dep.runs > 0:
-                return True
-            return f"{dep.name} {dep.describe_end()} before it started" if dep.status in TERMINAL else None
-        if condition == _deps.READY:
-            if dep.status == READY:
-                return True
-            if dep.status == RUNNING:
-                return f"{dep.name} did not prove it was ready within {dep.ready_timeout:g} s (it is running)"
-            return f"{dep.name} {dep.describe_end()} before it was ready" if dep.status in TERMINAL else None
-        if dep.completed:
-            return True
-        return f"{dep.name} {dep.describe_end()}" if dep.status in TERMINAL else None
+    def state(self) -> DependencyState:
+        """What a service waiting on this one needs to know of it (satisfaction.verdict)."""
+        return DependencyState(
+            self.name, self.status, self.runs, self.completed, self.ready_timeout, self.describe_end()
+        )
 
     def describe_end(self) -> str:
-        if self.status == STOPPED:
-            return "was stopped"
-        if self.status == FAILED:
-            return f"failed ({self.reason})" if self.reason else "failed"
-        return describe_exit(self.exit_code, self.exit_signal)
+        return describe_end(self.status, self.reason, self.exit_code, self.exit_signal)
 
     async def _await_dependencies(self) -> bool:
         while True:
@@ -416,7 +382,7 @@ class Service:
                 return False
             waiting = []
             for dep, condition in self.needs:
-                verdict = self._verdict(dep, condition)
+                verdict = dependency_verdict(dep.state(), condition)
                 if isinstance(verdict, str):
                     self._finish(FAILED, f"dependency {verdict}")
                     return False
@@ -450,11 +416,9 @@ class Service:
         if self.intent == STOP:  # asked to stop during the pre-flight: nothing to spawn
             self._finish(STOPPED)
             return None
-        shell = isinstance(spec.command, str)
         try:
-            tree = await spawn_async(
-                spec.command if shell else list(spec.command),
-                shell=shell,
+            tree = await spawn_command(
+                spec.command,
                 cwd=spec.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -486,32 +450,28 @@ class Service:
             detector.members = lambda: [p.pid for p in tree.members()]
             self._emit(_ev.STARTED)
             if spec.ready.kind == "none":
-                self._set_running()
+                self.mark_running()
         transport: PipeReader | None = None
         eof = None
-        watcher = exit_wait = None
+        watcher = None
         try:
-            transport, eof = await open_reader(tree, self.take_output)
-            self.out.attach(transport)
-            watcher = loop.create_task(self._watch_readiness_guarded(detector))
-            exit_wait = loop.create_task(wait_exit(tree))
-            while not exit_wait.done() and self.intent is None:
-                poke = loop.create_task(self._poke.wait())
-                try:
-                    await asyncio.wait([exit_wait, poke], return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    poke.cancel()
-            await stop_waiting(exit_wait)
-            raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: the handler below kills the tree
-            # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
-            # Its last output is read, however far behind the consumer is: a pipe holds little.
-            self.out.read_on()
-            self.kill_incomplete = not await self._end_tree(tree)
-        except BaseException:
-            await stop_waiting(exit_wait)
-            kill_now(tree)
-            await quietly(tree.terminate_async(0))
-            raise
+            async with always_ended(tree) as run:
+                transport, eof = await open_reader(tree, self.take_output)
+                self.out.attach(transport)
+                watcher = loop.create_task(self._watch_readiness_guarded(detector))
+                exit_wait = run.watch_exit()
+                while not exit_wait.done() and self.intent is None:
+                    poke = loop.create_task(self._poke.wait())
+                    try:
+                        await asyncio.wait([exit_wait, poke], return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        poke.cancel()
+                await run.stop_watching()
+                raise_unexpected(exit_wait)  # a wait that failed otherwise is a bug: always_ended kills the tree
+                # Stopped, restarted or ended by itself: the whole tree is ended (or confirmed gone) here.
+                # Its last output is read, however far behind the consumer is: a pipe holds little.
+                self.out.read_on()
+                self.kill_incomplete = not await self._end_tree(tree)
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -532,36 +492,11 @@ class Service:
         return RunEnd(self.exit_code, self.exit_signal, uptime, lost)
 
     async def _end_tree(self, tree: Tree) -> bool:
-        """End the whole tree within the stop grace; whether nothing of it is left, as far as can be known.
-
-        A teardown needs a few file descriptors and threads: when the host has
-        none to spare (EMFILE, ENFILE, ENOMEM, EAGAIN) the tree is SIGKILLed
-        and the teardown tried again a few times, with one warning line and no
-        traceback; the keeper ends what is left if the host dies meanwhile.
-        """
-        for attempt in range(_SCARCE_TRIES):
-            try:
-                report = await tree.terminate_async(self.stop_grace if attempt == 0 else 0)
-                return report.ok
-            except OSError as exc:
-                if exc.errno not in _SCARCE:
-                    raise
-                if attempt == 0:
-                    log.warning(
-                        "service %s (%s): ending its tree failed for want of resources (%s); killing it and retrying",
-                        self.id,
-                        self.name,
-                        exc.strerror or exc,
-                    )
-                kill_now(tree)
-                await asyncio.sleep(_SCARCE_PAUSE * 2**attempt)
-        log.warning(
-            "service %s (%s): its tree could not be confirmed ended for want of resources (kill_incomplete)",
-            self.id,
-            self.name,
-        )
-        self.reason = "its tree could not be confirmed ended: the host ran out of file descriptors or memory"
-        return False
+        """End the whole tree within the stop grace (treerun.end_tree); whether nothing of it is left."""
+        ok, starved = await end_tree(tree, self.stop_grace, f"service {self.id} ({self.name})")
+        if starved is not None:
+            self.reason = starved
+        return ok
 
     async def _watch_readiness_guarded(self, detector: Detector) -> None:
         """_watch_readiness, its failure logged: a bug there ends the watching, never the run or the loop's quiet."""
@@ -571,31 +506,10 @@ class Service:
             log.error("service %s (%s): watching its readiness failed", self.id, self.name, exc_info=True)
 
     async def _watch_readiness(self, detector: Detector) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.ready_timeout
-        interval = detector.spec.interval
-        if detector.spec.kind == "none":
-            return
-        while self.status in (STARTING, RUNNING) and detector.ready_by is None:
-            if self.status == STARTING or detector.spec.kind != "exec":
-                try:
-                    how = await detector.probe()
-                except Exception:
-                    log.debug("service %s: a readiness probe failed", self.id, exc_info=True)
-                    how = None
-                if how is not None:
-                    self._set_ready(how)
-                    return
-            if self.status == STARTING and loop.time() >= deadline:
-                self._set_running()
-            if self.status == STARTING:
-                await detector.pause(max(0.0, min(interval, deadline - loop.time())))
-            elif detector.spec.kind == "exec":
-                return  # a command per round forever is too much for a service that never proved itself
-            else:
-                await detector.pause(max(_LATE_PROBE_MIN, interval * _LATE_PROBE_FACTOR))
+        await watch_probes(self, detector)
 
-    def _set_ready(self, how: str) -> None:
+    def mark_ready(self, how: str) -> None:
+        """Readiness proven (how: what proved it), if it is still to be proven for this run."""
         detector = self._detector
         if self.status not in (STARTING, RUNNING) or detector is None:
             return
@@ -607,7 +521,8 @@ class Service:
         self.port = detector.port if detector.port is not None else self.port
         self._emit(_ev.READY)
 
-    def _set_running(self) -> None:
+    def mark_running(self) -> None:
+        """Past ready_timeout with nothing that proved readiness: `running`."""
         if self.status == STARTING:
             self._flush_output()
             self.status = RUNNING
@@ -634,17 +549,7 @@ class Service:
         if not rows:
             return
         self.out.add(rows)  # first: the rows up to a proof go out before the `ready` event
-        detector = self._detector
-        if detector is not None and detector.ready_by is None and self.status in (STARTING, RUNNING):
-            for row in rows:
-                try:
-                    how = detector.on_line(row.text)
-                except Exception:
-                    log.debug("service %s: readiness detection failed on a line", self.id, exc_info=True)
-                    how = None
-                if how is not None:
-                    self._set_ready(how)
-                    break
+        watch_lines(self, self._detector, (row.text for row in rows))
 
     def _flush_output(self) -> None:
         self.out.flush()

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_seconds, check_signal, check_stop_grace
+from .._validate import check_command, check_port, check_seconds, check_signal, check_stop_grace, is_env_name
 from . import deps as _deps
 from . import restart as _restart
 
@@ -34,55 +34,6 @@ def check_name(value: object) -> str:
     return value
 
 
-# Linux's MAX_ARG_STRLEN: no one argument (a shell line is one, after sh -c) may be longer, NUL included.
-MAX_ARG_BYTES = 32 * 4096 - 1
-
-
-def _check_arg_size(arg: str, what: str) -> None:
-    size = len(os.fsencode(arg)) if len(arg) > MAX_ARG_BYTES // 4 else 0
-    if size > MAX_ARG_BYTES:
-        raise ValueError(
-            f"{what} is {size} bytes: the kernel takes at most {MAX_ARG_BYTES} in one argument "
-            "(write a script and run that)"
-        )
-
-
-def check_command(value: object) -> str | tuple[str, ...]:
-    """A shell command line (str) or an argv (a sequence of str or path); TypeError/ValueError if empty or malformed."""
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError("command is empty")
-        if "\0" in value:
-            raise ValueError("command contains a NUL character")
-        _check_arg_size(value, "the command")
-        return value
-    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Sequence):
-        raise TypeError(f"command must be a str (a shell line) or a list of str (an argv), not {type(value).__name__}")
-    argv: list[str] = []
-    for i, arg in enumerate(value):
-        if isinstance(arg, os.PathLike):
-            arg = os.fspath(arg)
-        if not isinstance(arg, str):
-            raise TypeError(f"command[{i}] must be a str, not {type(arg).__name__}")
-        if "\0" in arg:
-            raise ValueError(f"command[{i}] contains a NUL character")
-        _check_arg_size(arg, f"command[{i}]")
-        argv.append(arg)
-    if not argv or not argv[0]:
-        raise ValueError("command is empty" if not argv else "command[0] (the program) is empty")
-    return tuple(argv)
-
-
-def check_port(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"port must be an int, not {type(value).__name__}")
-    if not 1 <= value <= 65535:
-        raise ValueError(f"port must be in 1-65535, got {value}")
-    return int(value)
-
-
 def check_env(value: object) -> tuple[tuple[str, str | None], ...]:
     """env as ((name, value or None), ...): what to set over the host's environment (None removes a name)."""
     if value is None:
@@ -93,8 +44,10 @@ def check_env(value: object) -> tuple[tuple[str, str | None], ...]:
     for key, val in value.items():
         if not isinstance(key, str):
             raise TypeError(f"env: a name must be a str, not {type(key).__name__}")
-        if not key or "=" in key or "\0" in key:
-            raise ValueError(f"env: {key!r} is not a variable name (empty, or with '=' or NUL)")
+        if not is_env_name(key):
+            raise ValueError(
+                f"env: {key!r} is not an environment variable name (a letter or '_', then letters, digits, '_' or '.')"
+            )
         if val is not None and not isinstance(val, str):
             raise TypeError(f"env[{key!r}] must be a str (or None to remove it), not {type(val).__name__}")
         if val is not None and "\0" in val:
@@ -159,7 +112,8 @@ class ServiceSpec:
             check_name(self.name)
         fix(self, "cwd", check_cwd(self.cwd))
         fix(self, "env", check_env(self.env))
-        check_port(self.port)
+        if self.port is not None:
+            check_port(self.port)
         fix(self, "ready", parse_ready(self.ready))
         fix(self, "depends_on", _deps.check_depends_on(self.depends_on))
         for dep, _ in self.depends_on:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
-import collections
 import concurrent.futures
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,12 +30,10 @@ from . import restart as _restart
 from .events import Listener, Listeners, ServiceEvent
 from .foreground import Foreground, ForegroundResult
 from .logring import LogPage
+from .records import Records
 from .service import RESTART, STOP, Service, Settings
 from .snapshot import READY, RUNNING, STATUSES, TERMINAL, ServiceSnapshot
 from .spec import ALL, ServiceSpec, check_specs
-
-_ID = re.compile(r"s([0-9]+)")
-_FORGOTTEN_SEQS = 65536  # forgotten services whose last row seq read() still knows
 
 
 class Supervisor:
@@ -92,11 +88,7 @@ class Supervisor:
             output_interval=check_seconds(output_interval, "output_interval"),
             backoff=backoff or _restart.Backoff(),
         )
-        self._services: dict[str, Service] = {}
-        # A forgotten service's last row seq, so that read() can count what a pager never saw (bounded).
-        self._forgotten: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._by_name: dict[str, Service] = {}
-        self._next_id = 1
+        self._records = Records(self.max_records)
         self._listeners = Listeners(interrupt=_reraise_soon)
         self._foreground = Foreground(
             contain=contain, grace=self.settings.stop_grace, log_rows=log_rows, log_line=log_line
@@ -106,7 +98,7 @@ class Supervisor:
         self._atexit = False
 
     def __repr__(self) -> str:
-        return f"<proctree.Supervisor live={self.live_count()} services={len(self._services)}>"
+        return f"<proctree.Supervisor live={self.live_count()} services={len(self._records.by_id)}>"
 
     # -- context ------------------------------------------------------------------------------
 
@@ -234,24 +226,24 @@ class Supervisor:
             if name in seen:
                 raise ValueError(f"two services are named {name!r}")
             seen.add(name)
-            taken = self._by_name.get(name)
+            taken = self._records.by_name.get(name)
             if taken is not None and taken.live:
                 raise SupervisorError(f"a live service is already named {name!r} ({taken.id}); stop it first", name)
         graph = {
             spec.name if spec.name is not None else f"#{i}": [d for d, _ in spec.depends_on]
             for i, spec in enumerate(batch)
         }
-        _deps.check_graph(graph, known=self._by_name)
+        _deps.check_graph(graph, known=self._records.by_name)
         self._check_ports(batch)
-        live = [s.id for s in self._services.values() if s.live]
+        live = [s.id for s in self._records.by_id.values() if s.live]
         if len(live) + len(batch) > self.max_services:
             want = f"{len(batch)} more" if len(batch) > 1 else "another"
             raise SupervisorError(
                 f"{len(live)} of max_services={self.max_services} services are live ({', '.join(live) or 'none'}): "
                 f"cannot start {want}; stop one first"
             )
-        self._forget_finished(len(batch))
-        sids = [self._new_id() for _ in batch]
+        self._records.forget_finished(len(batch))
+        sids = [self._records.new_id() for _ in batch]
         in_batch = {spec.name: sid for spec, sid in zip(batch, sids) if spec.name is not None}
         services: dict[str, Service] = {}
         for level in _deps.levels(
@@ -260,21 +252,20 @@ class Supervisor:
             for sid in level:
                 spec = batch[sids.index(sid)]
                 needs = tuple(
-                    (services[in_batch[d]] if d in in_batch else self._by_name[d], condition)
+                    (services[in_batch[d]] if d in in_batch else self._records.by_name[d], condition)
                     for d, condition in spec.depends_on
                 )
                 services[sid] = Service(self, sid, spec, needs)
         ordered = [services[sid] for sid in sids]
         for service in ordered:
-            self._services[service.id] = service
-            self._by_name[service.name] = service
+            self._records.add(service)
         for service in ordered:
             service.launch()
         return ordered
 
     def _check_ports(self, batch: list[ServiceSpec]) -> None:
         """Refuse a port= another live service (or another of the batch) was given: one port, one server."""
-        held = {s.spec.port: s for s in self._services.values() if s.live and s.spec.port is not None}
+        held = {s.spec.port: s for s in self._records.by_id.values() if s.live and s.spec.port is not None}
         in_batch: dict[int, str] = {}
         for i, spec in enumerate(batch):
             if spec.port is None:
@@ -290,66 +281,23 @@ class Supervisor:
                 raise ValueError(f"{in_batch[spec.port]} and {who} are both given port {spec.port}")
             in_batch[spec.port] = who
 
-    def _new_id(self) -> str:
-        sid = f"s{self._next_id}"
-        self._next_id += 1
-        return sid
-
-    def _forget_finished(self, room: int) -> None:
-        """Forget the oldest finished services so that room more fit under max_records; never a live one."""
-        excess = len(self._services) + room - self.max_records
-        if excess <= 0:
-            return
-        for sid, service in list(self._services.items()):
-            if excess <= 0:
-                break
-            if service.live or (service.task is not None and not service.task.done()):
-                continue
-            if any(dep is service for other in self._services.values() if other.live for dep, _ in other.needs):
-                continue  # a live service still reads its dependency's record
-            del self._services[sid]
-            self._forgotten[sid] = service.ring.last_seq
-            while len(self._forgotten) > _FORGOTTEN_SEQS:
-                self._forgotten.popitem(last=False)
-            if self._by_name.get(service.name) is service:
-                del self._by_name[service.name]
-            excess -= 1
-
     # -- reading ------------------------------------------------------------------------------
-
-    def _find(self, id_or_name: object) -> Service | None:
-        """The service an id or name means; None for an id that was handed out and since forgotten."""
-        if not isinstance(id_or_name, str):
-            raise TypeError(f"a service is named by its id or name (a str), not {type(id_or_name).__name__}")
-        service = self._services.get(id_or_name)
-        if service is not None:
-            return service
-        match = _ID.fullmatch(id_or_name)
-        if match is not None:
-            if int(match.group(1)) < self._next_id and int(match.group(1)) > 0:
-                return None  # a stale id: never reused, so it can only be a no-op
-            raise UnknownServiceError(f"no service was ever given the id {id_or_name!r}", id_or_name)
-        service = self._by_name.get(id_or_name)
-        if service is None:
-            known = ", ".join(sorted(self._by_name)) or "none"
-            raise UnknownServiceError(f"no service is named {id_or_name!r} (names: {known})", id_or_name)
-        return service
 
     def get(self, id_or_name: str) -> ServiceSnapshot | None:
         """The snapshot of a service by id or name (the newest of that name); None for a forgotten id.
 
         UnknownServiceError for a name nobody has, or an id never handed out.
         """
-        service = self._find(id_or_name)
+        service = self._records.find(id_or_name)
         return None if service is None else service.snapshot()
 
     def list(self) -> list[ServiceSnapshot]:
         """Snapshots of every remembered service, live and finished, oldest first."""
-        return [s.snapshot() for s in self._services.values()]
+        return [s.snapshot() for s in self._records.by_id.values()]
 
     def live_count(self) -> int:
         """How many services are live (waiting, starting, ready, running or restarting)."""
-        return sum(1 for s in self._services.values() if s.live)
+        return sum(1 for s in self._records.by_id.values() if s.live)
 
     def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
         """A page of a service's log: rows with seq > since, oldest first (see LogRing.read).
@@ -359,19 +307,9 @@ class Supervisor:
         or counts it; a since past that last row is a ValueError, as for a
         remembered service.
         """
-        service = self._find(id_or_name)
+        service = self._records.find(id_or_name)
         if service is None:
-            if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
-                raise ValueError(f"since must be an int >= 0 or None, got {since!r}")
-            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-                raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
-            last = self._forgotten.get(id_or_name)
-            if last is None:  # forgotten too long ago to know: nothing can be said but "no rows"
-                return LogPage((), since or 0, 0)
-            since = since or 0
-            if since > last:
-                raise ValueError(f"since={since} is past {id_or_name}'s last row ({last}); it was forgotten")
-            return LogPage((), last, last - since)
+            return self._records.forgotten_page(id_or_name, since, limit)
         return service.ring.read(since, limit)
 
     def pause_output(self, id_or_name: str = ALL) -> None:
@@ -392,8 +330,8 @@ class Supervisor:
 
     def _held_targets(self, id_or_name: str) -> builtins.list[Service]:
         if id_or_name == ALL:
-            return builtins.list(self._services.values())
-        service = self._find(id_or_name)
+            return builtins.list(self._records.by_id.values())
+        service = self._records.find(id_or_name)
         return [] if service is None else [service]
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -423,7 +361,7 @@ class Supervisor:
         bad = wanted - set(STATUSES)
         if bad:
             raise ValueError(f"until: unknown statuses {sorted(bad)} (statuses: {', '.join(STATUSES)})")
-        service = self._find(id_or_name)
+        service = self._records.find(id_or_name)
         if service is None:
             raise UnknownServiceError(
                 f"service {id_or_name!r} was forgotten (max_records): its end is not known", id_or_name
@@ -452,9 +390,9 @@ class Supervisor:
         (the snapshot keeps its status until the tree is ended).
         """
         if id_or_name == ALL:
-            targets = [s for s in self._services.values() if s.live or not _settled(s)]
+            targets = [s for s in self._records.by_id.values() if s.live or not _settled(s)]
         else:
-            service = self._find(id_or_name)
+            service = self._records.find(id_or_name)
             if service is None:
                 return []
             targets = [service]
@@ -477,15 +415,15 @@ class Supervisor:
         """
         self._refuse_if_closed()
         if id_or_name == ALL:
-            targets = [s for s in self._services.values() if s.live]
+            targets = [s for s in self._records.by_id.values() if s.live]
         else:
-            service = self._find(id_or_name)
+            service = self._records.find(id_or_name)
             if service is None:
                 return []
             targets = [service]
         revive = [s for s in targets if not s.live]
         if revive:
-            live = [s.id for s in self._services.values() if s.live]
+            live = [s.id for s in self._records.by_id.values() if s.live]
             if len(live) + len(revive) > self.max_services:
                 raise SupervisorError(
                     f"{len(live)} of max_services={self.max_services} services are live ({', '.join(live)}): "
@@ -541,7 +479,7 @@ class Supervisor:
         SIGINT / SIGTERM / SIGHUP paths. It never raises. Events for the
         services it stopped are sent when (if) the event loop runs again.
         """
-        for service in list(self._services.values()):
+        for service in list(self._records.by_id.values()):
             try:
                 service.reap()
             except Exception:
@@ -559,7 +497,7 @@ class Supervisor:
     def foreign_ports(self, service: Service) -> set[int]:
         """The ports other live services hold: none of them ever proves service ready."""
         ports = set()
-        for other in self._services.values():
+        for other in self._records.by_id.values():
             if other is not service and other.live:
                 port = other.claimed_port
                 if port is not None:

@@ -17,7 +17,7 @@ import asyncio
 import builtins
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .events import Listener
@@ -149,16 +149,9 @@ class SyncSupervisor:
 
         return unsubscribe_here
 
-    def run_foreground(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: Any = None,
-        env: Mapping[str, str | None] | None = None,
-        timeout: float | None = None,
-        input: bytes | str | None = None,
-    ) -> ForegroundResult:
-        return self._call(self._sup.run_foreground, command, cwd=cwd, env=env, timeout=timeout, input=input)
+    def run_foreground(self, command: str | Sequence[str], **options: Any) -> ForegroundResult:
+        """Supervisor.run_foreground(): the same keywords (cwd, env, timeout, input)."""
+        return self._call(self._sup.run_foreground, command, **options)
 
     def kill_foreground(self) -> int:
         """Supervisor.kill_foreground(): safe from any thread, it does not wait for the loop."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from .._containment.spawn import Tree
 from .._errors import KeeperLost
+from .._validate import signal_name
 
 log = logging.getLogger("proctree.supervisor")
 
@@ -172,13 +172,6 @@ def wake(event: asyncio.Event, loop: asyncio.AbstractEventLoop | None) -> None:
             loop.call_soon_threadsafe(event.set)
     except RuntimeError:  # the loop closed meanwhile: nobody is left waiting
         pass
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"SIG{number}"
 
 
 def exit_fields(returncode: int | None) -> tuple[int | None, str | None]:

@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 
-from ._common import CliError, HelpFormatter, exit_statuses, write_json
+from ._common import CliError, HelpFormatter, discard_output, exit_statuses, write_json
 
 # Subcommand modules, in the order `proctree --help` lists them.
 SUBCOMMANDS = ["tree", "kill", "run", "reap", "up", "demo"]
@@ -70,7 +70,6 @@ def build_parser():
                 "what to do)",
             ),
             ("2", "a command line that cannot be parsed"),
-            ("130", "interrupted (Ctrl+C)"),
         ),
         formatter_class=HelpFormatter,
     )
@@ -170,14 +169,8 @@ def main(argv=None):
 
 
 def _quiet_broken_pipe():
-    """The reader went away (`proctree tree | head`): not an error. Point stdout at
-    /dev/null so that the interpreter's final flush does not complain either."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+    """The reader went away (`proctree tree | head`): not an error, and nothing more is said."""
+    discard_output(sys.stdout)
     return 0
 
 

@@ -6,7 +6,9 @@ of a fixed shape. Nothing here touches the system.
 """
 
 import argparse
+import dataclasses
 import json
+import os
 import re
 
 from proctree._validate import PID_MAX, check_signal
@@ -18,22 +20,25 @@ _DIGITS = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
+@dataclasses.dataclass(eq=False)
 class CliError(Exception):
     """An error a command reports and exits on.
 
-    kind: "UsageError" for a command line that cannot be parsed, else the
-    name of the exception behind it ("NoSuchProcess", "ValueError", ...).
-    usage/prog: set for argparse's own errors, printed the way argparse does.
+    code: the exit status. kind: "UsageError" for a command line that cannot
+    be parsed, else the name of the exception behind it ("NoSuchProcess",
+    "ValueError", ...). usage/prog: set for argparse's own errors, printed the
+    way argparse does.
     """
 
-    def __init__(self, message, *, code=2, kind="UsageError", pid=None, usage=None, prog="proctree"):
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.kind = kind
-        self.pid = pid
-        self.usage = usage
-        self.prog = prog
+    message: str
+    code: int = dataclasses.field(default=2, kw_only=True)
+    kind: str = dataclasses.field(default="UsageError", kw_only=True)
+    pid: int | None = dataclasses.field(default=None, kw_only=True)
+    usage: str | None = dataclasses.field(default=None, kw_only=True)
+    prog: str = dataclasses.field(default="proctree", kw_only=True)
+
+    def __post_init__(self):
+        super().__init__(self.message)  # str(error) is its message, as for any exception
 
     @classmethod
     def from_exception(cls, exc, pid=None, code=2):
@@ -132,21 +137,30 @@ class HelpFormatter(argparse.HelpFormatter):
         )
 
 
+# Every command ends so on Ctrl+C (cli.main); a command whose 130 means more names it itself.
+INTERRUPTED = ("130", "interrupted (Ctrl+C)")
+
+
 def exit_statuses(*rows):
-    """The epilog of a command's --help: its exit statuses, one (code, meaning) row each, wrapped to 79 columns."""
+    """The epilog of a command's --help: its exit statuses, one (code, meaning) row each, wrapped to 79 columns,
+    ending with INTERRUPTED unless a row names 130."""
     import textwrap
 
+    if all(code != INTERRUPTED[0] for code, _ in rows):
+        rows = (*rows, INTERRUPTED)
     lines = ["exit status:"]
     for code, meaning in rows:
         lines += textwrap.wrap(meaning, 79, initial_indent=f"  {code:<8} ", subsequent_indent=" " * 11)
     return "\n".join(lines)
 
 
-def subcommand(sub, name, *, help, description, statuses):
-    """A subcommand's parser, its --help ending with its exit statuses."""
-    return sub.add_parser(
+def subcommand(sub, name, *, help, description, statuses, run):
+    """A subcommand's parser, its --help ending with its exit statuses; run(args) is what it runs."""
+    p = sub.add_parser(
         name, help=help, description=description, epilog=exit_statuses(*statuses), formatter_class=HelpFormatter
     )
+    p.set_defaults(run=run)
+    return p
 
 
 def add_output_options(p, *, quiet, verbose=None, json_help=None):
@@ -161,6 +175,27 @@ def add_output_options(p, *, quiet, verbose=None, json_help=None):
         p.add_argument("--json", action="store_true", help=json_help)
     else:
         p.set_defaults(json=False)
+
+
+def finish_report(args, report, out, print_text):
+    """A kill's or reap's report: --json writes it as one document, else print_text() unless -q.
+    The exit status: 0 when report.ok (nothing it should end is left), else 1."""
+    if args.json:
+        write_json(report.to_dict(), out)
+    elif not getattr(args, "quiet", False):
+        print_text()
+    return 0 if report.ok else 1
+
+
+def discard_output(stream):
+    """Point stream's descriptor at /dev/null: its reader went away (`| head`), and what is still
+    written, the interpreter's final flush included, must go nowhere without complaint."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def write_json(doc, out):

@@ -25,13 +25,13 @@ def register(sub):
     p = subcommand(
         sub,
         "demo",
+        run=run,
         help="a short tour on live processes it starts and cleans up",
         description="A short tour of what proctree does, on live processes it starts and cleans up.",
         statuses=[("0", "every scene did what it shows"), ("1", "a scene failed (its story says how)")],
     )
     add_output_options(p, quiet="one line per scene (a failed scene still tells its whole story)")
     p.add_argument("--json", action=_NoJson)
-    p.set_defaults(run=run)
 
 
 def run(args):

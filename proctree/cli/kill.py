@@ -13,12 +13,12 @@ import proctree
 from ._common import (
     CliError,
     add_output_options,
+    finish_report,
     parse_pid,
     parse_seconds,
     parse_signal,
     printable,
     subcommand,
-    write_json,
 )
 
 STATUSES = [
@@ -29,7 +29,6 @@ STATUSES = [
         "bad input, no process PID, or a refused pid (1, this command, its ancestors, a kernel thread): "
         "nothing was signalled",
     ),
-    ("130", "interrupted (Ctrl+C)"),
 ]
 
 
@@ -37,6 +36,7 @@ def register(sub):
     p = subcommand(
         sub,
         "kill",
+        run=run,
         help="end a process and everything it started (TERM once, then KILL after the grace)",
         description="End PID and everything it started, and nothing else; print the report.",
         statuses=STATUSES,
@@ -64,7 +64,6 @@ def register(sub):
         verbose="also list every process found, with how it ended",
         json_help="print the report (or the error) as one JSON object",
     )
-    p.set_defaults(run=run)
 
 
 def _line(p):
@@ -115,8 +114,4 @@ def run(args, out=None):
         # Refusals (pid 1, the caller, a kernel thread) and failures to read the
         # root, which come before any signal; a system error mid-teardown too.
         raise CliError.from_exception(exc, pid) from None
-    if args.json:
-        write_json(report.to_dict(), out)
-    elif not getattr(args, "quiet", False):
-        _print_text(report, out, getattr(args, "verbose", False))
-    return 0 if report.ok else 1
+    return finish_report(args, report, out, lambda: _print_text(report, out, getattr(args, "verbose", False)))

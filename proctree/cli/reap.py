@@ -14,13 +14,12 @@ import sys
 
 import proctree
 
-from ._common import CliError, add_output_options, parse_pid, parse_seconds, printable, subcommand, write_json
+from ._common import CliError, add_output_options, finish_report, parse_pid, parse_seconds, printable, subcommand
 
 STATUSES = [
     ("0", "nothing selected is left running (always, with --dry-run)"),
     ("1", "something selected survived (listed as SURVIVOR)"),
     ("2", "bad input: nothing was signalled"),
-    ("130", "interrupted (Ctrl+C)"),
 ]
 
 
@@ -28,6 +27,7 @@ def register(sub):
     p = subcommand(
         sub,
         "reap",
+        run=run,
         help="end processes whose owner is provably gone (PROCTREE_OWNER, leftover cgroups, receipts, rules)",
         description="Find processes whose owner is provably gone and end them (TERM, then KILL after the grace). "
         "A process without evidence, or whose owner is alive or unknown, is never touched.",
@@ -59,7 +59,6 @@ def register(sub):
         verbose="list every warning and every skipped process on its own line, not one line per kind",
         json_help="print the report (or the error) as one JSON object, warnings included",
     )
-    p.set_defaults(run=run)
 
 
 def _parse_pids(text):
@@ -138,8 +137,4 @@ def run(args, out=None, err=None):
         )
     except (ValueError, TypeError, proctree.Error, OSError) as exc:
         raise CliError.from_exception(exc) from None
-    if args.json:
-        write_json(report.to_dict(), out)
-    elif not getattr(args, "quiet", False):
-        _print_text(report, out, err, getattr(args, "verbose", False))
-    return 0 if report.ok else 1
+    return finish_report(args, report, out, lambda: _print_text(report, out, err, getattr(args, "verbose", False)))

@@ -43,6 +43,7 @@ def register(sub):
     p = subcommand(
         sub,
         "run",
+        run=run,
         help="run CMD contained in the foreground; nothing it started outlives it",
         description="Run CMD in the foreground as a contained tree; when it ends (or is "
         "interrupted, or this command is killed) nothing it started is left running. "
@@ -85,7 +86,7 @@ def register(sub):
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     # stdout belongs to CMD: the JSON report, errors included, goes to stderr.
-    p.set_defaults(run=run, json_on_stderr=True)
+    p.set_defaults(json_on_stderr=True)
 
 
 def leftovers_line(report, verbose=False, most=8):

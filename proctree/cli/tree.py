@@ -24,6 +24,7 @@ def register(sub):
     p = subcommand(
         sub,
         "tree",
+        run=run,
         help="draw the process tree (pid, pgid, sid, state, command line)",
         description="Draw the process tree below PID (default: every process), each process with its "
         "command line, cut to the terminal's width.",
@@ -38,7 +39,6 @@ def register(sub):
         json_help='print {"ok": true, "roots": [...], "procs": [...]} (one record per process, in drawing '
         "order, with its argv)",
     )
-    p.set_defaults(run=run)
 
 
 def table_roots(snap):

@@ -17,17 +17,16 @@ anything starts; every error names its file and line.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
 from typing import Any
 
 import proctree
-from proctree._validate import MAX_STOP_GRACE
+from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
-from ._common import CliError, add_output_options, parse_seconds, parse_signal, shown, subcommand
+from ._common import CliError, add_output_options, discard_output, parse_seconds, parse_signal, shown, subcommand
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -43,6 +42,7 @@ def register(sub):
     p = subcommand(
         sub,
         "up",
+        run=run,
         statuses=[
             ("N", "the status of the entry whose end ended the run (--exit-with NAME: NAME's); 128+N for a signal N"),
             ("0", "every entry ended by itself with status 0"),
@@ -118,15 +118,15 @@ def register(sub):
         json_help="print each event as one JSON object per line",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
-    p.set_defaults(run=run)
 
 
 def _parse_port(text):
     import argparse
 
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+    port = port_from_text(text)
+    if port is None:
         raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
-    return int(text)
+    return port
 
 
 def _parse_grace(text):
@@ -171,34 +171,14 @@ def load_plan(args) -> Any:
 
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
-    """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses.
+    """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
+    # Imported here, as proctree's own names load on first use: every command builds this parser.
+    from proctree._procfile.servicespecs import service_specs as specs_of
 
-    stop_signal: --stop-signal, for the entries without a stop_signal setting of their own.
-    """
-    specs = []
-    for s in plan.services:
-        try:
-            extra = {} if s.max_restarts is None else {"max_restarts": s.max_restarts}
-            sig = s.stop_signal if s.stop_signal is not None else stop_signal
-            if sig is not None:
-                extra["stop_signal"] = sig
-            specs.append(
-                proctree.ServiceSpec(
-                    s.command,
-                    name=s.name,
-                    cwd=s.cwd,
-                    env=dict(s.env),
-                    port=s.port,
-                    ready=s.ready,
-                    depends_on=dict(s.depends_on) or None,
-                    restart=s.restart,
-                    **extra,
-                )
-            )
-        except (TypeError, ValueError) as exc:
-            where = f"{plan.settings_file}: services.{s.entry}" if plan.settings_file else s.entry
-            raise CliError(f"up: {where}: {exc}", kind=type(exc).__name__) from None
-    return specs
+    try:
+        return specs_of(plan, stop_signal)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
 
 
 def run(args):
@@ -211,12 +191,12 @@ class Up:
     """One run: start the plan, print what happens, decide when it ends, stop everything, say so."""
 
     def __init__(self, plan, specs, args) -> None:
+        from proctree._procfile.exitrule import ExitRule  # see service_specs()
+
         self.plan = plan
         self.specs = specs
         self.args = args
-        self.by_name = {s.name: s for s in plan.services}
-        # Entries something waits on to complete (migrations, builds): their exit 0 is their job done.
-        self.one_shots = {dep for s in plan.services for dep, cond in s.depends_on.items() if cond == "completed"}
+        self.rule = ExitRule.for_plan(plan, args.exit_with)
         self.out = Output(
             sys.stdout,
             [s.name for s in plan.services],
@@ -231,8 +211,6 @@ class Up:
         self.reason = ""
         self.signals = 0
         self.sup: Any = None
-        self.exit_with_status: dict[str, int] = {}
-        self.finished: set[str] = set()  # instances whose exited/failed event was handled
 
     # -- the run --------------------------------------------------------------------
 
@@ -336,40 +314,23 @@ class Up:
             self.sup.reap_sync()
 
     def decide(self, event: Any) -> None:
-        """foreman's rule: an entry that ends ends the run, unless it may (can_die, a finished one-shot)."""
+        """Hand an entry's end to foreman's exit rule (proctree._procfile.exitrule); end the run if it says so.
+
+        The ends are handled in the order the events are (not by live_count(), which is already
+        ahead), so an entry whose end must stop the run is never passed over.
+        """
         if event.kind not in ("exited", "failed") or self.ending is None or self.ending.is_set():
             return
         snap = event.snapshot
-        service = self.by_name.get(snap.name)
-        if service is None:
-            return
-        status = _upview.exit_status(snap)
-        exit_with = self.args.exit_with
-        if exit_with is not None and service.entry == exit_with:
-            self.exit_with_status[snap.name] = status
-            instances = self.plan.instances_of(exit_with)
-            if len(self.exit_with_status) == len(instances):
-                code = next((c for c in self.exit_with_status.values() if c != 0), 0)
-                self.end(code, f"{snap.name} {_upview.how_it_ended(snap)}")
-            return
-        self.finished.add(snap.name)
-        if self.may_end(service, event):
-            # Counted from the events in the order they are handled (not live_count(), which is
-            # already ahead): an entry whose end must stop the run is never passed over.
-            if len(self.finished) == len(self.plan.services):
-                self.end(0, "every entry has ended")
-            return
-        what = f"{snap.name} {_upview.how_it_ended(snap) if event.kind == 'exited' else 'failed'}"
-        if exit_with is not None:
-            # The run must not look like the tests passed when they never finished.
-            self.end(status or 1, f"{what} before {exit_with} ended")
-        else:
-            self.end(status, what)
-
-    def may_end(self, service: Any, event: Any) -> bool:
-        if service.can_die:
-            return True
-        return event.kind == "exited" and event.snapshot.exit_code == 0 and service.name in self.one_shots
+        ending = self.rule.on_end(
+            snap.name,
+            failed=event.kind == "failed",
+            status=_upview.exit_status(snap),
+            exit_code=snap.exit_code,
+            how=_upview.how_it_ended(snap),
+        )
+        if ending is not None:
+            self.end(ending.code, ending.reason)
 
 
 class Output:
@@ -525,9 +486,4 @@ class Output:
         """stdout's reader went away: drop our output from now on (the interpreter's last flush too)."""
         self.broken = True
         self._outbox.clear()
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        discard_output(self.stream)

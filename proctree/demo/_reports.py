@@ -10,6 +10,7 @@ processes, whatever happened in the scene.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,6 +51,7 @@ class Started:
     def __init__(self) -> None:
         self.identities: dict[int, int] = {}  # pid -> start time
         self.popens: list[subprocess.Popen] = []
+        self.trees: list[proctree.Tree] = []  # the contained trees it started: ended first, at once
 
     def record(self, pid: int) -> proctree.Proc | None:
         """The live process behind a reported pid (recorded by identity), or None if it is gone."""
@@ -81,6 +83,8 @@ class Started:
             os.close(w)
         if isinstance(handle, subprocess.Popen):
             self.popens.append(handle)
+        elif isinstance(handle, proctree.Tree):
+            self.trees.append(handle)
         try:
             return handle, self._read(r, expected, timeout)
         finally:
@@ -106,7 +110,10 @@ class Started:
         return reports
 
     def end(self) -> None:
-        """SIGCONT + SIGKILL whatever of ours is still the same process; reap our children."""
+        """End the trees it started (no grace), then SIGCONT + SIGKILL whatever of ours is still the
+        same process; reap our children."""
+        for tree in self.trees:
+            tree.terminate(grace=0)
         for _ in range(3):
             left = [pid for pid in self.identities if pid > 1 and pid != os.getpid() and self.still_running(pid)]
             for pid in left:
@@ -123,3 +130,16 @@ class Started:
                 p.wait(timeout=5)
             except (subprocess.TimeoutExpired, ChildProcessError):
                 pass
+
+
+@contextlib.contextmanager
+def scene(name, out):
+    """A scene's body, given its Started: a failure is reported and swallowed (a scene does not crash
+    the tour; the code after the block returns the failed result), and whatever it started is ended."""
+    started = Started()  # every process the scene starts: whatever happens, none outlives it
+    try:
+        yield started
+    except Exception as exc:
+        out.write(f"{name} scene failed: {exc!r}\n")
+    finally:
+        started.end()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import proctree
 
-from ._reports import Started
+from ._reports import scene
 
 TITLE = "3. Containment: a daemon escapes a plain teardown, and cannot escape spawn()"
 
@@ -38,9 +38,7 @@ def _names(procs):
 
 
 def run(out):
-    started = Started()  # every process the scene starts: whatever happens, none outlives it
-    tree = None
-    try:
+    with scene("containment", out) as started:
         # 1. Plain Popen + terminate_tree(pid).
         popen, daemon = _start_daemonizer(started, out)
         if daemon is None:
@@ -78,10 +76,4 @@ def run(out):
         caught = daemon.identity in {p.identity for p in rep.found} and not started.still_running(daemon.pid)
         out.write("  the daemon was caught and ended\n" if caught else "  the daemon was NOT caught\n")
         return caught and rep.ok
-    except Exception as exc:  # a scene reports, it does not crash the tour
-        out.write(f"containment scene failed: {exc!r}\n")
-        return False
-    finally:
-        if tree is not None:
-            tree.terminate(grace=0)
-        started.end()
+    return False  # the scene failed, and said why

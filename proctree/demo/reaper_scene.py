@@ -8,7 +8,7 @@ import time
 
 import proctree
 
-from ._reports import SCRIPT_HELPERS, Started
+from ._reports import SCRIPT_HELPERS, scene
 
 TITLE = "4. Orphan reaper: an owner SIGKILLed with its keeper leaves a tree; find_orphans and reap_orphans end it"
 
@@ -83,9 +83,7 @@ def _orphaned_tree(started, out):
 
 
 def run(out):
-    started = Started()  # every process the scene starts: whatever happens, none outlives it
-    live = None
-    try:
+    with scene("reaper", out) as started:
         pids = _orphaned_tree(started, out)
         if pids is None:
             return False
@@ -136,10 +134,4 @@ def run(out):
             f"{len(rep2.killed)} killed, {len(rep2.survivors)} survived\n"
         )
         return found_ok and rep.ok and gone and untouched and rep2.ok
-    except Exception as exc:  # a scene reports, it does not crash the tour
-        out.write(f"reaper scene failed: {exc!r}\n")
-        return False
-    finally:
-        if live is not None:
-            live.terminate(grace=0)
-        started.end()
+    return False  # the scene failed, and said why

@@ -18,10 +18,10 @@ import pytest
 
 import proctree
 from proctree import ProcfileError, load_procfile
-from proctree._supervisor.config import load_settings
-from proctree._supervisor.dotenv import MAX_STRING, parse_dotenv
-from proctree._supervisor.procfile import parse_procfile
-from proctree._supervisor.tomlread import MAX_DEPTH, nesting_depth, parse_toml
+from proctree._procfile.config import load_settings
+from proctree._procfile.dotenv import MAX_STRING, parse_dotenv
+from proctree._procfile.procfile import parse_procfile
+from proctree._procfile.tomlread import MAX_DEPTH, nesting_depth, parse_toml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from proctree._supervisor.config import (
+from proctree._procfile.config import (
     DEFAULT_BASE_PORT,
     EntrySettings,
     load_procfile,
@@ -18,8 +18,8 @@ from proctree._supervisor.config import (
     parse_settings,
     plan_services,
 )
-from proctree._supervisor.dotenv import parse_dotenv
-from proctree._supervisor.procfile import ProcfileError, parse_procfile, read_procfile
+from proctree._procfile.dotenv import parse_dotenv
+from proctree._procfile.procfile import ProcfileError, parse_procfile, read_procfile
 
 # -- Procfile --------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ def run(coro, timeout=90):
 
 def kill_keeper(sup, sid):
     """SIGKILL the keeper of a service: our own unreaped child, checked by pid and start time."""
-    keeper_pid = sup._services[sid].tree.keeper_pid
+    keeper_pid = sup._records.by_id[sid].tree.keeper_pid
     keeper = proctree.proc(keeper_pid)
     assert keeper.ppid == os.getpid() and keeper.name == "proctree-keeper", keeper
     assert _owner.signal_member(keeper, signal.SIGKILL) == "sent"

@@ -126,12 +126,12 @@ def test_eagain_on_fork_at_start_is_a_failed_status(monkeypatch):
     import asyncio
     import errno
 
-    from proctree._supervisor import service as service_module
+    from proctree._supervisor import treerun as treerun_module
 
     async def refuse(*args, **kwargs):
         raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
 
-    monkeypatch.setattr(service_module, "spawn_async", refuse)
+    monkeypatch.setattr(treerun_module, "spawn_async", refuse)
 
     async def main():
         async with proctree.Supervisor() as sup:

@@ -14,9 +14,9 @@ import asyncio
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from ..._validate import check_port
 from ..logring import strip_ansi
 from ..ports import (
-    check_port,
     is_local_host,
     local_listener,
     loopback_answers,
@@ -84,8 +84,6 @@ class Detector:
         self.members = members
         self._foreign = foreign  # the ports other services hold (asked each time: they change)
         if port is not None:
-            if isinstance(port, bool) or not isinstance(port, int):
-                raise TypeError(f"port must be an int, not {type(port).__name__}")
             port = check_port(port, "port")
         if spec.kind == "tcp":
             self.port: int | None = spec.port

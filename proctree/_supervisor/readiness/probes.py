@@ -84,14 +84,12 @@ async def exec_probe(
     when the timeout passes, or when the caller is cancelled. A command that
     cannot start is not ready (False).
     """
-    from ..._containment.spawn import spawn_async  # layer 4; loaded when a probe first runs
+    from ..treerun import always_ended, spawn_command  # it loads spawning (layer 4): only when a probe first runs
 
     timeout = positive_seconds(timeout, "timeout")
-    shell = isinstance(command, str)
     try:
-        tree = await spawn_async(
-            command if shell else list(command),
-            shell=shell,
+        tree = await spawn_command(
+            command,
             cwd=cwd,
             env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
@@ -101,21 +99,10 @@ async def exec_probe(
         )
     except OSError:
         return False
-    ok = False
-    try:
-        rc = await tree.wait_async(timeout)
-        ok = rc == 0
-    except subprocess.TimeoutExpired:
-        ok = False
-    finally:
-        # Always, even when cancelled: the probe's tree must not outlive the probe.
-        ending = asyncio.ensure_future(tree.terminate_async(grace=0))
-        while not ending.done():
-            try:
-                await asyncio.shield(ending)
-            except asyncio.CancelledError:
-                if ending.done():
-                    break
-                continue
-        ending.result()
+    async with always_ended(tree):
+        try:
+            ok = await tree.wait_async(timeout) == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        await tree.terminate_async(grace=0)  # whatever the command left behind ends with the probe
     return ok

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+from ..._validate import is_port
 from ..logring import strip_ansi
 from ..ports import is_local_host
 
@@ -67,7 +68,7 @@ def find_url_at(line: str) -> tuple[str, str, int] | None:
             continue  # inside another URL: http://example.com/?next=http://localhost/
         scheme = m.group("scheme").lower()
         port = int(m.group("port")) if m.group("port") else (443 if scheme == "https" else 80)
-        if not 1 <= port <= 65535:
+        if not is_port(port):
             continue
         path = (m.group("path") or "/").rstrip(".,;:!?'")
         return f"{scheme}://{_connectable(m.group('host'))}:{port}{path or '/'}", line, start
@@ -123,7 +124,7 @@ def find_listening_port(line: str) -> int | None:
     line = strip_ansi(line)
     for m in _PORT_SPOT.finditer(line):
         port = int(m.group("p1") or m.group("p2"))
-        if not 1 <= port <= 65535:
+        if not is_port(port):
             continue
         if m.group("p2"):
             start = end = m.start()

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._validate import check_seconds
-from ..ports import check_port
+from ..._validate import check_port, check_seconds
 
 __all__ = ["KINDS", "ReadySpec", "check_url", "parse_ready", "positive_seconds"]
 
@@ -54,8 +53,6 @@ class ReadySpec:
         needed = {"log": "pattern", "tcp": "port", "http": "url", "exec": "command"}.get(self.kind)
         if needed is not None and getattr(self, needed) in (None, "", ()):
             raise ValueError(f"a {self.kind!r} ready spec needs a {needed}")
-        if self.port is not None and not (not isinstance(self.port, bool) and isinstance(self.port, int)):
-            raise TypeError(f"ready port must be an int, not {type(self.port).__name__}")
         if self.port is not None:
             check_port(self.port, "ready port")
         if self.pattern is not None and self.regex is None:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from .._errors import ProcfileError
+from .._validate import check_command
 
 # The process-type names foreman and honcho accept. '.' is not among them:
 # it separates the instance number (web.1, web.2) when an entry is scaled.
@@ -85,6 +86,10 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
             )
         if not command:
             raise ProcfileError(f"{name!r} has no command after the colon", source=source, line=number)
+        try:
+            check_command(command)
+        except ValueError as exc:
+            raise ProcfileError(f"{name!r}: {exc}", source=source, line=number) from None
         if name in first_line:
             raise ProcfileError(
                 f"{name!r} is defined twice (first on line {first_line[name]})", source=source, line=number

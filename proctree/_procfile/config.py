@@ -34,20 +34,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._validate import check_signal
+from .._supervisor.deps import CONDITIONS, find_cycle
+from .._supervisor.restart import POLICIES as RESTART_POLICIES
+from .._validate import check_signal, is_env_name, is_port, port_from_text
 from .dotenv import read_dotenv
 from .procfile import NAME, ProcfileEntry, ProcfileError, read_procfile
 from .tomlread import read_toml
 
 DEFAULT_BASE_PORT = 5000
-RESTART_POLICIES = ("no", "on-failure", "always")
-CONDITIONS = ("started", "ready", "completed")
 SETTING_KEYS = ("ready", "depends_on", "restart", "max_restarts", "env", "can_die", "port", "cwd", "stop_signal")
 # A scale is a handful of copies of a process, not a load generator: past this
 # it is a typo (web=1000 for web=100? web=10?).
 MAX_INSTANCES = 100
 MAX_TOTAL = 256
-_DIGITS = re.compile(r"[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")  # a -m count
 _PORT_VAR = re.compile(r"\$(?:\{PORT\}|PORT(?![A-Za-z0-9_]))")
 
 
@@ -237,7 +237,7 @@ def _entry_settings(value: dict[str, Any], where: str, source: str) -> EntrySett
         raise fail("env must be a table of NAME = value")
     clean_env: dict[str, str] = {}
     for key, item in env.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        if not is_env_name(key):
             raise fail(f"env: {key!r} is not an environment variable name")
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise fail(f"env.{key} must be a string or a number, not {type(item).__name__}")
@@ -248,7 +248,7 @@ def _entry_settings(value: dict[str, Any], where: str, source: str) -> EntrySett
     if not isinstance(can_die, bool):
         raise fail(f"can_die must be true or false, not {can_die!r}")
     port = value.get("port")
-    if port is not None and (type(port) is not int or not 1 <= port <= 65535):
+    if port is not None and not is_port(port):
         raise fail(f"port must be a whole number 1..65535, not {port!r}")
     cwd = value.get("cwd")
     if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
@@ -352,16 +352,17 @@ def _base_port(
 ) -> tuple[int, str]:
     """The base port and where it came from (-p, the .env files, the environment, the default)."""
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 65535:
+        if not is_port(given):
             raise ProcfileError(f"the base port must be a whole number 1..65535, not {given!r}", source="-p")
         return given, "-p"
     env_source = " / ".join(files) or ".env"
     for source, env in ((env_source, file_env), ("the environment", environ)):
         text = env.get("PORT")
         if text is not None and text != "":
-            if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
+            port = port_from_text(text)
+            if port is None:
                 raise ProcfileError(f"PORT={text!r} is not a port number 1..65535", source=source)
-            return int(text), f"PORT in {source}"
+            return port, f"PORT in {source}"
     return DEFAULT_BASE_PORT, "the default base port"
 
 
@@ -394,8 +395,9 @@ def plan_services(
                 raise ProcfileError(f"services.{name}: depends on {dep!r}, not an entry", source=settings_source)
             if dep == name:
                 raise ProcfileError(f"services.{name}: depends on itself", source=settings_source)
-    cycle = _find_cycle({n: list(s.depends_on) for n, s in settings.items()})
+    cycle = find_cycle({n: list(s.depends_on) for n, s in settings.items()})
     if cycle:
+        cycle = _from_first_named(cycle, list(settings))
         raise ProcfileError(f"a dependency cycle: {' -> '.join(cycle)}", source=settings_source)
     selected = _select(names, by_name, settings)
     scaled = counts is not None
@@ -423,7 +425,7 @@ def plan_services(
         cwd = _cwd(s.cwd, directory, entry.name, settings_source)
         for instance in range(count_of[entry.name]):
             port = (s.port if s.port is not None else base_port + 100 * entry.index) + instance
-            if not 1 <= port <= 65535:
+            if not is_port(port):
                 if s.port is not None:
                     why, source = f"services.{entry.name}.port is {s.port}", settings_source
                 else:
@@ -438,12 +440,13 @@ def plan_services(
             env.update(s.env)
             if "PORT" in s.env:  # the PORT it gets is the port it is watched on
                 text = s.env["PORT"]
-                if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
+                env_port = port_from_text(text)
+                if env_port is None:
                     raise ProcfileError(
                         f"services.{entry.name}: env.PORT={text!r} is not a port number 1..65535",
                         source=settings_source,
                     )
-                port = int(text)
+                port = env_port
             set_here = s.port is not None or "PORT" in s.env
             if port in taken:
                 other, set_there = taken[port]
@@ -500,29 +503,12 @@ def _select(
     return chosen
 
 
-def _find_cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """One cycle of graph as a path (a -> b -> a), or None. Iterative: a long
-    chain of dependencies must not hit Python's recursion limit."""
-    done: set[str] = set()
-    for root in graph:
-        if root in done:
-            continue
-        path: list[str] = [root]
-        on_path = {root}
-        stack = [iter(graph.get(root, ()))]
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                done.add(path[-1])
-                on_path.discard(path.pop())
-            elif nxt in on_path:
-                return path[path.index(nxt) :] + [nxt]
-            elif nxt not in done:
-                path.append(nxt)
-                on_path.add(nxt)
-                stack.append(iter(graph.get(nxt, ())))
-    return None
+def _from_first_named(cycle: list[str], order: list[str]) -> list[str]:
+    """cycle ([a, b, ..., a]) turned to start at its entry named first in the settings file."""
+    ring = cycle[:-1]
+    position = {name: i for i, name in enumerate(order)}
+    start = ring.index(min(ring, key=position.__getitem__))
+    return ring[start:] + ring[:start] + [ring[start]]
 
 
 def _cwd(cwd: str | None, directory: str, name: str, source: str) -> str:

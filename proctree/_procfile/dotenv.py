@@ -26,9 +26,9 @@ import os
 import re
 from collections.abc import Mapping
 
+from .._validate import ENV_NAME
 from .procfile import ProcfileError, read_text
 
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _EXPORT = re.compile(r"export[ \t]+")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _DOUBLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
@@ -114,7 +114,7 @@ class _Reader:
         export = _EXPORT.match(self.text, self.pos)
         if export:
             self.pos = export.end()
-        key = _KEY.match(self.text, self.pos)
+        key = ENV_NAME.match(self.text, self.pos)
         if key is None:
             raise self.fail(f"not a NAME=value line: {_shown(stripped)}")
         self.pos = key.end()
