@@ -420,3 +420,22 @@ def test_a_cgroup_check_that_cannot_read_mountinfo_is_unavailable_not_a_refusal(
         cgroup._require_ours("/sys/fs/cgroup/proctree-1-2/tree-1")
     assert info.value.errno == errno.EMFILE and "cannot check" in str(info.value)
     assert cgroup.find_mount() is None
+
+
+@pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
+def test_a_held_cgroup_keeper_exits_when_its_cgroup_empties_not_at_its_next_look():
+    # After the owner's teardown the held keeper waits for its cgroup to empty; it used to
+    # look every 250 ms, so every cgroup-mode terminate() took 250 ms. cgroup.events now
+    # wakes it: a median far below that bound (loose: the machine is shared).
+    took = []
+    for _ in range(5):
+        t = spawn(["sh", "-c", "sleep 60 & sleep 60 & wait"], contain="cgroup")
+        try:
+            time.sleep(0.1)
+            t0 = time.monotonic()
+            assert t.terminate().ok
+            took.append(time.monotonic() - t0)
+        finally:
+            t.kill()
+    took.sort()
+    assert took[2] < 0.2, f"terminate() medians {took[2] * 1000:.0f} ms: the keeper waited for its poll"
