@@ -127,11 +127,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        # Written once, in pyproject.toml; read only when asked, since
-        # importlib.metadata costs import time.
-        from importlib.metadata import version
+        # Written once, in pyproject.toml; read only when asked, from the installed metadata.
+        from ._version import installed_version
 
-        value = globals()["__version__"] = version("proctree")
+        value = globals()["__version__"] = installed_version()
         return value
     module = _LAZY.get(name)
     if module is None:

@@ -18,12 +18,11 @@ or cancelled (the machine's abort() ends it at once).
 
 from __future__ import annotations
 
-import asyncio
 import select
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from signal import SIGTERM
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._validate import check_pid, check_positive_int, check_seconds, check_signal
 from . import exitwait as _exitwait
@@ -31,6 +30,9 @@ from .machine import _Teardown
 from .report import TeardownReport
 from .requests import _Call, _Wait, drive_async
 from .world import World
+
+if TYPE_CHECKING:
+    import asyncio  # imported where it is used: `proctree kill` must not pay ~40 ms for it
 
 
 def _validated(
@@ -73,6 +75,8 @@ def _stop_set(stop_fd: int | None) -> bool:
 
 
 async def _wait_async(loop: asyncio.AbstractEventLoop, req: _Wait) -> None:
+    import asyncio
+
     if req.timeout <= 0:
         await asyncio.sleep(0)
         return
@@ -180,6 +184,8 @@ def run_blocking_many(
 
 async def run_async(engine: _Teardown) -> TeardownReport:
     """Drive engine from the running loop: blocking calls in a worker thread, waits as loop events."""
+    import asyncio
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: trio (anyio's trio backend too), or an error naming what is supported

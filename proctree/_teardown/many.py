@@ -13,7 +13,6 @@ Must never: signal a root by pid alone, or anything the guard protects.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from signal import SIGTERM
 
@@ -120,6 +119,8 @@ async def end_trees_async(
             return await run_async(engine)
         except (NoSuchProcess, ValueError) as exc:
             return report_of(root, exc)
+
+    import asyncio  # here only: the blocking face must not import it
 
     return list(await asyncio.gather(*(one(r, e) for r, e in zip(roots, engines, strict=True))))
 

@@ -14,10 +14,10 @@ import importlib
 import os
 import sys
 
-from ._common import CliError, HelpFormatter, discard_output, exit_statuses, write_json
+from ._common import SUMMARIES, CliError, HelpFormatter, discard_output, exit_statuses, write_json
 
 # Subcommand modules, in the order `proctree --help` lists them.
-SUBCOMMANDS = ["tree", "kill", "run", "reap", "up", "demo"]
+SUBCOMMANDS = list(SUMMARIES)
 
 # Options whose value is the next argument (so it is not taken for a command).
 _TAKES_VALUE = {"--grace", "--contain", "--tag", "--protect", "--within"}
@@ -58,7 +58,8 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The parser for argv: every subcommand listed, only the one argv names loaded (none when argv is None)."""
     parser = _Parser(
         prog="proctree",
         description="Stop a process and everything it started, and nothing else.",
@@ -76,11 +77,29 @@ def build_parser():
     parser.add_argument("--version", action=_VersionAction, help="print proctree's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    wanted = command_of(argv)
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"proctree.cli.{name}")
-        module.register(sub)
+        if wanted == name:
+            importlib.import_module(f"proctree.cli.{name}").register(sub)
+        else:
+            # Listed with its summary, never parsed: `up` alone imports asyncio and the
+            # Procfile readers, which `proctree tree` must not pay for.
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     parser.set_defaults(commands=sub.choices)
     return parser
+
+
+def command_of(argv):
+    """The subcommand argv names (its first word that is not an option), or None when it names none we have
+    (`proctree --help`, `proctree bogus`: the summaries are all argparse needs then)."""
+    if argv is None:
+        return None
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in SUMMARIES else None
+    return None
 
 
 def parse(parser, argv):
@@ -147,7 +166,7 @@ def main(argv=None):
         # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
         sys.stdout = open(os.devnull, "w")
     try:
-        args = parse(build_parser(), argv)  # imports every subcommand: a Ctrl+C may land here
+        args = parse(build_parser(argv), argv)  # imports the subcommand: a Ctrl+C may land here
     except CliError as error:
         return report(error, json_stream_of(argv))
     except KeyboardInterrupt:

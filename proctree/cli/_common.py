@@ -6,7 +6,6 @@ of a fixed shape. Nothing here touches the system.
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -20,7 +19,6 @@ _DIGITS = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
-@dataclasses.dataclass(eq=False)
 class CliError(Exception):
     """An error a command reports and exits on.
 
@@ -30,15 +28,11 @@ class CliError(Exception):
     way argparse does.
     """
 
-    message: str
-    code: int = dataclasses.field(default=2, kw_only=True)
-    kind: str = dataclasses.field(default="UsageError", kw_only=True)
-    pid: int | None = dataclasses.field(default=None, kw_only=True)
-    usage: str | None = dataclasses.field(default=None, kw_only=True)
-    prog: str = dataclasses.field(default="proctree", kw_only=True)
-
-    def __post_init__(self):
-        super().__init__(self.message)  # str(error) is its message, as for any exception
+    # A plain class: dataclasses (and the inspect it imports) would cost every command ~10 ms at start.
+    def __init__(self, message, *, code=2, kind="UsageError", pid=None, usage=None, prog="proctree"):
+        super().__init__(message)  # str(error) is its message, as for any exception
+        self.message, self.code, self.kind = message, code, kind
+        self.pid, self.usage, self.prog = pid, usage, prog
 
     @classmethod
     def from_exception(cls, exc, pid=None, code=2):
@@ -154,10 +148,26 @@ def exit_statuses(*rows):
     return "\n".join(lines)
 
 
-def subcommand(sub, name, *, help, description, statuses, run):
+# Every subcommand, in the order `proctree --help` lists them, with the line it shows for each: the
+# top level lists them all while importing only the one that runs.
+SUMMARIES = {
+    "tree": "draw the process tree (pid, pgid, sid, state, command line)",
+    "kill": "end a process and everything it started (TERM once, then KILL after the grace)",
+    "run": "run CMD contained in the foreground; nothing it started outlives it",
+    "reap": "end processes whose owner is provably gone (PROCTREE_OWNER, leftover cgroups, receipts, rules)",
+    "up": "run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
+    "demo": "a short tour on live processes it starts and cleans up",
+}
+
+
+def subcommand(sub, name, *, description, statuses, run):
     """A subcommand's parser, its --help ending with its exit statuses; run(args) is what it runs."""
     p = sub.add_parser(
-        name, help=help, description=description, epilog=exit_statuses(*statuses), formatter_class=HelpFormatter
+        name,
+        help=SUMMARIES[name],
+        description=description,
+        epilog=exit_statuses(*statuses),
+        formatter_class=HelpFormatter,
     )
     p.set_defaults(run=run)
     return p

@@ -26,7 +26,6 @@ def register(sub):
         sub,
         "demo",
         run=run,
-        help="a short tour on live processes it starts and cleans up",
         description="A short tour of what proctree does, on live processes it starts and cleans up.",
         statuses=[("0", "every scene did what it shows"), ("1", "a scene failed (its story says how)")],
     )

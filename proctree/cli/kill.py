@@ -37,7 +37,6 @@ def register(sub):
         sub,
         "kill",
         run=run,
-        help="end a process and everything it started (TERM once, then KILL after the grace)",
         description="End PID and everything it started, and nothing else; print the report.",
         statuses=STATUSES,
     )

@@ -28,7 +28,6 @@ def register(sub):
         sub,
         "reap",
         run=run,
-        help="end processes whose owner is provably gone (PROCTREE_OWNER, leftover cgroups, receipts, rules)",
         description="Find processes whose owner is provably gone and end them (TERM, then KILL after the grace). "
         "A process without evidence, or whose owner is alive or unknown, is never touched.",
         statuses=STATUSES,

@@ -44,7 +44,6 @@ def register(sub):
         sub,
         "run",
         run=run,
-        help="run CMD contained in the foreground; nothing it started outlives it",
         description="Run CMD in the foreground as a contained tree; when it ends (or is "
         "interrupted, or this command is killed) nothing it started is left running. "
         "What CMD left running, and was ended, is said in one line on stderr.",

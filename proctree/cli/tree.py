@@ -25,7 +25,6 @@ def register(sub):
         sub,
         "tree",
         run=run,
-        help="draw the process tree (pid, pgid, sid, state, command line)",
         description="Draw the process tree below PID (default: every process), each process with its "
         "command line, cut to the terminal's width.",
         statuses=[("0", "drawn"), ("2", "bad input, or no process PID")],

@@ -56,7 +56,6 @@ def register(sub):
             ("143", "stopped by SIGTERM"),
             ("141", "stdout was closed (SIGPIPE)"),
         ],
-        help="run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
         description="Run the entries of a Procfile (foreman/honcho format) as contained services, "
         "their output prefixed with their names. One entry's end stops the rest (unless it can_die); "
         "Ctrl+C, SIGTERM or SIGHUP stop everything within --grace, and nothing is left running. "

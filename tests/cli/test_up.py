@@ -592,9 +592,9 @@ def test_a_sigint_while_the_subcommands_load_is_a_quiet_130(tmp_path):
         "import os, signal, sys\n"
         "import proctree.cli as cli\n"
         "build = cli.build_parser\n"
-        "def interrupted_build():\n"
+        "def interrupted_build(argv=None):\n"
         "    os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT: Python raises it at the next bytecode\n"
-        "    return build()\n"
+        "    return build(argv)\n"
         "cli.build_parser = interrupted_build\n"
         "sys.exit(cli.main(['up', '-f', 'Procfile']))\n"
     )

@@ -22,6 +22,7 @@ LAYERS = [
     ("proctree._errors", 0),
     ("proctree._validate", 0),
     ("proctree._fds", 0),
+    ("proctree._version", 0),
     ("proctree._core", 1),
     ("proctree._table", 2),
     ("proctree._teardown", 3),

@@ -187,3 +187,33 @@ def test_the_command_in_a_checkout_without_its_core_says_so_without_a_traceback(
     assert (
         r.stderr.startswith("proctree: proctree was imported from a source checkout") and "pip install -e ." in r.stderr
     )
+
+
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["tree", "1"], ["kill", "--help"], ["reap", "--help"], ["kill", "SLEEPER"]]
+)
+def test_a_quick_command_imports_neither_asyncio_nor_the_metadata_machinery(argv):
+    # `proctree --version`, `tree` and `kill` start in tens of milliseconds: only the command
+    # that runs is imported (`up` brings asyncio), and the version is read from the
+    # installed metadata's directory name, not through importlib.metadata.
+    sleeper = subprocess.Popen(["sleep", "60"])
+    argv = [str(sleeper.pid) if a == "SLEEPER" else a for a in argv]
+    probe = (
+        "import sys, contextlib, io\n"
+        "import proctree.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        c.main({argv!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('asyncio', 'importlib.metadata', 'proctree._procfile') "
+        "if m in sys.modules))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(PKG_DIR))
+    try:
+        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", f"{argv} imported {r.stdout.strip()}"
