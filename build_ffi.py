@@ -21,7 +21,13 @@ INCLUDE = CSRC / "include"
 if sys.platform.startswith("linux"):
     SOURCES = ["csrc/core/linux.c", "csrc/core/walk.c", "csrc/core/args.c"]
 elif sys.platform == "darwin":
-    SOURCES = ["csrc/core/macos.c", "csrc/core/walk.c", "csrc/core/args.c"]
+    SOURCES = [
+        "csrc/core/macos_proc.c",
+        "csrc/core/macos_table.c",
+        "csrc/core/macos_procargs.c",
+        "csrc/core/walk.c",
+        "csrc/core/args.c",
+    ]
 else:
     raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")
 

@@ -43,12 +43,12 @@ def keeper_own_sources(platform: str = sys.platform) -> list[str]:
 def keeper_sources(platform: str = sys.platform) -> list[str]:
     """The C files the keeper is built from: its own and the core's, for this platform."""
     if platform.startswith("linux"):
-        core = "csrc/core/linux.c"
+        core = ["csrc/core/linux.c"]
     elif platform == "darwin":
-        core = "csrc/core/macos.c"
+        core = ["csrc/core/macos_proc.c", "csrc/core/macos_table.c", "csrc/core/macos_procargs.c"]
     else:
         raise RuntimeError(f"proctree supports Linux and macOS, not {platform}")
-    return [*keeper_own_sources(platform), core, "csrc/core/walk.c", "csrc/core/args.c"]
+    return [*keeper_own_sources(platform), *core, "csrc/core/walk.c", "csrc/core/args.c"]
 
 
 def want_static(platform: str = sys.platform) -> bool:

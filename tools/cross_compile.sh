@@ -6,7 +6,7 @@
 # -fsyntax-only is broken, and a full compile evaluates the asserts anyway).
 #
 # Checks, each with -std=c11 -Wall -Wextra -Werror:
-#   csrc/core/macos.c          aarch64-macos.11.0, x86_64-macos.10.13
+#   csrc/core/macos_*.c        aarch64-macos.11.0, x86_64-macos.10.13
 #   cffi's generated _core.c       the same two macOS targets
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
@@ -16,7 +16,7 @@
 #                                  targets (kqueue, session mode only), the shared
 #                                  files and the *_linux.c ones on both Linux targets
 #                                  (build_keeper.keeper_own_sources names each set)
-#   two negative controls          copies of proctree_macos.c with one offset
+#   two negative controls          copies of csrc/core/macos_proc.c with one offset
 #                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
 #                                  FAIL to compile
 #
@@ -63,7 +63,9 @@ check() { # target file [extra flags...]
 
 echo "== macOS core =="
 for t in "${MAC_TARGETS[@]}"; do
-    check "$t" csrc/core/macos.c
+    check "$t" csrc/core/macos_proc.c
+    check "$t" csrc/core/macos_table.c
+    check "$t" csrc/core/macos_procargs.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
 done
@@ -134,16 +136,17 @@ echo "== negative controls: a wrong struct offset must fail the macOS check =="
 negative() { # label sed-expression assert-name
     local label=$1 expr=$2 name=$3
     rm -rf "$WORK/neg" && mkdir -p "$WORK/neg"
-    cp csrc/include/proctree.h csrc/core/platform.h "$WORK/neg/"
-    sed "$expr" csrc/core/macos.c > "$WORK/neg/proctree_macos.c"
-    if cmp -s csrc/core/macos.c "$WORK/neg/proctree_macos.c"; then
+    # macos_proc.c holds the asserts; it includes macos.h, which includes proctree.h.
+    cp csrc/include/proctree.h csrc/core/macos.h "$WORK/neg/"
+    sed "$expr" csrc/core/macos_proc.c > "$WORK/neg/macos_proc.c"
+    if cmp -s csrc/core/macos_proc.c "$WORK/neg/macos_proc.c"; then
         echo "error: the negative control found no $name assert to break" >&2
         exit 1
     fi
     for t in "${MAC_TARGETS[@]}"; do
         printf '  %-24s %s ... ' "$t" "$label"
         if zcc -target "$t" -c -std=c11 -Wall -Wextra -Werror -I"$WORK/neg" \
-            "$WORK/neg/proctree_macos.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
+            "$WORK/neg/macos_proc.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
             echo "compiled: the layout asserts are NOT being evaluated" >&2
             exit 1
         fi

@@ -1,5 +1,5 @@
-/* What each platform's core file (linux.c, macos.c) defines for the files every platform shares (args.c), beyond the
- * contract in proctree.h. Not read by cffi: nothing here is part of the module.
+/* What each platform's core file (linux.c, macos_procargs.c) defines for the files every platform shares (args.c),
+ * beyond the contract in proctree.h. Not read by cffi: nothing here is part of the module.
  */
 #ifndef PROCTREE_CORE_PLATFORM_H
 #define PROCTREE_CORE_PLATFORM_H

@@ -1,7 +1,7 @@
 /* proctree C core: reads facts about the process table, nothing else.
  *
  * No policy, no signals, no allocation the caller did not size. One
- * implementation per platform (proctree_linux.c, proctree_macos.c) defines
+ * implementation per platform (csrc/core/linux.c; macos_proc.c, macos_table.c, macos_procargs.c) defines
  * every function below. Every function returns 0 (or a count) on success
  * and -errno on failure; errno itself is never the channel.
  * cffi reads this file too (build_ffi.cdef_from_header): comments, preprocessor lines and _Static_assert lines are

@@ -121,7 +121,10 @@ def test_the_cdef_is_the_headers_declarations():
 @needs_build_scripts
 @pytest.mark.parametrize(
     "platform, core",
-    [("linux", "csrc/core/linux.c"), ("darwin", "csrc/core/macos.c")],
+    [
+        ("linux", ["csrc/core/linux.c"]),
+        ("darwin", ["csrc/core/macos_proc.c", "csrc/core/macos_table.c", "csrc/core/macos_procargs.c"]),
+    ],
 )
 def test_the_keeper_is_built_from_the_cores_own_sources(monkeypatch, platform, core):
     monkeypatch.syspath_prepend(str(ROOT))
@@ -131,7 +134,7 @@ def test_the_keeper_is_built_from_the_cores_own_sources(monkeypatch, platform, c
     own = build_keeper.keeper_own_sources(platform)
     assert own[0] == "csrc/keeper/keeper.c"
     assert all(s.startswith("csrc/keeper/") and s.endswith(".c") for s in own)
-    assert sources == [*own, core, "csrc/core/walk.c", "csrc/core/args.c"]
+    assert sources == [*own, *core, "csrc/core/walk.c", "csrc/core/args.c"]
     assert all((ROOT / s).is_file() for s in sources)
     assert {"-Wall", "-Wextra", "-Werror"} <= set(build_keeper.FLAGS)
     assert build_keeper.want_static(platform) == (platform == "linux")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs csrc/core/macos.c on this (Linux) machine against a simulated
+# Runs the macOS core (csrc/core/macos_*.c) on this (Linux) machine against a simulated
 # libproc/sysctl (sim_kernel.c, which says which real behaviours it mimics),
 # under AddressSanitizer and UBSan. It checks the core's logic and memory
 # handling; only the macOS wheel tests say anything about macOS itself.
@@ -12,5 +12,6 @@ trap 'rm -rf "$out"' EXIT
 ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
     -Iinclude -I../../csrc/include \
-    ../../csrc/core/macos.c ../../csrc/core/walk.c ../../csrc/core/args.c sim_kernel.c sim_test.c -o "$out/sim_test"
+    ../../csrc/core/macos_proc.c ../../csrc/core/macos_table.c ../../csrc/core/macos_procargs.c \
+    ../../csrc/core/walk.c ../../csrc/core/args.c sim_kernel.c sim_test.c -o "$out/sim_test"
 "$out/sim_test"

@@ -1,4 +1,4 @@
-/* A simulated xnu for csrc/core/macos.c: each call reproduces one
+/* A simulated xnu for csrc/core/macos_*.c: each call reproduces one
  * behaviour of the real one that the macOS core must survive (line
  * references are to xnu-11417's bsd/kern/).
  *

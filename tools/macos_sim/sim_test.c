@@ -1,4 +1,4 @@
-/* Drives csrc/core/macos.c (and csrc/core/walk.c over it) against
+/* Drives the macOS core, csrc/core/macos_*.c (and csrc/core/walk.c over it) against
  * sim_kernel.c: the contracts in csrc/include/proctree.h, the xnu behaviours listed
  * in sim_kernel.c, and (under ASan) the snapshot's buffer handling. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* Simulated <libproc.h>: just the calls csrc/core/macos.c makes. */
+/* Simulated <libproc.h>: just the calls csrc/core/macos_*.c make. */
 #pragma once
 #include <stdint.h>
 #include <sys/types.h>

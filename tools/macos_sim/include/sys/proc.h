@@ -1,5 +1,5 @@
 /* Simulated <sys/proc.h>: p_stat values, P_TRACED and the fields of
- * extern_proc that proctree_macos.c reads, at the SDK's offsets (p_flag 32,
+ * extern_proc that csrc/core/macos_*.c read, at the SDK's offsets (p_flag 32,
  * p_stat 36, p_pid 40, p_oppid 44, p_comm 243; 296 bytes in all). */
 #pragma once
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* Simulated <sys/proc_info.h>: the two structs with the SDK's field order,
- * so proctree_macos.c's layout asserts hold here too. */
+ * so csrc/core/macos_proc.c's layout asserts hold here too. */
 #pragma once
 #include <stdint.h>
 #include <sys/types.h>
