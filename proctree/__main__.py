@@ -1,3 +1,5 @@
+"""`python -m proctree`: the proctree command."""
+
 import sys
 
 from .cli import main
