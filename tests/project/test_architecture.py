@@ -268,3 +268,47 @@ def test_the_reaper_imports_of_containment_only_its_evidence():
         if t.startswith("proctree._containment") and not t.startswith("proctree._containment.evidence")
     ]
     assert not bad, "\n".join(bad)
+
+
+def _import_time_edges(module):
+    """The proctree modules module imports when it is imported (not in functions, not under TYPE_CHECKING)."""
+    path, is_pkg = MODULES[module]
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    edges = set()
+
+    def walk(nodes):
+        for n in nodes:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                edges.update(t for t in _resolve(module, is_pkg, n) if t in MODULES)
+            elif isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+                walk(n.orelse)
+            elif isinstance(n, (ast.If, ast.Try)):
+                walk(n.body)
+                walk(n.orelse)
+                walk(getattr(n, "finalbody", []))
+                for h in getattr(n, "handlers", []):
+                    walk(h.body)
+
+    walk(tree.body)
+    return edges
+
+
+def test_no_circle_of_imports():
+    graph = {m: _import_time_edges(m) - {m} for m in MODULES}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles = []
+
+    def visit(m, path):
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                circles.append(" -> ".join(path[path.index(t) :] + [t]))
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, "import circles (at import time):\n" + "\n".join(circles)
