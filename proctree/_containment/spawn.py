@@ -31,12 +31,11 @@ from typing import Any
 from .._errors import ContainmentUnavailable, KeeperLost  # noqa: F401 (also importable from here)
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
+from .arguments import POPEN_POLICY, _argv, _take_popen_policy, _take_pty  # noqa: F401 (the keywords spawn() takes)
 from .evidence import marker as _marker
-from .launch import (  # noqa: F401 (the modes and the Popen keywords spawn() takes)
+from .launch import (  # noqa: F401 (the modes spawn() takes)
     _LINUX,
     MODES,
-    POPEN_POLICY,
-    _argv,
     _check_mode,
     _choose,
     _keeper_program,
@@ -45,8 +44,6 @@ from .launch import (  # noqa: F401 (the modes and the Popen keywords spawn() ta
     _new_tree_id,
     _owner_identity,
     _receipt_directory,
-    _take_popen_policy,
-    _take_pty,
 )
 from .start import _start
 from .stopflag import _in_worker, _Stopped
