@@ -1,0 +1,117 @@
+"""spawn() with some of fds 0-2 closed, and with subprocess.Popen patched before the first spawn.
+
+Each case runs in a child interpreter of its own: closing the test process's
+own std fds, or patching its subprocess module, would disturb pytest.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import proctree
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+
+
+def run_script(body: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(body)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+CLOSED_STDIO = """
+import os, sys, time, asyncio, subprocess
+closed = {closed!r}
+import proctree
+log = os.dup(2)  # kept above 2: the report goes here
+# A first spawn takes the module's own descriptors (the spare ones, the keeper watch's pipe), which
+# would otherwise fill the closed numbers: the closed ones must be free when the call below runs.
+proctree.spawn(["true"]).wait()
+for fd in closed:
+    os.close(fd)
+t0 = time.monotonic()
+try:
+{call}
+except BaseException:
+    import traceback
+    os.write(log, traceback.format_exc().encode())
+    raise SystemExit(1)
+os.write(log, f"ok {{time.monotonic() - t0:.3f}}\\n".encode())
+"""
+
+CALLS = {
+    "spawn": "tree = proctree.spawn(['true'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, "
+    "stdin=subprocess.DEVNULL)\nassert tree.wait() == 0",
+    "spawn_pipe": "tree = proctree.spawn(['echo', 'hi'], stdout=subprocess.PIPE)\n"
+    "assert tree.stdout.read() == b'hi\\n'\nassert tree.wait() == 0",
+    "spawn_async": "async def main():\n    tree = await proctree.spawn_async(['true'], stdout=subprocess.DEVNULL)\n"
+    "    assert tree.wait() == 0\nasyncio.run(main())",
+    "spawn_pty": "tree = proctree.spawn(['true'], pty=True)\nassert tree.wait() == 0",
+}
+
+
+@pytest.mark.parametrize("closed", [(0,), (1,), (0, 1), (0, 1, 2)], ids=lambda c: "closed" + "".join(map(str, c)))
+@pytest.mark.parametrize("entry", sorted(CALLS))
+def test_spawn_with_std_fds_closed(closed, entry):
+    # The keeper's status pipe used to land on a closed std fd that the stdio redirection then
+    # overwrote: the start waited 5 s and raised "the keeper exited before starting the command".
+    call = textwrap.indent(CALLS[entry], "    ")
+    out = run_script(CLOSED_STDIO.format(closed=closed, call=call))
+    assert out.returncode == 0, out.stderr
+    word, took = out.stderr.split()
+    assert word == "ok"
+    assert float(took) < 4.0
+
+
+PATCHED = """
+import subprocess
+from unittest import mock
+with mock.patch("subprocess.Popen") as fake:
+    import proctree
+    tree = proctree.spawn(["sh", "-c", "echo $$"], stdout=subprocess.PIPE)
+    out = tree.stdout.read()
+    assert tree.wait() == 0
+    assert int(out) == tree.pid, (out, tree.pid)
+    assert not fake.called, fake.mock_calls
+    {extra}
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("extra", [""], ids=["spawn"])
+def test_spawn_immune_to_patched_popen(extra):
+    out = run_script(PATCHED.format(extra=extra))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
+
+
+def test_spawn_immune_to_popen_swapped_later():
+    # A patch made after proctree's first spawn: the keeper keeps using the genuine class.
+    out = run_script(
+        """
+        import subprocess
+        from unittest import mock
+        import proctree
+        proctree.spawn(["true"]).wait()
+        with mock.patch("subprocess.Popen") as fake:
+            assert proctree.spawn(["true"]).wait() == 0
+            assert not fake.called
+        print("ok")
+        """
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_report_time():
+    # A guard against the run_script helper itself hanging: it must be quick.
+    t0 = time.monotonic()
+    run_script("pass")
+    assert time.monotonic() - t0 < 10
