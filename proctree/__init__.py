@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._containment.popen import Popen, call, check_call, check_output, run
     from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import Tree, spawn, spawn_async
     from ._errors import ContainmentUnavailable, KeeperLost, ProcfileError, SupervisorError, UnknownServiceError
@@ -60,6 +61,11 @@ _LAZY = {
     "find_orphans": "._reaper.reap",
     "reap_orphans": "._reaper.reap",
     "contain_self": "._containment.selfcontain",
+    "Popen": "._containment.popen",
+    "run": "._containment.popen",
+    "call": "._containment.popen",
+    "check_call": "._containment.popen",
+    "check_output": "._containment.popen",
     "Containment": "._containment.selfcontain",
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
@@ -90,6 +96,7 @@ __all__ = [
     "KeeperLost",
     "LogPage",
     "NoSuchProcess",
+    "Popen",
     "Orphan",
     "Proc",
     "ProcfileError",
@@ -108,6 +115,9 @@ __all__ = [
     "TeardownReport",
     "Tree",
     "UnknownServiceError",
+    "call",
+    "check_call",
+    "check_output",
     "children",
     "cmdline",
     "contain_self",
@@ -117,6 +127,7 @@ __all__ = [
     "load_procfile",
     "proc",
     "reap_orphans",
+    "run",
     "snapshot",
     "spawn",
     "spawn_async",

@@ -1,0 +1,219 @@
+"""proctree.Popen: subprocess.Popen, exactly, with the command's whole tree contained.
+
+The command is the caller's own child, forked by Popen's own code
+(_posixsubprocess) with every Popen argument applied as Popen applies it. Its
+exec goes through proctree's exec step (``proctree-enter``, csrc/popen/), which
+puts the process into a cgroup of its own and then execs the command in
+place: the pid Python forked is the command's, so os.waitpid, pidfds,
+asyncio's child watchers and Popen's own wait see it, and every Popen
+attribute and method is Popen's. The cgroup is nested in the owner's holding
+tree (popenhold.py), whose keeper ends every command's tree when the owner
+dies, however it dies; when Popen reaps the command, what the command left in
+its cgroup is ended (unless keep_orphans=True).
+
+Where cgroup containment is unavailable (no writable cgroup v2, macOS), the
+command runs under a keeper instead: see docs/dropin.md (not done yet: such a
+Popen raises ContainmentUnavailable naming why).
+
+This module must never signal anything but the command (Popen's own
+send_signal) and, through popenhold, the members of the command's own cgroup.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import inspect
+import os
+import subprocess
+import threading
+import types
+from typing import Any
+
+from .._errors import ContainmentUnavailable
+from . import popenhold as _hold
+from . import realpopen as _realpopen
+
+_Base: Any = _realpopen.genuine_popen()
+_INIT_SIGNATURE = inspect.signature(_Base.__init__)
+_EXECUTE = _Base._execute_child
+_EXECUTE_SIGNATURE = inspect.signature(_EXECUTE)
+_SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
+
+# The step each _execute_child call hands to _fork_exec_via_step (per thread: Popens start concurrently).
+_local = threading.local()
+
+PREEXEC_FN_REFUSED = (
+    "proctree.Popen does not accept preexec_fn: the function would run in the forked child before it "
+    "joins its containment (and is unsafe with threads); do the setup in the command, or use "
+    "user=/group=/extra_groups=/umask=/process_group=/start_new_session=, which proctree.Popen honours"
+)
+
+
+_ID_LIMIT = 2**32 - 1  # uid_t and gid_t are 32 bits on Linux; (uid_t)-1 means "unchanged", never an id
+
+
+def _check_ids(uid: Any, gid: Any, gids: Any) -> None:
+    """The checks _posixsubprocess makes of these before it forks (they reach the step as text instead)."""
+    for value, kind in ((uid, "uid"), (gid, "gid")):
+        if value is not None and not 0 <= value < _ID_LIMIT:
+            raise OverflowError(f"{kind} is greater than maximum")
+    if gids is not None and any(not 0 <= g < _ID_LIMIT for g in gids):
+        raise ValueError("invalid group id")
+
+
+def _ids(value: Any) -> bytes:
+    return b"-" if value is None else str(int(value)).encode()
+
+
+def _groups(gids: Any) -> bytes:
+    return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
+
+
+def _fork_exec_via_step(*args: Any) -> int:
+    """_posixsubprocess.fork_exec, with the exec going through proctree-enter.
+
+    Arguments 0, 1, 3 and 13 of fork_exec (argv, the executable list, the fds
+    to keep, the error pipe's write end) are the same in every CPython this
+    supports. The step gets a copy of the error pipe above fd 2 that survives
+    its own exec (Popen's copy is close-on-exec), and reports through it what
+    _posixsubprocess would.
+    """
+    step = _local.step
+    args = list(args)
+    argv, executables, keep, errpipe = args[0], args[1], args[3], args[13]
+    report = fcntl.fcntl(errpipe, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        args[0] = [
+            _hold.ENTER,
+            str(report).encode(),
+            os.fsencode(step.procs),
+            _ids(step.uid),
+            _ids(step.gid),
+            _groups(step.gids),
+            str(len(executables)).encode(),
+            *executables,
+            b"--",
+            *argv,
+        ]
+        args[1] = (os.fsencode(_hold.ENTER),)
+        args[3] = tuple(sorted({*keep, report}))
+        return _SUBPROCESS_GLOBALS["_fork_exec"](*args)  # type: ignore[no-any-return]
+    finally:
+        os.close(report)
+
+
+def _execute_via_step() -> Any:
+    """Popen's own _execute_child, run with _fork_exec_via_step as its fork_exec and never posix_spawn.
+
+    Built per call from the subprocess module's namespace as it is then (a
+    test that patches subprocess._USE_VFORK or subprocess._fork_exec is
+    honoured).
+    """
+    names = dict(_SUBPROCESS_GLOBALS)
+    names["_USE_POSIX_SPAWN"] = False  # posix_spawn cannot exec through the step
+    real = names.get("_fork_exec")
+    names["_fork_exec"] = _fork_exec_via_step if real is not None else None
+    return types.FunctionType(_EXECUTE.__code__, names, _EXECUTE.__name__, _EXECUTE.__defaults__)
+
+
+class _Step(types.SimpleNamespace):
+    procs: str
+    uid: int | None
+    gid: int | None
+    gids: list[int] | None
+
+
+class Popen(_Base):  # type: ignore[misc,valid-type]
+    """subprocess.Popen whose command's whole process tree is contained.
+
+    Every argument, attribute and method is subprocess.Popen's. In addition
+    the command runs in a cgroup of its own: what it leaves running when it
+    exits is ended once Popen reaps it (poll, wait, communicate, the with
+    block; unless keep_orphans=True), and everything it started is ended when
+    the owner dies, however the owner dies. preexec_fn is refused
+    (ValueError): see PREEXEC_FN_REFUSED.
+    """
+
+    _proctree_cgroup: str | None = None
+    _proctree_keep = False
+
+    def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
+        if not isinstance(keep_orphans, bool):
+            raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
+        self._proctree_keep = keep_orphans
+        super().__init__(*args, **kwargs)
+
+    def _execute_child(self, *args: Any, **kwargs: Any) -> None:
+        bound = _EXECUTE_SIGNATURE.bind(self, *args, **kwargs)
+        given = bound.arguments
+        if given.get("preexec_fn") is not None:
+            raise ValueError(PREEXEC_FN_REFUSED)
+        tree = _hold.holder()
+        if tree is None:
+            raise ContainmentUnavailable(
+                errno.ENOSYS, f"proctree.Popen needs cgroup containment here: {_hold.unavailable_reason()}"
+            )
+        _check_ids(given.get("uid"), given.get("gid"), given.get("gids"))
+        path = _hold.new_cgroup(tree)
+        step = _Step(procs=_hold.procs_file(path), uid=given.get("uid"), gid=given.get("gid"), gids=given.get("gids"))
+        # The step takes the credentials after it joined the cgroup (as the new user it could not).
+        for name in ("uid", "gid", "gids"):
+            if name in given:
+                given[name] = None
+        self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
+        _local.step = step
+        try:
+            _execute_via_step()(*bound.args, **bound.kwargs)
+        except BaseException:
+            if not getattr(self, "_child_created", False):
+                self._proctree_cgroup = None
+                _hold.discard(path)
+            raise
+        finally:
+            _local.step = None
+
+    def _handle_exitstatus(self, *args: Any, **kwargs: Any) -> None:
+        # Also reached from __del__ (at interpreter exit too): nothing here may raise.
+        super()._handle_exitstatus(*args, **kwargs)
+        path = self._proctree_cgroup
+        if path is not None and self.returncode is not None:
+            self._proctree_cgroup = None
+            try:
+                _hold.after_exit(path, self._proctree_keep)
+            except Exception:  # noqa: BLE001 - the owner's death still ends it (the holding keeper)
+                pass
+
+
+Popen.__module__ = "proctree"
+Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[
+        *_INIT_SIGNATURE.parameters.values(),
+        inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+    ]
+)
+
+
+# subprocess's helpers, each running its own code with proctree.Popen for Popen.
+def _with_our_popen(fn: Any, names: dict[str, Any]) -> Any:
+    copy = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__doc__ = (
+        f"subprocess.{fn.__name__}, with the command started by proctree.Popen (contained; keep_orphans= too)."
+    )
+    copy.__module__ = "proctree"
+    copy.__qualname__ = fn.__name__
+    return copy
+
+
+_helper_names: dict[str, Any] = dict(_SUBPROCESS_GLOBALS)
+_helper_names["Popen"] = Popen
+run = _with_our_popen(_SUBPROCESS_GLOBALS["run"], _helper_names)
+call = _with_our_popen(_SUBPROCESS_GLOBALS["call"], _helper_names)
+check_call = _with_our_popen(_SUBPROCESS_GLOBALS["check_call"], _helper_names)
+check_output = _with_our_popen(_SUBPROCESS_GLOBALS["check_output"], _helper_names)
+_helper_names.update(run=run, call=call, check_call=check_call, check_output=check_output)
+
+# Keep subprocess's own names for what proctree re-exports, so code can catch them from either.
+CompletedProcess = subprocess.CompletedProcess
+PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL

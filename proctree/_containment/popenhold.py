@@ -1,0 +1,152 @@
+"""proctree.Popen's holding tree: one keeper per owner process whose cgroup holds each command's cgroup.
+
+A Popen command is the caller's own child (see popen.py): nothing of
+proctree runs between it and its parent. What ends its tree when the owner
+dies is a keeper started once per owner process (spawn(), cgroup mode) whose
+command only holds it open (``proctree-enter hold``): each Popen command
+joins a cgroup of its own nested in that keeper's cgroup, so the keeper's
+owner-death teardown (the stop signal to every member, cgroup.kill after the
+grace) reaches every command and everything it started, however the owner
+dies. While the owner lives, it ends a command's cgroup itself once it reaps
+the command (popen.py).
+
+This module must never end, kill or remove a cgroup it did not create below
+its own holding tree's cgroup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import secrets
+import subprocess
+import threading
+
+from .._errors import ContainmentUnavailable
+from . import cgroup as _cgroup
+from . import owner as _owner
+from .launch import _LINUX
+
+# proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
+ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
+
+# The prefix of a command's cgroup inside the holding tree's cgroup (cgroup.is_ours accepts these).
+COMMAND_PREFIX = _cgroup.COMMAND_PREFIX
+
+# How long a command's leftovers get between the stop signal and SIGKILL (the owner's death: the holder's grace).
+GRACE = 2.0
+
+_lock = threading.Lock()
+_holder = None  # the holding Tree, or None
+_holder_pid = 0  # the process that spawned it (a forked child needs a holder of its own)
+_unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
+_counter = itertools.count(1)
+_kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
+
+
+def unavailable_reason() -> str | None:
+    """Why commands cannot be held in cgroups in this process, or None (not known to fail)."""
+    return _unavailable[1] if _unavailable is not None and _unavailable[0] == os.getpid() else None
+
+
+def holder():
+    """The holding Tree of this process (spawned on first use), or None where cgroups are unavailable."""
+    global _holder, _holder_pid, _unavailable
+    pid = os.getpid()
+    with _lock:
+        tree = _holder
+        if tree is not None and _holder_pid == pid and not tree._keeper.exited():
+            return tree
+        if _unavailable is not None and _unavailable[0] == pid:
+            return None
+        if not _LINUX:
+            _unavailable = (pid, "cgroups are Linux-only")
+            return None
+        if not os.access(ENTER, os.X_OK):
+            _unavailable = (pid, f"proctree's exec step {ENTER} is missing (the installation is incomplete)")
+            return None
+        from .spawn import spawn
+
+        try:
+            tree = spawn(
+                [ENTER, "hold"],
+                contain="cgroup",
+                grace=GRACE,
+                tag="popen",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except ContainmentUnavailable as exc:
+            _unavailable = (pid, str(exc))
+            return None
+        _holder, _holder_pid = tree, pid
+        return tree
+
+
+def held_pids() -> set[int]:
+    """The holding tree's keeper and hold process, in this process (what a leak check must not count)."""
+    tree = _holder
+    if tree is None or _holder_pid != os.getpid():
+        return set()
+    return {p for p in (tree.keeper_pid, tree.pid) if p is not None}
+
+
+def new_cgroup(tree) -> str:
+    """A fresh, empty cgroup for one command, nested in the holding tree's cgroup. Raises OSError."""
+    if _kept:
+        _remove_empty_kept()
+    path = os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
+    os.mkdir(path)
+    return path
+
+
+def procs_file(path: str) -> str:
+    return os.path.join(path, "cgroup.procs")
+
+
+def discard(path: str) -> None:
+    """Remove a command cgroup nothing ever joined (the start failed before the command ran)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def after_exit(path: str, keep_orphans: bool) -> None:
+    """The command in path was reaped: end what it left (unless keep_orphans) and remove the cgroup.
+
+    Nothing left (the usual case) costs one rmdir. Leftovers are ended by a
+    thread of their own, polite first (the stop signal, SIGKILL after GRACE),
+    so that poll() and wait() return at once.
+    """
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass  # EBUSY: something is still in it
+    if keep_orphans:
+        _kept.append(path)
+        return
+    threading.Thread(target=end_now, args=(path, GRACE), name="proctree-popen-leftovers", daemon=True).start()
+
+
+def end_now(path: str, grace: float) -> None:
+    """End every process in the command cgroup at path (stop signal, then SIGKILL after grace) and remove it."""
+    with contextlib.suppress(OSError, ValueError):
+        _owner.end_cgroup(path, grace)
+    with contextlib.suppress(OSError, ValueError):
+        _cgroup.remove(path, timeout=1.0)
+
+
+def _remove_empty_kept() -> None:
+    for path in list(_kept):
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(ValueError):
+            _kept.remove(path)
