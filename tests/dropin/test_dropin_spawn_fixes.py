@@ -1,4 +1,4 @@
-"""spawn() with some of fds 0-2 closed, and with subprocess.Popen patched before the first spawn.
+"""spawn() and proctree.Popen with some of fds 0-2 closed, and with subprocess.Popen patched before the first spawn.
 
 Each case runs in a child interpreter of its own: closing the test process's
 own std fds, or patching its subprocess module, would disturb pytest.
@@ -55,6 +55,8 @@ CALLS = {
     "spawn_async": "async def main():\n    tree = await proctree.spawn_async(['true'], stdout=subprocess.DEVNULL)\n"
     "    assert tree.wait() == 0\nasyncio.run(main())",
     "spawn_pty": "tree = proctree.spawn(['true'], pty=True)\nassert tree.wait() == 0",
+    "popen": "p = proctree.Popen(['echo', 'hi'], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)\n"
+    "assert p.communicate()[0] == b'hi\\n'\nassert p.wait() == 0",
 }
 
 
@@ -86,7 +88,7 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("extra", [""], ids=["spawn"])
+@pytest.mark.parametrize("extra", ["", "p = proctree.Popen(['true']); assert p.wait() == 0"], ids=["spawn", "popen"])
 def test_spawn_immune_to_patched_popen(extra):
     out = run_script(PATCHED.format(extra=extra))
     assert out.returncode == 0, out.stderr
