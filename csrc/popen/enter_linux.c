@@ -36,7 +36,8 @@ extern char **environ;
 #define MAX_GROUPS 65536
 
 /* Returns nothing: writes s whole (or as much as the pipe takes) to fd. */
-static void put(int fd, const char *s) {
+static void put(int fd, const char *s)
+{
     size_t n = strlen(s);
     while (n > 0) {
         ssize_t w = write(fd, s, n);
@@ -50,7 +51,8 @@ static void put(int fd, const char *s) {
 }
 
 /* Returns nothing: writes "OSError:<hex code>:<tail>" to fd. */
-static void report_errno(int fd, int code, const char *tail) {
+static void report_errno(int fd, int code, const char *tail)
+{
     char buf[64];
     char hex[16];
     int i = 0;
@@ -71,7 +73,8 @@ static void report_errno(int fd, int code, const char *tail) {
 }
 
 /* Returns 0 and the value in *out, or -1 for a field that is not a decimal number. */
-static int parse_id(const char *s, long *out) {
+static int parse_id(const char *s, long *out)
+{
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -82,7 +85,8 @@ static int parse_id(const char *s, long *out) {
 }
 
 /* Returns 0, or -errno from the write into cgroup.procs. */
-static int join_cgroup(const char *procs) {
+static int join_cgroup(const char *procs)
+{
     int fd = open(procs, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -96,7 +100,8 @@ static int join_cgroup(const char *procs) {
 }
 
 /* Returns 0, or -errno from setgroups(); "g" with no numbers clears the groups. */
-static int set_groups(const char *spec) {
+static int set_groups(const char *spec)
+{
     static gid_t gids[MAX_GROUPS];
     size_t n = 0;
     const char *p = spec + 1;
@@ -115,13 +120,15 @@ static int set_groups(const char *spec) {
 }
 
 /* Returns only on a signal it does not die of (never, under the holding keeper). */
-static int hold(void) {
+static int hold(void)
+{
     for (;;)
         pause();
     return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc == 2 && strcmp(argv[1], "hold") == 0)
         return hold();
     if (argc < 9)

@@ -52,7 +52,9 @@ _keeper_classes: dict[type, type[subprocess.Popen]] = {}
 
 def _KeeperPopen(holder: list[subprocess.Popen], *args: Any, **kwargs: Any) -> subprocess.Popen:
     """Start the keeper with the genuine Popen (a patched subprocess.Popen is never used for it)."""
-    return _keeper_popen_class()(holder, *args, **kwargs)
+    cls: Any = _keeper_popen_class()
+    popen: subprocess.Popen = cls(holder, *args, **kwargs)
+    return popen
 
 
 # Signals whose Python handlers (KeyboardInterrupt's, an application's SIGTERM handler that raises

@@ -80,11 +80,11 @@ def _fork_exec_via_step(*args: Any) -> int:
     _posixsubprocess would.
     """
     step = _local.step
-    args = list(args)
-    argv, executables, keep, errpipe = args[0], args[1], args[3], args[13]
+    call = list(args)
+    argv, executables, keep, errpipe = call[0], call[1], call[3], call[13]
     report = fcntl.fcntl(errpipe, fcntl.F_DUPFD_CLOEXEC, 3)
     try:
-        args[0] = [
+        call[0] = [
             _hold.ENTER,
             str(report).encode(),
             os.fsencode(step.procs),
@@ -96,9 +96,10 @@ def _fork_exec_via_step(*args: Any) -> int:
             b"--",
             *argv,
         ]
-        args[1] = (os.fsencode(_hold.ENTER),)
-        args[3] = tuple(sorted({*keep, report}))
-        return _SUBPROCESS_GLOBALS["_fork_exec"](*args)  # type: ignore[no-any-return]
+        call[1] = (os.fsencode(_hold.ENTER),)
+        call[3] = tuple(sorted({*keep, report}))
+        pid: int = _SUBPROCESS_GLOBALS["_fork_exec"](*call)
+        return pid
     finally:
         os.close(report)
 
@@ -124,7 +125,7 @@ class _Step(types.SimpleNamespace):
     gids: list[int] | None
 
 
-class Popen(_Base):  # type: ignore[misc,valid-type]
+class Popen(_Base):
     """subprocess.Popen whose command's whole process tree is contained.
 
     Every argument, attribute and method is subprocess.Popen's. In addition

@@ -46,4 +46,5 @@ def genuine_popen() -> type[subprocess.Popen]:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             _private = module
-        return _private.Popen  # type: ignore[no-any-return]
+        popen: type[subprocess.Popen] = _private.Popen
+        return popen

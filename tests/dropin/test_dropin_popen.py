@@ -10,8 +10,9 @@ import textwrap
 import time
 import warnings
 
-import proctree
 import pytest
+
+import proctree
 from proctree._containment import popenhold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
@@ -90,8 +91,11 @@ def test_in_a_cgroup_of_its_own():
 
 
 def test_terminate_sends_one_signal_and_returns():
-    p = proctree.Popen(["sh", "-c", "trap 'echo term; exit 3' TERM; echo up; while :; do sleep 0.05; done"],
-                       stdout=subprocess.PIPE, text=True)
+    p = proctree.Popen(
+        ["sh", "-c", "trap 'echo term; exit 3' TERM; echo up; while :; do sleep 0.05; done"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout.readline() == "up\n"
     p.terminate()
     assert p.stdout.readline() == "term\n"
@@ -141,7 +145,12 @@ def test_dropped_running_child_warns():
 def test_user_group_umask_process_group():
     out = proctree.check_output(
         ["sh", "-c", "id -u; id -g; umask; ps -o pgid= -p $$"],
-        user=65534, group=65534, extra_groups=[], umask=0o027, process_group=0, text=True,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        umask=0o027,
+        process_group=0,
+        text=True,
     )
     uid, gid, mask, pgid = out.split()
     assert (uid, gid, mask) == ("65534", "65534", "0027")
@@ -168,7 +177,10 @@ sys.stdin.read()
 def test_the_tree_dies_with_the_owner(how):
     owner = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(OWNER)],
-        env=dict(os.environ, PYTHONPATH=ROOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         command, orphan = map(int, owner.stdout.readline().split())

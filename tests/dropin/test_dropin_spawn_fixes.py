@@ -10,8 +10,9 @@ import sys
 import textwrap
 import time
 
-import proctree
 import pytest
+
+import proctree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 
