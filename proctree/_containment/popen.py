@@ -70,24 +70,42 @@ def _groups(gids: Any) -> bytes:
     return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
 
 
+def _above_stdio(fd: int) -> int:
+    """fd moved above 2 (a std stream closed by the caller must not be taken)."""
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
+
+
 def _fork_exec_via_step(*args: Any) -> int:
-    """_posixsubprocess.fork_exec, with the exec going through proctree-enter.
+    """_posixsubprocess.fork_exec, with the exec going through proctree-enter; returns the command's pid.
 
     Arguments 0, 1, 3 and 13 of fork_exec (argv, the executable list, the fds
     to keep, the error pipe's write end) are the same in every CPython this
-    supports. The step gets a copy of the error pipe above fd 2 that survives
-    its own exec (Popen's copy is close-on-exec), and reports through it what
-    _posixsubprocess would.
+    supports. The step (X, forked by _posixsubprocess) clones the command (Y)
+    into its cgroup as our own child, reports Y's pid on a pipe and exits; X
+    is reaped here and Y's pid is what Popen gets. The step has a copy of the
+    error pipe above fd 2 that survives its own exec (Popen's copy is
+    close-on-exec), and reports through it what _posixsubprocess would.
     """
     step = _local.step
     call = list(args)
     argv, executables, keep, errpipe = call[0], call[1], call[3], call[13]
     report = fcntl.fcntl(errpipe, fcntl.F_DUPFD_CLOEXEC, 3)
+    pid_r = pid_w = -1
     try:
+        r, w = os.pipe()
+        pid_r, pid_w = _above_stdio(r), _above_stdio(w)
         call[0] = [
             _hold.ENTER,
             str(report).encode(),
-            os.fsencode(step.procs),
+            str(pid_w).encode(),
+            os.fsencode(step.cgroup),
+            b"1" if step.setsid else b"0",
+            _ids(step.pgid),
             _ids(step.uid),
             _ids(step.gid),
             _groups(step.gids),
@@ -97,11 +115,30 @@ def _fork_exec_via_step(*args: Any) -> int:
             *argv,
         ]
         call[1] = (os.fsencode(_hold.ENTER),)
-        call[3] = tuple(sorted({*keep, report}))
-        pid: int = _SUBPROCESS_GLOBALS["_fork_exec"](*call)
-        return pid
+        call[3] = tuple(sorted({*keep, report, pid_w}))
+        first: int = _SUBPROCESS_GLOBALS["_fork_exec"](*call)
+    except BaseException:
+        if pid_r >= 0:
+            os.close(pid_r)
+        raise
     finally:
         os.close(report)
+        if pid_w >= 0:
+            os.close(pid_w)
+    try:
+        data = b""
+        while True:
+            part = os.read(pid_r, 64)
+            if not part:
+                break
+            data += part
+    finally:
+        os.close(pid_r)
+        try:
+            os.waitpid(first, 0)  # the step, which exited once the command existed (or failed before)
+        except ChildProcessError:
+            pass  # reaped by someone else (a waitpid(-1) child watcher): it is gone either way
+    return int(data) if data.strip() else first
 
 
 def _execute_via_step() -> Any:
@@ -119,7 +156,9 @@ def _execute_via_step() -> Any:
 
 
 class _Step(types.SimpleNamespace):
-    procs: str
+    cgroup: str
+    setsid: bool
+    pgid: int | None
     uid: int | None
     gid: int | None
     gids: list[int] | None
@@ -157,11 +196,22 @@ class Popen(_Base):
             )
         _check_ids(given.get("uid"), given.get("gid"), given.get("gids"))
         path = _hold.new_cgroup(tree)
-        step = _Step(procs=_hold.procs_file(path), uid=given.get("uid"), gid=given.get("gid"), gids=given.get("gids"))
-        # The step takes the credentials after it joined the cgroup (as the new user it could not).
-        for name in ("uid", "gid", "gids"):
+        pgid = given.get("process_group", -1)
+        step = _Step(
+            cgroup=path,
+            setsid=bool(given.get("start_new_session")),
+            pgid=None if pgid is None or pgid < 0 else pgid,
+            uid=given.get("uid"),
+            gid=given.get("gid"),
+            gids=given.get("gids"),
+        )
+        # The command (the step's clone) takes the session, group and credentials itself: the step
+        # that clones it must still be the caller's to start a process in the cgroup.
+        for name, unchanged in (("uid", None), ("gid", None), ("gids", None), ("start_new_session", False)):
             if name in given:
-                given[name] = None
+                given[name] = unchanged
+        if "process_group" in given:
+            given["process_group"] = -1
         self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
         _local.step = step
         try:

@@ -8,7 +8,9 @@ joins a cgroup of its own nested in that keeper's cgroup, so the keeper's
 owner-death teardown (the stop signal to every member, cgroup.kill after the
 grace) reaches every command and everything it started, however the owner
 dies. While the owner lives, it ends a command's cgroup itself once it reaps
-the command (popen.py).
+the command (popen.py). The command is born in its cgroup (proctree-enter
+clones it there), never moved: a move waits for an RCU grace period, several
+milliseconds each time.
 
 This module must never end, kill or remove a cgroup it did not create below
 its own holding tree's cgroup.
@@ -100,10 +102,6 @@ def new_cgroup(tree) -> str:
     path = os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
     os.mkdir(path)
     return path
-
-
-def procs_file(path: str) -> str:
-    return os.path.join(path, "cgroup.procs")
 
 
 def discard(path: str) -> None:
