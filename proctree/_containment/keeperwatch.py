@@ -47,7 +47,7 @@ _KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 class _Watched:
     """One keeper: its pid, what wakes us when it exits, and the callback's owner."""
 
-    __slots__ = ("pid", "pidfd", "owner", "callback", "settled")
+    __slots__ = ("pid", "pidfd", "owner", "callback", "settled", "resume")
 
     def __init__(
         self,
@@ -56,12 +56,14 @@ class _Watched:
         owner: Any,
         callback: Callable[[Any], None],
         settled: Callable[[Any], bool] | None,
+        resume: bool = True,
     ) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.owner = owner
         self.callback = callback
         self.settled = settled
+        self.resume = resume  # continue it when stopped (keepers; never a proctree.Popen command)
 
 
 class KeeperWatch:
@@ -83,8 +85,12 @@ class KeeperWatch:
         owner: Any,
         callback: Callable[[Any], None],
         settled: Callable[[Any], bool] | None = None,
+        resume: bool = True,
     ) -> None:
         """Watch the keeper pid (an unreaped child of ours) for owner; callback(owner) when it exits.
+
+        resume=False: never continue it when it is stopped (a proctree.Popen
+        command, which its owner may stop on purpose, is watched here too).
 
         settled(owner), if given, is asked first, on the watch's own thread:
         it must not block, and True means the exit needs nothing more (the
@@ -94,7 +100,7 @@ class KeeperWatch:
         """
         pidfd = _pidfd(pid)
         with self._lock:
-            self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled)
+            self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled, resume)
             if self._thread is None:
                 self._start()
             elif self._kq is not None:
@@ -160,13 +166,13 @@ class KeeperWatch:
                     return
             for fd in closing:
                 _close(fd)
-            can_resume = _CAN_RESUME and any(w.pidfd is not None for w in watched)
+            can_resume = _CAN_RESUME and any(w.pidfd is not None and w.resume for w in watched)
             proven, maybe = self._wait(watched, _STOP_CHECK if can_resume else None if watched else _LINGER)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
             if can_resume and time.monotonic() - checked >= _STOP_CHECK:
                 checked = time.monotonic()
-                self._resume_stopped([w for w in watched if w not in proven])
+                self._resume_stopped([w for w in watched if w not in proven and w.resume])
 
     def _resume_stopped(self, watched: list[_Watched]) -> None:
         """SIGCONT each keeper that is stopped, by its pidfd, while it is still watched.

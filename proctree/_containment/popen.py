@@ -223,6 +223,8 @@ class Popen(_Base):
             raise
         finally:
             _local.step = None
+        if self.returncode is None:
+            _hold.watch(self.pid, path, self._proctree_keep)
 
     def _handle_exitstatus(self, *args: Any, **kwargs: Any) -> None:
         # Also reached from __del__ (at interpreter exit too): nothing here may raise.
@@ -231,7 +233,7 @@ class Popen(_Base):
         if path is not None and self.returncode is not None:
             self._proctree_cgroup = None
             try:
-                _hold.after_exit(path, self._proctree_keep)
+                _hold.reaped(self.pid, path, self._proctree_keep)
             except Exception:  # noqa: BLE001 - the owner's death still ends it (the holding keeper)
                 pass
 

@@ -110,32 +110,83 @@ def discard(path: str) -> None:
         os.rmdir(path)
 
 
+def watch(pid: int, path: str, keep_orphans: bool) -> None:
+    """Watch the command pid (our unreaped child) so that what it leaves is ended the moment it exits.
+
+    Without this, leftovers would wait for Popen to reap the command, which
+    an owner that never waits, or asyncio (its child watcher reaps, not
+    Popen), never does. The keeper watch's thread holds a pidfd on it and
+    never reaps it, nor continues it when it is stopped.
+    """
+    from .keeperproc import _keeper_watch
+
+    _keeper_watch().watch(pid, (path, keep_orphans), _end_left, _settled, resume=False)
+
+
+def reaped(pid: int, path: str, keep_orphans: bool) -> None:
+    """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
+    from .keeperproc import _keeper_watch
+
+    _keeper_watch().forget(pid)
+    after_exit(path, keep_orphans)
+
+
+def _settled(owner: tuple[str, bool]) -> bool:
+    """On the watch's thread, never blocking: True once nothing more is to be done for the exited command."""
+    path, keep_orphans = owner
+    return _settle(path, keep_orphans)
+
+
+def _end_left(owner: tuple[str, bool]) -> None:
+    end_now(owner[0], GRACE)
+
+
+def _settle(path: str, keep_orphans: bool) -> bool:
+    """Remove the cgroup if it is empty (or leave it to _kept); False: something in it must be ended."""
+    try:
+        os.rmdir(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass  # EBUSY: something is still in it
+    if keep_orphans:
+        with _lock:
+            if path not in _kept:
+                _kept.append(path)
+        return True
+    return False
+
+
 def after_exit(path: str, keep_orphans: bool) -> None:
-    """The command in path was reaped: end what it left (unless keep_orphans) and remove the cgroup.
+    """The command in path has exited: end what it left (unless keep_orphans) and remove the cgroup.
 
     Nothing left (the usual case) costs one rmdir. Leftovers are ended by a
     thread of their own, polite first (the stop signal, SIGKILL after GRACE),
     so that poll() and wait() return at once.
     """
-    try:
-        os.rmdir(path)
-        return
-    except FileNotFoundError:
-        return
-    except OSError:
-        pass  # EBUSY: something is still in it
-    if keep_orphans:
-        _kept.append(path)
+    if _settle(path, keep_orphans):
         return
     threading.Thread(target=end_now, args=(path, GRACE), name="proctree-popen-leftovers", daemon=True).start()
 
 
+_ending: set[str] = set()  # command cgroups being ended: each member gets the stop signal once
+
+
 def end_now(path: str, grace: float) -> None:
     """End every process in the command cgroup at path (stop signal, then SIGKILL after grace) and remove it."""
-    with contextlib.suppress(OSError, ValueError):
-        _owner.end_cgroup(path, grace)
-    with contextlib.suppress(OSError, ValueError):
-        _cgroup.remove(path, timeout=1.0)
+    with _lock:
+        if path in _ending:
+            return
+        _ending.add(path)
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            _owner.end_cgroup(path, grace)
+        with contextlib.suppress(OSError, ValueError):
+            _cgroup.remove(path, timeout=1.0)
+    finally:
+        with _lock:
+            _ending.discard(path)
 
 
 def _remove_empty_kept() -> None:

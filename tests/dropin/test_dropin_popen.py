@@ -230,3 +230,22 @@ def test_born_in_its_cgroup_without_a_migration_wait():
         proctree.Popen(["true"]).wait()
         times.append(time.monotonic() - t0)
     assert min(times) < 0.5
+
+
+def test_leftovers_end_when_the_command_exits_even_unreaped():
+    p = proctree.Popen(["sh", "-c", "setsid sleep 300 & echo $!"], stdout=subprocess.PIPE)
+    orphan = int(p.stdout.readline())
+    p.stdout.close()
+    assert wait_gone(orphan), "the orphan outlived its command, which nobody reaped"
+    with open(f"/proc/{p.pid}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "Z"  # the command itself is left for Popen to reap
+    assert p.wait() == 0
+
+
+def test_a_stopped_command_stays_stopped():
+    with proctree.Popen(["sleep", "30"]) as p:
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(1.2)  # the watch looks for stopped keepers twice a second; a command is not one
+        with open(f"/proc/{p.pid}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+        p.kill()
