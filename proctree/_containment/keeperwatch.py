@@ -122,7 +122,8 @@ class KeeperWatch:
 
     # -- the thread -----------------------------------------------------------
     def _start(self) -> None:
-        self._wake_r, self._wake_w = os.pipe()
+        r, w = os.pipe()
+        self._wake_r, self._wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
         os.set_blocking(self._wake_w, False)
         if sys.platform == "darwin":
             self._kq = select.kqueue()
@@ -298,7 +299,7 @@ def _pidfd(pid: int) -> int | None:
     """A pidfd on our child pid (it cannot be reused before we reap it), or None where there are none."""
     if _LINUX and hasattr(os, "pidfd_open") and not os.environ.get("PROCTREE_NO_PIDFD"):
         try:
-            return os.pidfd_open(pid)
+            return _fds.above_stdio(os.pidfd_open(pid))  # held until it exits: never on a std fd
         except OSError:
             return None
     return None

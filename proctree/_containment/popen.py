@@ -30,6 +30,7 @@ import threading
 import types
 from typing import Any
 
+from .. import _fds
 from .._errors import ContainmentUnavailable
 from . import popenhold as _hold
 from . import realpopen as _realpopen
@@ -70,16 +71,6 @@ def _groups(gids: Any) -> bytes:
     return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
 
 
-def _above_stdio(fd: int) -> int:
-    """fd moved above 2 (a std stream closed by the caller must not be taken)."""
-    if fd > 2:
-        return fd
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    finally:
-        os.close(fd)
-
-
 def _fork_exec_via_step(*args: Any) -> int:
     """_posixsubprocess.fork_exec, with the exec going through proctree-enter; returns the command's pid.
 
@@ -98,7 +89,7 @@ def _fork_exec_via_step(*args: Any) -> int:
     pid_r = pid_w = -1
     try:
         r, w = os.pipe()
-        pid_r, pid_w = _above_stdio(r), _above_stdio(w)
+        pid_r, pid_w = _fds.above_stdio(r), _fds.above_stdio(w)
         call[0] = [
             _hold.ENTER,
             str(report).encode(),

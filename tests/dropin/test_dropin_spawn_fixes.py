@@ -118,3 +118,35 @@ def test_report_time():
     t0 = time.monotonic()
     run_script("pass")
     assert time.monotonic() - t0 < 10
+
+
+RESTORED = """
+import os, subprocess, sys, time
+import proctree
+{warm}
+saved = [os.dup(1), os.dup(2)]
+os.close(1)
+os.close(2)
+{call}
+os.dup2(saved[0], 1)  # the caller takes its streams back: whatever proctree held on 1 or 2 is gone
+os.dup2(saved[1], 2)
+time.sleep(0.3)  # the watch closes what it held once the command has exited
+os.write(1, b"still here\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "p = proctree.Popen(['true'], stdout=subprocess.PIPE, stderr=subprocess.PIPE); p.communicate()",
+        "t = proctree.spawn(['true'], stdout=subprocess.PIPE, stderr=subprocess.PIPE); t.wait()",
+    ],
+    ids=["popen", "spawn"],
+)
+@pytest.mark.parametrize("warm", ["", "proctree.spawn(['true']).wait()"], ids=["cold", "warm"])
+def test_held_descriptors_stay_off_std_fds(call, warm):
+    # The keeper watch's pidfd (and its wake pipe) landed on a closed fd 1 or 2; the caller's dup2 then
+    # replaced it, and the watch closing "its" fd closed the caller's stdout (CPython's test_close_fds_1_2).
+    out = run_script(RESTORED.format(call=call, warm=warm))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "still here\n"
