@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._containment.asyncpopen import create_subprocess_exec, create_subprocess_shell
     from ._containment.popen import Popen, call, check_call, check_output, run
     from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import Tree, spawn, spawn_async
@@ -62,6 +63,8 @@ _LAZY = {
     "reap_orphans": "._reaper.reap",
     "contain_self": "._containment.selfcontain",
     "Popen": "._containment.popen",
+    "create_subprocess_exec": "._containment.asyncpopen",
+    "create_subprocess_shell": "._containment.asyncpopen",
     "run": "._containment.popen",
     "call": "._containment.popen",
     "check_call": "._containment.popen",
@@ -121,6 +124,8 @@ __all__ = [
     "children",
     "cmdline",
     "contain_self",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
     "descendants",
     "environ",
     "find_orphans",

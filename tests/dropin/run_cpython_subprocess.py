@@ -1,4 +1,4 @@
-"""Run CPython's own test suite for subprocess (or asyncio's subprocess tests) with proctree.Popen as subprocess.Popen.
+"""Run CPython's own test suite for subprocess (or asyncio's subprocess tests) with proctree's drop-ins.
 
     python tests/dropin/run_cpython_subprocess.py [--stock] [--suite test_subprocess|asyncio] [--json FILE]
 
@@ -7,7 +7,10 @@ test.test_asyncio.test_subprocess). subprocess.Popen is replaced by
 proctree.Popen before the test module is imported, and so is every name the
 test module took from subprocess (so run(), call(), check_output() and
 asyncio's transports, which look Popen up in subprocess at call time, start
-proctree.Popen too). --stock runs the same suite unpatched: the baseline.
+proctree.Popen too). With --suite asyncio, asyncio.create_subprocess_exec and
+_shell are also replaced by proctree's (the tests that call the loop's
+subprocess_exec directly get proctree.Popen through asyncio's transport).
+--stock runs the same suite unpatched: the baseline.
 
 After each test, the runner checks that nothing the test started is left
 running: no command cgroup of proctree.Popen's holding tree is still
@@ -115,6 +118,19 @@ def patch_popen(module_name: str, cls: type) -> None:
             setattr(module, name, cls)
 
 
+def patch_asyncio(module_name: str) -> None:
+    """asyncio.create_subprocess_exec/_shell (where the tests look them up) -> proctree's."""
+    import asyncio
+    import asyncio.subprocess
+
+    import proctree
+
+    for owner in (asyncio, asyncio.subprocess, importlib.import_module(module_name)):
+        for name in ("create_subprocess_exec", "create_subprocess_shell"):
+            if hasattr(owner, name):
+                setattr(owner, name, getattr(proctree, name))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stock", action="store_true", help="run unpatched (the baseline)")
@@ -130,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         import proctree
 
         patch_popen(module_name, proctree.Popen)
+        if args.suite == "asyncio":
+            patch_asyncio(module_name)
     module = importlib.import_module(module_name)
     suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     check = LeakCheck(patched=not (args.stock or args.naive))

@@ -1,4 +1,4 @@
-"""CPython's own test_subprocess, run with subprocess.Popen replaced by proctree.Popen (tests/dropin/run_cpython_subprocess.py).
+"""CPython's own test_subprocess and asyncio's subprocess tests, run with proctree's drop-ins (tests/dropin/run_cpython_subprocess.py).
 
 Every test passes but those that need preexec_fn, which proctree.Popen refuses
 (its function would run in the forked child before the child joins its
@@ -31,6 +31,23 @@ EXPECTED_FAILURES = {
 }
 
 
+# test.test_asyncio.test_subprocess, with asyncio.create_subprocess_exec/_shell replaced by proctree's
+_POPEN_ERROR = (
+    "it patches subprocess.Popen with a mock and expects create_subprocess_exec to use it; proctree's "
+    "drop-ins use the genuine Popen whatever subprocess.Popen names (a patched Popen must not break them)"
+)
+EXPECTED_ASYNCIO_FAILURES = {
+    f"{watcher}.{test}": _POPEN_ERROR
+    for watcher in (
+        "SubprocessFastWatcherTests",
+        "SubprocessPidfdWatcherTests",
+        "SubprocessSafeWatcherTests",
+        "SubprocessThreadedWatcherTests",
+    )
+    for test in ("test_popen_error", "test_popen_error_with_stdin_pipe")
+}
+
+
 def _have_test_package() -> bool:
     try:
         import test.test_subprocess  # noqa: F401
@@ -39,14 +56,12 @@ def _have_test_package() -> bool:
     return True
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
-@pytest.mark.skipif(not _have_test_package(), reason="this interpreter has no test package (python3-test)")
-def test_cpython_test_subprocess_with_proctree_popen(tmp_path):
+def _run(tmp_path, suite: str) -> dict:
     out = tmp_path / "result.json"
     root = os.path.dirname(os.path.dirname(HERE))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run(
-        [sys.executable, RUNNER, "--json", str(out)],
+        [sys.executable, RUNNER, "--suite", suite, "--json", str(out)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -54,9 +69,32 @@ def test_cpython_test_subprocess_with_proctree_popen(tmp_path):
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+needs_cgroups = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)"
+)
+needs_tests = pytest.mark.skipif(not _have_test_package(), reason="this interpreter has no test package")
+
+
+@needs_cgroups
+@needs_tests
+def test_cpython_test_subprocess_with_proctree_popen(tmp_path):
+    result = _run(tmp_path, "test_subprocess")
     failed = {k.removeprefix("test.test_subprocess."): v for k, v in result["failed"].items()}
     unexpected = {k: v for k, v in failed.items() if k not in EXPECTED_FAILURES}
     assert not unexpected, unexpected
     assert result["leaks"] == []
     assert result["run"] > 300
+
+
+@needs_cgroups
+@needs_tests
+def test_cpython_asyncio_subprocess_with_proctree(tmp_path):
+    result = _run(tmp_path, "asyncio")
+    failed = {k.removeprefix("test.test_asyncio.test_subprocess."): v for k, v in result["failed"].items()}
+    unexpected = {k: v for k, v in failed.items() if k not in EXPECTED_ASYNCIO_FAILURES}
+    assert not unexpected, unexpected
+    assert result["leaks"] == []
+    assert result["run"] > 100
