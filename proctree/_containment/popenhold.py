@@ -47,6 +47,16 @@ _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
 
 
+def _after_fork_in_child() -> None:
+    """A forked child starts afresh: the holding tree is the parent's (its keeper watches the parent), and a
+    lock another thread held at the fork would never be released."""
+    global _lock, _holder, _holder_pid
+    _lock = threading.Lock()
+    _holder, _holder_pid = None, 0
+    _kept.clear()
+    _ending.clear()
+
+
 def unavailable_reason() -> str | None:
     """Why commands cannot be held in cgroups in this process, or None (not known to fail)."""
     return _unavailable[1] if _unavailable is not None and _unavailable[0] == os.getpid() else None
@@ -199,3 +209,7 @@ def _remove_empty_kept() -> None:
             continue
         with contextlib.suppress(ValueError):
             _kept.remove(path)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -249,3 +249,31 @@ def test_a_stopped_command_stays_stopped():
         with open(f"/proc/{p.pid}/stat") as f:
             assert f.read().rsplit(")", 1)[1].split()[0] == "T"
         p.kill()
+
+
+def test_without_cgroups_it_says_why(monkeypatch):
+    monkeypatch.setattr(popenhold, "_unavailable", (os.getpid(), "no writable cgroup v2 (for this test)"))
+    monkeypatch.setattr(popenhold, "_holder", None)
+    with pytest.raises(proctree.ContainmentUnavailable, match="no writable cgroup v2"):
+        proctree.Popen(["true"])
+
+
+def test_a_forked_child_gets_a_holding_tree_of_its_own():
+    proctree.Popen(["true"]).wait()
+    parent_holder = popenhold.holder()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its Popen's cgroup, end its own holding tree, and leave at once
+        try:
+            out = proctree.check_output(["cat", "/proc/self/cgroup"])
+            os.write(w, out)
+            tree = popenhold.holder()
+            tree.terminate()
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    assert "/cmd-" in out
+    assert os.path.basename(parent_holder.cgroup) not in out
