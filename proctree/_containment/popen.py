@@ -33,6 +33,7 @@ from typing import Any
 from .. import _fds
 from .._errors import ContainmentUnavailable
 from . import popenhold as _hold
+from . import popenmarked as _marked
 from . import realpopen as _realpopen
 
 _Base: Any = _realpopen.genuine_popen()
@@ -166,7 +167,7 @@ class Popen(_Base):
     (ValueError): see PREEXEC_FN_REFUSED.
     """
 
-    _proctree_cgroup: str | None = None
+    _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
 
     def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
@@ -183,8 +184,11 @@ class Popen(_Base):
         tree = _hold.holder()
         if tree is None:
             raise ContainmentUnavailable(
-                errno.ENOSYS, f"proctree.Popen needs cgroup containment here: {_hold.unavailable_reason()}"
+                errno.ENOSYS, f"proctree.Popen cannot contain a command here: {_hold.unavailable_reason()}"
             )
+        if tree.mode != "cgroup":
+            self._execute_marked(tree, bound)
+            return
         _check_ids(given.get("uid"), given.get("gid"), given.get("gids"))
         path = _hold.new_cgroup(tree)
         pgid = given.get("process_group", -1)
@@ -216,6 +220,16 @@ class Popen(_Base):
             _local.step = None
         if self.returncode is None:
             _hold.watch(self.pid, path, self._proctree_keep)
+
+    def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
+        """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""
+        env, own = _marked.environment(bound.arguments.get("env"), tree)
+        bound.arguments["env"] = env
+        _EXECUTE(*bound.args, **bound.kwargs)
+        if self.returncode is None:
+            left = _marked.MarkedLeft(own, _marked.started(self.pid), self._proctree_keep)
+            self._proctree_cgroup = left
+            _hold.watch(self.pid, left, self._proctree_keep)
 
     def _handle_exitstatus(self, *args: Any, **kwargs: Any) -> None:
         # Also reached from __del__ (at interpreter exit too): nothing here may raise.

@@ -24,6 +24,7 @@ import os
 import secrets
 import subprocess
 import threading
+from typing import Any
 
 from .._errors import ContainmentUnavailable
 from . import cgroup as _cgroup
@@ -45,6 +46,8 @@ _holder_pid = 0  # the process that spawned it (a forked child needs a holder of
 _unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
 _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
+_force_session = False  # tests: the marked fallback even where cgroups work
+_why_marked: dict[int, str | None] = {}  # owner pid -> why its commands are marked, not in cgroups (None: they are)
 
 
 def _after_fork_in_child() -> None:
@@ -57,13 +60,24 @@ def _after_fork_in_child() -> None:
     _ending.clear()
 
 
+def marked_reason() -> str | None:
+    """Why this process's commands are found by marker rather than held in cgroups, or None."""
+    return _why_marked.get(os.getpid())
+
+
 def unavailable_reason() -> str | None:
     """Why commands cannot be held in cgroups in this process, or None (not known to fail)."""
     return _unavailable[1] if _unavailable is not None and _unavailable[0] == os.getpid() else None
 
 
 def holder():
-    """The holding Tree of this process (spawned on first use), or None where cgroups are unavailable."""
+    """The holding Tree of this process (spawned on first use), or None where no mode works here.
+
+    Its mode is "cgroup" where a writable cgroup v2 allows (every command in a
+    cgroup nested in the holder's), else "session": commands then carry the
+    holder's marker chain (popenmarked.py), which its keeper follows on the
+    owner's death.
+    """
     global _holder, _holder_pid, _unavailable
     pid = os.getpid()
     with _lock:
@@ -72,28 +86,32 @@ def holder():
             return tree
         if _unavailable is not None and _unavailable[0] == pid:
             return None
-        if not _LINUX:
-            _unavailable = (pid, "cgroups are Linux-only")
-            return None
-        if not os.access(ENTER, os.X_OK):
-            _unavailable = (pid, f"proctree's exec step {ENTER} is missing (the installation is incomplete)")
-            return None
         from .spawn import spawn
 
-        try:
-            tree = spawn(
-                [ENTER, "hold"],
-                contain="cgroup",
-                grace=GRACE,
-                tag="popen",
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except ContainmentUnavailable as exc:
-            _unavailable = (pid, str(exc))
-            return None
+        hold = [ENTER, "hold"] if os.access(ENTER, os.X_OK) else ["sleep", "2147483647"]
+        kw: dict[str, Any] = dict(
+            grace=GRACE, tag="popen", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        reason = None
+        if not _LINUX:
+            reason = "cgroups are Linux-only"
+        elif not os.access(ENTER, os.X_OK):
+            reason = f"proctree's exec step {ENTER} is missing (the installation is incomplete)"
+        elif _force_session:
+            reason = "the marked fallback was asked for (tests)"
+        else:
+            try:
+                tree = spawn(hold, contain="cgroup", **kw)
+            except ContainmentUnavailable as exc:
+                reason = str(exc)
+        if reason is not None:
+            try:
+                tree = spawn(hold, contain="session", **kw)
+            except ContainmentUnavailable as exc:
+                _unavailable = (pid, f"{reason}; {exc}")
+                return None
         _holder, _holder_pid = tree, pid
+        _why_marked[pid] = reason
         return tree
 
 
@@ -120,9 +138,10 @@ def discard(path: str) -> None:
         os.rmdir(path)
 
 
-def watch(pid: int, path: str, keep_orphans: bool) -> None:
+def watch(pid: int, left: Any, keep_orphans: bool) -> None:
     """Watch the command pid (our unreaped child) so that what it leaves is ended the moment it exits.
 
+    left: the command's cgroup (a path), or its popenmarked.MarkedLeft.
     Without this, leftovers would wait for Popen to reap the command, which
     an owner that never waits, or asyncio (its child watcher reaps, not
     Popen), never does. The keeper watch's thread holds a pidfd on it and
@@ -130,25 +149,29 @@ def watch(pid: int, path: str, keep_orphans: bool) -> None:
     """
     from .keeperproc import _keeper_watch
 
-    _keeper_watch().watch(pid, (path, keep_orphans), _end_left, _settled, resume=False)
+    _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False)
 
 
-def reaped(pid: int, path: str, keep_orphans: bool) -> None:
+def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
     from .keeperproc import _keeper_watch
 
     _keeper_watch().forget(pid)
-    after_exit(path, keep_orphans)
+    after_exit(left, keep_orphans)
 
 
-def _settled(owner: tuple[str, bool]) -> bool:
+def _settled(owner: tuple[Any, bool]) -> bool:
     """On the watch's thread, never blocking: True once nothing more is to be done for the exited command."""
-    path, keep_orphans = owner
-    return _settle(path, keep_orphans)
+    left, keep_orphans = owner
+    return _settle(left, keep_orphans) if isinstance(left, str) else left.settled()
 
 
-def _end_left(owner: tuple[str, bool]) -> None:
-    end_now(owner[0], GRACE)
+def _end_left(owner: tuple[Any, bool]) -> None:
+    left = owner[0]
+    if isinstance(left, str):
+        end_now(left, GRACE)
+    else:
+        left.end(GRACE)
 
 
 def _settle(path: str, keep_orphans: bool) -> bool:
@@ -168,16 +191,19 @@ def _settle(path: str, keep_orphans: bool) -> bool:
     return False
 
 
-def after_exit(path: str, keep_orphans: bool) -> None:
-    """The command in path has exited: end what it left (unless keep_orphans) and remove the cgroup.
+def after_exit(left: Any, keep_orphans: bool) -> None:
+    """The command has exited: end what it left (unless keep_orphans) and remove its cgroup.
 
     Nothing left (the usual case) costs one rmdir. Leftovers are ended by a
     thread of their own, polite first (the stop signal, SIGKILL after GRACE),
-    so that poll() and wait() return at once.
+    so that poll() and wait() return at once. In the marked fallback, looking
+    for them costs a table snapshot, so that is done in the thread too.
     """
-    if _settle(path, keep_orphans):
+    if _settled((left, keep_orphans)):
         return
-    threading.Thread(target=end_now, args=(path, GRACE), name="proctree-popen-leftovers", daemon=True).start()
+    threading.Thread(
+        target=_end_left, args=((left, keep_orphans),), name="proctree-popen-leftovers", daemon=True
+    ).start()
 
 
 _ending: set[str] = set()  # command cgroups being ended: each member gets the stop signal once

@@ -1,0 +1,78 @@
+"""proctree.Popen where cgroups are unavailable: the command's tree is found by its marker.
+
+The command is still the caller's own child, started by Popen's own code
+(no exec step). Its environment carries the holding tree's PROCTREE_OWNER
+and a PROCTREE_TREE chain of its own id and the holding tree's (a session-
+mode keeper; popenhold.py), so:
+
+- when the owner dies, the holding keeper's teardown follows the chain (it
+  names the keeper's tree) and ends every process that carries it;
+- when the command exits, what carries the command's own id and started
+  after it is ended, as trees of their own (the stop signal once, SIGKILL
+  after the grace), unless keep_orphans.
+
+What escapes: a process that scrubs the marker from its environment
+(docs/containment.md, "Session mode follows its marker").
+
+This module must never signal a process that does not carry the command's
+own id and start after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any
+
+from .._table import binding as _binding
+from .._teardown import many as _many
+from . import spare as _spare
+from .evidence import marker as _marker
+from .sweep import _marked_roots
+
+
+class MarkedLeft:
+    """What a command in the marked fallback may leave: the processes carrying its id, started after it."""
+
+    def __init__(self, tree_id: str, after: tuple[int, int], keep_orphans: bool) -> None:
+        self.tree_id = tree_id
+        self.after = after  # (start time, pid) of the command
+        self.keep_orphans = keep_orphans
+        self._lock = threading.Lock()
+        self._done = False
+
+    def settled(self) -> bool:
+        """Never blocking: True when nothing is to be looked for (keep_orphans, or already done)."""
+        return self.keep_orphans or self._done
+
+    def end(self, grace: float) -> None:
+        """End what carries the command's id (a table snapshot and an environment scan: run in a thread)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        with contextlib.suppress(OSError):
+            for _ in range(2):  # twice: what forked while the first round ended its parents
+                roots = _spare.retrying(lambda: _marked_roots(self.tree_id, self.after, None))
+                if not roots:
+                    break
+                _many.end_trees(roots, grace=grace, signal_group=False)
+
+
+def environment(env: Any, tree: Any) -> tuple[dict[Any, Any], str]:
+    """(the command's environment with the markers, the command's own tree id)."""
+    out = dict(os.environ if env is None else env)
+    own = _marker.new_tree_id()
+    holder_chain = _marker.tree_chain(tree.tree_id, os.environ.get(_marker.TREE_ENV))
+    out[_marker.ENV] = tree.marker
+    out[_marker.TREE_ENV] = _marker.tree_chain(own, holder_chain)
+    return out, own
+
+
+def started(pid: int) -> tuple[int, int]:
+    """(start time, pid) of our unreaped child pid (its pid is its own until we reap it)."""
+    try:
+        return (_binding.proc(pid).start_time, pid)
+    except Exception:  # noqa: BLE001 - NoSuchProcess, AccessDenied, OSError: unreadable
+        return (0, pid)  # unreadable: every later process with a higher pid still counts as after it
