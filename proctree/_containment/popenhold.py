@@ -157,7 +157,10 @@ def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     from .keeperproc import _keeper_watch
 
     _keeper_watch().forget(pid)
-    after_exit(left, keep_orphans)
+    if isinstance(left, str):
+        after_exit(left, keep_orphans)
+    else:
+        left.reaped(GRACE)
 
 
 def _settled(owner: tuple[Any, bool]) -> bool:
@@ -171,7 +174,7 @@ def _end_left(owner: tuple[Any, bool]) -> None:
     if isinstance(left, str):
         end_now(left, GRACE)
     else:
-        left.end(GRACE)
+        left.exited(GRACE)
 
 
 def _settle(path: str, keep_orphans: bool) -> bool:

@@ -131,10 +131,15 @@ def patch_asyncio(module_name: str) -> None:
                 setattr(owner, name, getattr(proctree, name))
 
 
+# The report goes to a copy of stdout made before any test runs: the tests close and restore fds 0-2.
+_REPORT_FD = os.dup(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stock", action="store_true", help="run unpatched (the baseline)")
     ap.add_argument("--naive", action="store_true", help="patch in a subclass that changes nothing")
+    ap.add_argument("--marked", action="store_true", help="proctree.Popen's marked fallback, as without cgroups")
     ap.add_argument("--suite", choices=sorted(SUITES), default="test_subprocess")
     ap.add_argument("--json", help="also write the result here")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -144,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         patch_popen(module_name, NaivePopen)
     elif not args.stock:
         import proctree
+
+        if args.marked:
+            from proctree._containment import popenhold
+
+            popenhold._force_session = True
 
         patch_popen(module_name, proctree.Popen)
         if args.suite == "asyncio":
@@ -163,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out = {
         "suite": module_name,
-        "mode": "stock" if args.stock else "naive subclass" if args.naive else "proctree.Popen",
+        "mode": "stock"
+        if args.stock
+        else "naive subclass"
+        if args.naive
+        else "proctree.Popen" + (" (marked fallback)" if args.marked else ""),
         "python": sys.version.split()[0],
         "run": result.testsRun,
         "failures": len(result.failures),
@@ -176,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(took, 1),
     }
     text = json.dumps(out, indent=2)
-    print(text)
     if args.json:
         with open(args.json, "w") as f:
             f.write(text)
+    os.write(_REPORT_FD, (text + "\n").encode())
     return 0
 
 
