@@ -12,8 +12,10 @@ dies, however it dies; when Popen reaps the command, what the command left in
 its cgroup is ended (unless keep_orphans=True).
 
 Where cgroup containment is unavailable (no writable cgroup v2, macOS), the
-command runs under a keeper instead: see docs/dropin.md (not done yet: such a
-Popen raises ContainmentUnavailable naming why).
+command is started by Popen's own code, unchanged, with the holding tree's
+markers in its environment, and its tree is found by them (popenmarked.py;
+docs/dropin.md, "Without cgroups"). Where not even that works, Popen raises
+ContainmentUnavailable naming why.
 
 This module must never signal anything but the command (Popen's own
 send_signal) and, through popenhold, the members of the command's own cgroup.
@@ -159,12 +161,13 @@ class _Step(types.SimpleNamespace):
 class Popen(_Base):
     """subprocess.Popen whose command's whole process tree is contained.
 
-    Every argument, attribute and method is subprocess.Popen's. In addition
-    the command runs in a cgroup of its own: what it leaves running when it
-    exits is ended once Popen reaps it (poll, wait, communicate, the with
-    block; unless keep_orphans=True), and everything it started is ended when
-    the owner dies, however the owner dies. preexec_fn is refused
-    (ValueError): see PREEXEC_FN_REFUSED.
+    Every argument, attribute and method is subprocess.Popen's, and the
+    command is the caller's own child. In addition its whole tree is
+    contained (in a cgroup of its own where cgroup v2 allows, else found by
+    its environment marker): what it leaves running is ended when it exits
+    (unless keep_orphans=True), and everything it started is ended when the
+    owner dies, however the owner dies. preexec_fn is refused (ValueError):
+    see PREEXEC_FN_REFUSED.
     """
 
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
