@@ -1,15 +1,14 @@
 """proctree.Popen: subprocess.Popen, exactly, with the command's whole tree contained.
 
-The command is the caller's own child, forked by Popen's own code
-(_posixsubprocess) with every Popen argument applied as Popen applies it. Its
-exec goes through proctree's exec step (``proctree-enter``, csrc/popen/), which
-puts the process into a cgroup of its own and then execs the command in
-place: the pid Python forked is the command's, so os.waitpid, pidfds,
-asyncio's child watchers and Popen's own wait see it, and every Popen
-attribute and method is Popen's. The cgroup is nested in the owner's holding
-tree (popenhold.py), whose keeper ends every command's tree when the owner
-dies, however it dies; when Popen reaps the command, what the command left in
-its cgroup is ended (unless keep_orphans=True).
+Popen's own code (_posixsubprocess) forks, with every Popen argument applied
+as Popen applies it; the forked child execs proctree's exec step
+(``proctree-enter``, csrc/popen/), which clones the command into a cgroup of
+its own with CLONE_PARENT and exits: the command is the caller's own child
+(os.waitpid, pidfds, asyncio's child watchers and Popen's own wait see it),
+Popen gets its pid, and every Popen attribute and method is Popen's. The
+cgroup is nested in the owner's holding tree (popenhold.py), whose keeper
+ends every command's tree when the owner dies, however it dies; when the
+command exits, what it left in its cgroup is ended (unless keep_orphans=True).
 
 Where cgroup containment is unavailable (no writable cgroup v2, macOS), the
 command is started by Popen's own code, unchanged, with the holding tree's

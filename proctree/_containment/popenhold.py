@@ -1,5 +1,8 @@
 """proctree.Popen's holding tree: one keeper per owner process whose cgroup holds each command's cgroup.
 
+(Without cgroups the holding keeper is in session mode, and popenmarked.py
+finds the commands' trees by marker.)
+
 A Popen command is the caller's own child (see popen.py): nothing of
 proctree runs between it and its parent. What ends its tree when the owner
 dies is a keeper started once per owner process (spawn(), cgroup mode) whose
@@ -7,8 +10,8 @@ command only holds it open (``proctree-enter hold``): each Popen command
 joins a cgroup of its own nested in that keeper's cgroup, so the keeper's
 owner-death teardown (the stop signal to every member, cgroup.kill after the
 grace) reaches every command and everything it started, however the owner
-dies. While the owner lives, it ends a command's cgroup itself once it reaps
-the command (popen.py). The command is born in its cgroup (proctree-enter
+dies. While the owner lives, it ends a command's cgroup itself once the
+command exits (watched by the keeper watch's thread, or reaped by Popen). The command is born in its cgroup (proctree-enter
 clones it there), never moved: a move waits for an RCU grace period, several
 milliseconds each time.
 
