@@ -119,8 +119,10 @@ def _fork_exec_via_step(*args: Any) -> int:
         if pid_w >= 0:
             os.close(pid_w)
     try:
+        # Up to the line's end, not to EOF: the command holds a copy of the pipe until it runs its first
+        # instructions (it closes it then), which on a busy machine is a scheduling slice later.
         data = b""
-        while True:
+        while not data.endswith(b"\n"):
             part = os.read(pid_r, 64)
             if not part:
                 break

@@ -85,7 +85,7 @@ def holder():
     pid = os.getpid()
     with _lock:
         tree = _holder
-        if tree is not None and _holder_pid == pid and not tree._keeper.exited():
+        if tree is not None and _holder_pid == pid and not _exited(tree):
             return tree
         if _unavailable is not None and _unavailable[0] == pid:
             return None
@@ -116,6 +116,16 @@ def holder():
         _holder, _holder_pid = tree, pid
         _why_marked[pid] = reason
         return tree
+
+
+def _exited(tree: Any) -> bool:
+    """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
+    if tree._keeper.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, tree.keeper_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, OSError):
+        return bool(tree._keeper.exited())
 
 
 def held_pids() -> set[int]:
