@@ -158,18 +158,19 @@ def watch(pid: int, left: Any, keep_orphans: bool) -> None:
     Without this, leftovers would wait for Popen to reap the command, which
     an owner that never waits, or asyncio (its child watcher reaps, not
     Popen), never does. The keeper watch's thread holds a pidfd on it and
-    never reaps it, nor continues it when it is stopped.
+    never reaps it, nor continues it when it is stopped; it takes it up at
+    its next look (within half a second), without being woken for it.
     """
     from .keeperproc import _keeper_watch
 
-    _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False)
+    _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False, wake=False)
 
 
 def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
     from .keeperproc import _keeper_watch
 
-    _keeper_watch().forget(pid)
+    _keeper_watch().forget(pid, wake=False)
     if isinstance(left, str):
         after_exit(left, keep_orphans)
     else:
