@@ -3,6 +3,8 @@
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
+the drop-ins Popen, run(), call(), check_call(), check_output(),
+create_subprocess_exec(), create_subprocess_shell();
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
 Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
 Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
