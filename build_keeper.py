@@ -19,6 +19,8 @@ import sys
 from setuptools.command.build_ext import build_ext
 
 KEEPER_NAME = "proctree-keeper"  # spawn() looks for this file in the package directory
+ENTER_NAME = "proctree-enter"  # proctree.Popen's exec step (Linux only), beside the keeper
+ENTER_SOURCES = {"linux": ["csrc/popen/enter_linux.c"]}
 FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -62,18 +64,29 @@ class build_ext_with_keeper(build_ext):
     def run(self) -> None:
         super().run()
         self.build_keeper()
+        if sys.platform.startswith("linux"):
+            self.build_enter()
 
     def keeper_path(self) -> str:
         # Where the extension goes (build/lib.../proctree, or the source tree in place).
         return os.path.join(os.path.dirname(self.get_ext_fullpath("proctree._core")), KEEPER_NAME)
 
+    def enter_path(self) -> str:
+        return os.path.join(os.path.dirname(self.keeper_path()), ENTER_NAME)
+
     def build_keeper(self) -> None:
+        self._build_program(keeper_sources(), self.keeper_path(), "keeper")
+
+    def build_enter(self) -> None:
+        """proctree.Popen's exec step: joins the command's cgroup, then execs the command in place."""
+        self._build_program(ENTER_SOURCES["linux"], self.enter_path(), "enter")
+
+    def _build_program(self, sources: list[str], out: str, name: str) -> None:
         from setuptools.errors import LinkError
 
-        out = self.keeper_path()
         objects = self.compiler.compile(
-            keeper_sources(),
-            output_dir=os.path.join(self.build_temp, "keeper"),
+            sources,
+            output_dir=os.path.join(self.build_temp, name),
             include_dirs=["csrc/include"],
             extra_postargs=FLAGS,
         )
@@ -85,8 +98,9 @@ class build_ext_with_keeper(build_ext):
                 self.compiler.link_executable(objects, out, extra_postargs=["-static", *strip])
                 return
             except LinkError:
-                self.announce("proctree: no static libc here; linking the keeper dynamically", level=2)
+                self.announce(f"proctree: no static libc here; linking the {name} dynamically", level=2)
         self.compiler.link_executable(objects, out, extra_postargs=strip)
 
     def get_outputs(self) -> list[str]:
-        return [*super().get_outputs(), self.keeper_path()]
+        enter = [self.enter_path()] if sys.platform.startswith("linux") else []
+        return [*super().get_outputs(), self.keeper_path(), *enter]

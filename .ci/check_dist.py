@@ -11,6 +11,7 @@ Run from the git checkout the sdist was built from. Reads only; exit status
 1 with the reasons on any failure.
 """
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -52,6 +53,7 @@ def sdist_problems(sdist: str) -> list[str]:
 
 
 KEEPER = "proctree/proctree-keeper"
+ENTER = "proctree/proctree-enter"  # proctree.Popen's exec step, Linux wheels only
 
 
 def wheel_problems(wheel: str) -> list[str]:
@@ -72,14 +74,21 @@ def wheel_problems(wheel: str) -> list[str]:
 
 
 def keeper_problems(wheel: str) -> list[str]:
-    """The wheel must hold the keeper program, executable, beside the extension module."""
+    """The wheel must hold the keeper program, executable, beside the extension module (and, for Linux,
+    proctree.Popen's exec step)."""
+    programs = [KEEPER] + ([ENTER] if "linux" in os.path.basename(wheel) else [])
+    problems = []
     with zipfile.ZipFile(wheel) as zf:
-        try:
-            info = zf.getinfo(KEEPER)
-        except KeyError:
-            return [f"wheel lacks the keeper program {KEEPER}"]
-    mode = info.external_attr >> 16
-    return [] if mode & 0o111 else [f"wheel's {KEEPER} is not executable (mode {oct(mode)})"]
+        for name in programs:
+            try:
+                info = zf.getinfo(name)
+            except KeyError:
+                problems.append(f"wheel lacks the program {name}")
+                continue
+            mode = info.external_attr >> 16
+            if not mode & 0o111:
+                problems.append(f"wheel's {name} is not executable (mode {oct(mode)})")
+    return problems
 
 
 def main(argv: list[str]) -> int:

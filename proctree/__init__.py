@@ -3,6 +3,8 @@
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
+the drop-ins Popen, run(), call(), check_call(), check_output(),
+create_subprocess_exec(), create_subprocess_shell();
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
 Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
 Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
@@ -25,6 +27,8 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._containment.asyncpopen import create_subprocess_exec, create_subprocess_shell
+    from ._containment.popen import Popen, call, check_call, check_output, run
     from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import Tree, spawn, spawn_async
     from ._errors import ContainmentUnavailable, KeeperLost, ProcfileError, SupervisorError, UnknownServiceError
@@ -60,6 +64,13 @@ _LAZY = {
     "find_orphans": "._reaper.reap",
     "reap_orphans": "._reaper.reap",
     "contain_self": "._containment.selfcontain",
+    "Popen": "._containment.popen",
+    "create_subprocess_exec": "._containment.asyncpopen",
+    "create_subprocess_shell": "._containment.asyncpopen",
+    "run": "._containment.popen",
+    "call": "._containment.popen",
+    "check_call": "._containment.popen",
+    "check_output": "._containment.popen",
     "Containment": "._containment.selfcontain",
     "Rule": "._reaper.rules",
     "DEFAULT_RULES": "._reaper.rules",
@@ -90,6 +101,7 @@ __all__ = [
     "KeeperLost",
     "LogPage",
     "NoSuchProcess",
+    "Popen",
     "Orphan",
     "Proc",
     "ProcfileError",
@@ -108,15 +120,21 @@ __all__ = [
     "TeardownReport",
     "Tree",
     "UnknownServiceError",
+    "call",
+    "check_call",
+    "check_output",
     "children",
     "cmdline",
     "contain_self",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
     "descendants",
     "environ",
     "find_orphans",
     "load_procfile",
     "proc",
     "reap_orphans",
+    "run",
     "snapshot",
     "spawn",
     "spawn_async",

@@ -1,4 +1,4 @@
-"""Waiting on file descriptors with no limit on their numbers.
+"""Waiting on file descriptors with no limit on their numbers; keeping held ones off fds 0-2.
 
 select() cannot take a descriptor numbered FD_SETSIZE (1024) or above, and a
 process that holds many trees (a supervisor with hundreds of services, each
@@ -10,7 +10,9 @@ find out on their next read instead of getting an exception here.
 
 from __future__ import annotations
 
+import fcntl
 import math
+import os
 import select
 from collections.abc import Sequence
 
@@ -45,3 +47,19 @@ def wait(
 def readable(fds: Sequence[int], timeout: float | None = None) -> list[int]:
     """The fds among fds readable (or at end of file, hung up, closed) within timeout seconds."""
     return wait(fds, (), timeout)[0]
+
+
+def above_stdio(fd: int) -> int:
+    """fd itself if it is above 2, else a close-on-exec copy above 2 (fd is closed).
+
+    A caller that closed some of fds 0-2 gets those numbers back from the
+    next open, pipe or pidfd_open. One that proctree holds there is lost when
+    the caller reopens or redirects its std stream onto that number (dup2
+    closes it silently), and closing it later closes the caller's stream.
+    """
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)

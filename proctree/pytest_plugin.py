@@ -176,8 +176,8 @@ def _builtin_fixture(fixturedef: Any) -> bool:
 
 
 def _stdlib_helpers() -> set[int]:
-    """multiprocessing's per-interpreter helpers (the resource tracker, the forkserver): they live as long as
-    pytest does, whichever test first needed them."""
+    """multiprocessing's per-interpreter helpers (the resource tracker, the forkserver) and proctree.Popen's
+    holding tree: they live as long as pytest does, whichever test first needed them."""
     import sys
 
     out = set()
@@ -189,6 +189,12 @@ def _stdlib_helpers() -> set[int]:
     pid = getattr(getattr(fs, "_forkserver", None), "_forkserver_pid", None)
     if isinstance(pid, int):
         out.add(pid)
+    # proctree.Popen's holding tree (one keeper per process, started by the first Popen): looked up, not
+    # imported, as multiprocessing's helpers are; its commands are checked like any other process.
+    hold = sys.modules.get("proctree._containment.popenhold")
+    held = getattr(hold, "held_pids", None)
+    if callable(held):
+        out.update(held())
     return out
 
 

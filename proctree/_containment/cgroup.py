@@ -20,6 +20,8 @@ from .._teardown import signals as _signals
 LINUX_ONLY = True
 
 PARENT_PREFIX = "proctree-"
+# A proctree.Popen command's cgroup, one level below a tree cgroup (the owner's holding tree).
+COMMAND_PREFIX = "cmd-"
 
 
 class Unavailable(OSError):
@@ -115,8 +117,9 @@ def base_dir():
 
 
 def is_ours(path):
-    """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent,
-    inside the cgroup v2 mount (a look-alike directory elsewhere is not a cgroup of ours)."""
+    """True when path is a tree cgroup directly below a proctree-<pid>-<start> parent, or a
+    cmd-* cgroup directly below such a tree cgroup (a proctree.Popen command's), inside the
+    cgroup v2 mount (a look-alike directory elsewhere is not a cgroup of ours)."""
     return _is_ours_below(find_mount(), path)
 
 
@@ -124,7 +127,13 @@ def _is_ours_below(mount, path):
     path = os.path.normpath(path)
     if mount is None or os.path.commonpath([mount, path]) != os.path.normpath(mount):
         return False
-    return _is_parent_name(os.path.basename(os.path.dirname(path)))
+    parent = os.path.dirname(path)
+    if _is_parent_name(os.path.basename(parent)):
+        return True
+    # A proctree.Popen command's own cgroup, nested in its owner's holding tree (popenhold.py).
+    return os.path.basename(path).startswith(COMMAND_PREFIX) and _is_parent_name(
+        os.path.basename(os.path.dirname(parent))
+    )
 
 
 def _require_ours(path):

@@ -15,25 +15,46 @@ from .._table import binding as _binding
 from .._teardown import signals as _signals
 from . import keeperwatch as _keeperwatch
 from . import owner as _owner
+from . import realpopen as _realpopen
 from . import spare as _spare
 
 
-class _KeeperPopen(subprocess.Popen):
-    """The keeper's Popen, which hands itself to spawn() before it forks.
+def _keeper_popen_class() -> type[subprocess.Popen]:
+    """The keeper's Popen class, built on the genuine subprocess.Popen (see realpopen) on first use."""
+    base = _realpopen.genuine_popen()
+    cls = _keeper_classes.get(base)
+    if cls is None:
 
-    Popen.__init__ can be interrupted after the fork (a KeyboardInterrupt while
-    it waits for the exec): then it raises without returning the object, and
-    the keeper would run on with nobody to end it. Holding the object from the
-    start, spawn() can end the keeper on any exception.
-    """
+        class _KeeperPopen(base):  # type: ignore[valid-type,misc]
+            """The keeper's Popen, which hands itself to spawn() before it forks.
 
-    def __init__(self, holder, *args, **kwargs):
-        self._holder = holder
-        super().__init__(*args, **kwargs)
+            Popen.__init__ can be interrupted after the fork (a KeyboardInterrupt while
+            it waits for the exec): then it raises without returning the object, and
+            the keeper would run on with nobody to end it. Holding the object from the
+            start, spawn() can end the keeper on any exception.
+            """
 
-    def _execute_child(self, *args, **kwargs):
-        self._holder.append(self)
-        super()._execute_child(*args, **kwargs)  # type: ignore[misc]  # private in typeshed, present in CPython
+            def __init__(self, holder, *args, **kwargs):
+                self._holder = holder
+                super().__init__(*args, **kwargs)
+
+            def _execute_child(self, *args, **kwargs):
+                self._holder.append(self)
+                super()._execute_child(*args, **kwargs)
+
+        cls = _keeper_classes.setdefault(base, _KeeperPopen)
+    return cls
+
+
+# genuine Popen class -> the keeper's subclass of it (one entry; two only if a mock hid the real class)
+_keeper_classes: dict[type, type[subprocess.Popen]] = {}
+
+
+def _KeeperPopen(holder: list[subprocess.Popen], *args: Any, **kwargs: Any) -> subprocess.Popen:
+    """Start the keeper with the genuine Popen (a patched subprocess.Popen is never used for it)."""
+    cls: Any = _keeper_popen_class()
+    popen: subprocess.Popen = cls(holder, *args, **kwargs)
+    return popen
 
 
 # Signals whose Python handlers (KeyboardInterrupt's, an application's SIGTERM handler that raises

@@ -48,7 +48,7 @@ _KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 class _Watched:
     """One keeper: its pid, what wakes us when it exits, and the callback's owner."""
 
-    __slots__ = ("pid", "pidfd", "owner", "callback", "settled")
+    __slots__ = ("pid", "pidfd", "owner", "callback", "settled", "resume")
 
     def __init__(
         self,
@@ -57,12 +57,14 @@ class _Watched:
         owner: Any,
         callback: Callable[[Any], None],
         settled: Callable[[Any], bool] | None,
+        resume: bool = True,
     ) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.owner = owner
         self.callback = callback
         self.settled = settled
+        self.resume = resume  # continue it when stopped (keepers; never a proctree.Popen command)
 
 
 class KeeperWatch:
@@ -77,6 +79,7 @@ class KeeperWatch:
         self._wake_w: int | None = None
         self._kq: Any = None
         self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
+        self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
 
     def watch(
         self,
@@ -84,8 +87,16 @@ class KeeperWatch:
         owner: Any,
         callback: Callable[[Any], None],
         settled: Callable[[Any], bool] | None = None,
+        resume: bool = True,
+        wake: bool = True,
     ) -> None:
         """Watch the keeper pid (an unreaped child of ours) for owner; callback(owner) when it exits.
+
+        resume=False: never continue it when it is stopped (a proctree.Popen
+        command, which its owner may stop on purpose, is watched here too).
+        wake=False: do not wake the thread for it if the thread will look
+        within _STOP_CHECK anyway (a proctree.Popen command: most are reaped
+        by Popen before that, and a wake per start cost them the GIL twice).
 
         settled(owner), if given, is asked first, on the watch's own thread:
         it must not block, and True means the exit needs nothing more (the
@@ -95,20 +106,26 @@ class KeeperWatch:
         """
         pidfd = _pidfd(pid)
         with self._lock:
-            self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled)
+            self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled, resume)
             if self._thread is None:
                 self._start()
             elif self._kq is not None:
                 self._kq_add(pid)
-        self._wake()
+            wake = wake or not self._bounded
+        if wake:
+            self._wake()
 
-    def forget(self, pid: int) -> None:
-        """Stop watching pid (its tree ended through its owner): called before the keeper is reaped."""
+    def forget(self, pid: int, wake: bool = True) -> None:
+        """Stop watching pid (its tree ended through its owner): called before the keeper is reaped.
+
+        wake=False: its pidfd is closed on the thread's next look instead of at once.
+        """
         with self._lock:
             w = self._watched.pop(pid, None)
             if w is not None and w.pidfd is not None:
                 self._closing.append(w.pidfd)  # the thread may be selecting on it right now
-        if w is not None:
+            wake = wake or not self._bounded
+        if w is not None and wake:
             self._wake()
 
     def watching(self) -> list[int]:
@@ -117,7 +134,8 @@ class KeeperWatch:
 
     # -- the thread -----------------------------------------------------------
     def _start(self) -> None:
-        self._wake_r, self._wake_w = os.pipe()
+        r, w = os.pipe()
+        self._wake_r, self._wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
         os.set_blocking(self._wake_w, False)
         if sys.platform == "darwin":
             self._kq = select.kqueue()
@@ -159,15 +177,20 @@ class KeeperWatch:
                 elif time.monotonic() - idle_since >= _LINGER:
                     self._stop_locked(closing)
                     return
+                can_resume = _CAN_RESUME and any(w.pidfd is not None and w.resume for w in watched)
+                timeout = _STOP_CHECK if can_resume else None if watched else _LINGER
+                if any(w.pidfd is None for w in watched):
+                    timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
+                # kqueue: a process that exited before its event was registered is found only when woken
+                self._bounded = self._kq is None and timeout is not None and timeout <= _STOP_CHECK
             for fd in closing:
                 _close(fd)
-            can_resume = _CAN_RESUME and any(w.pidfd is not None for w in watched)
-            proven, maybe = self._wait(watched, _STOP_CHECK if can_resume else None if watched else _LINGER)
+            proven, maybe = self._wait(watched, timeout)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
             if can_resume and time.monotonic() - checked >= _STOP_CHECK:
                 checked = time.monotonic()
-                self._resume_stopped([w for w in watched if w not in proven])
+                self._resume_stopped([w for w in watched if w not in proven and w.resume])
 
     def _resume_stopped(self, watched: list[_Watched]) -> None:
         """SIGCONT each keeper that is stopped, by its pidfd, while it is still watched.
@@ -287,8 +310,9 @@ def _pidfd(pid: int) -> int | None:
     if not _LINUX:
         return None
     try:
-        return _signals.open_pidfd(pid)
-    except OSError:  # gone already: the watch falls back as it does without pidfds
+        fd = _signals.open_pidfd(pid)
+        return None if fd is None else _fds.above_stdio(fd)  # held until it exits: never on a std fd
+    except OSError:  # gone already, or no descriptor to spare: the watch falls back as without pidfds
         return None
 
 

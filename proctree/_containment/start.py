@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import subprocess
 import time
@@ -49,8 +50,7 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     ours: list[int] = []  # fds of ours still open, closed on failure
     tree = None
     try:
-        r, w = os.pipe()
-        ours += [r, w]
+        r, w = _pipe_above_stdio(ours)
         pass_fds = _hand_to_keeper(pass_fds, (w,), kw)
         master = slave = None
         if launch.pty:  # the slave is the keeper's stdio, which it makes its controlling terminal
@@ -107,6 +107,27 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
     # An err line: the command never ran, so there is nothing to look for by marker.
     tree._abandon(sweep=not isinstance(first, _protocol.Err))
     raise _start_error(first, launch, popen)
+
+
+def _pipe_above_stdio(ours: list[int]) -> tuple[int, int]:
+    """os.pipe() whose two ends are above fd 2 (each added to ours as soon as it exists).
+
+    A caller that closed some of fds 0-2 gets those numbers back from
+    os.pipe(); the keeper's Popen then dup2s a redirected std stream onto the
+    status pipe's write end, and the keeper's status lines go to the stream
+    instead (the start then waited for a line that never came).
+    """
+    ends = []
+    for fd in os.pipe():
+        ours.append(fd)
+        while fd <= 2:
+            moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            ours.remove(fd)
+            os.close(fd)
+            ours.append(moved)
+            fd = moved
+        ends.append(fd)
+    return ends[0], ends[1]
 
 
 def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen], launch: _Launch) -> None:

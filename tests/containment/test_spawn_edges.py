@@ -151,7 +151,8 @@ def test_spawn_async_cancelled_at_each_stage_leaves_nothing(keepers, trees, monk
 def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers, monkeypatch):
     before = cgroup_dirs()
     cancelled = threading.Event()
-    real_set, real_fork = _stopflag._Stop.set, _keeperproc._KeeperPopen._execute_child
+    keeper_popen = _keeperproc._keeper_popen_class()  # built on the genuine subprocess.Popen, on first use
+    real_set, real_fork = _stopflag._Stop.set, keeper_popen._execute_child
 
     def stop_set(self):
         cancelled.set()
@@ -164,7 +165,7 @@ def test_asyncio_run_shutdown_with_a_pending_spawn_leaves_nothing(keepers, monke
         assert cancelled.wait(30)
 
     monkeypatch.setattr(_stopflag._Stop, "set", stop_set)
-    monkeypatch.setattr(_keeperproc._KeeperPopen, "_execute_child", fork_then_wait_for_the_cancel)
+    monkeypatch.setattr(keeper_popen, "_execute_child", fork_then_wait_for_the_cancel)
 
     async def main():
         asyncio.ensure_future(spawn_async(["sleep", "60"]))

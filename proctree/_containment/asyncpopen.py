@@ -1,0 +1,129 @@
+"""proctree.create_subprocess_exec / create_subprocess_shell: asyncio's own, with the command started by proctree.Popen.
+
+They return asyncio's own asyncio.subprocess.Process. The loop's own code
+makes the transport (its subprocess_exec/_shell argument checks, its
+_make_subprocess_transport with its child watcher, cancellation handling and
+all), run with one change: the transport class is _ProctreeTransport, whose
+_start is asyncio's own with proctree.Popen for subprocess.Popen. The
+command is therefore contained as proctree.Popen contains it, and its exit
+(reaped by asyncio's child watcher, not by Popen) still ends what it left:
+proctree.Popen watches every command's exit itself.
+
+This module must never patch asyncio or subprocess: it runs copies of their
+functions with different names bound, for the one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import types
+from typing import Any
+
+from .popen import Popen
+
+if sys.platform == "win32":  # pragma: no cover - proctree is POSIX-only
+    raise ImportError("proctree's asyncio drop-ins are POSIX-only")
+
+from asyncio import base_events, streams, unix_events
+from asyncio import subprocess as _aio_subprocess
+
+
+def _copy(fn: Any, names: dict[str, Any]) -> Any:
+    return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+# subprocess as asyncio's _start sees it: the module's names, with proctree.Popen for Popen.
+_subprocess_view = types.ModuleType("subprocess")
+_subprocess_view.__dict__.update(vars(subprocess))
+_subprocess_view.Popen = Popen  # type: ignore[attr-defined]
+
+
+class _ProctreeTransport(unix_events._UnixSubprocessTransport):  # type: ignore[name-defined]
+    """asyncio's Unix subprocess transport, starting its process with proctree.Popen."""
+
+    _start = _copy(
+        unix_events._UnixSubprocessTransport._start,  # type: ignore[attr-defined]
+        {**vars(unix_events), "subprocess": _subprocess_view},
+    )
+
+
+_make_transport = _copy(
+    unix_events._UnixSelectorEventLoop._make_subprocess_transport,  # type: ignore[attr-defined]
+    {**vars(unix_events), "_UnixSubprocessTransport": _ProctreeTransport},
+)
+
+
+class _LoopView:
+    """The running loop, but for _make_subprocess_transport, which makes a _ProctreeTransport.
+
+    Only base_events' subprocess_exec/_shell run against it (they check the
+    arguments, log, and call _make_subprocess_transport); the transport itself
+    gets the real loop.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._view_of = loop
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view_of, name)
+
+    def _make_subprocess_transport(self, *args: Any, **kwargs: Any) -> Any:
+        return _make_transport(self._view_of, *args, **kwargs)
+
+
+def _view(loop: asyncio.AbstractEventLoop) -> _LoopView:
+    make = getattr(type(loop), "_make_subprocess_transport", None)
+    if make is not unix_events._UnixSelectorEventLoop._make_subprocess_transport:  # type: ignore[attr-defined]
+        raise RuntimeError(
+            f"proctree's asyncio drop-ins need asyncio's own Unix event loop; {type(loop).__name__} "
+            "starts subprocesses its own way (use proctree.spawn_async)"
+        )
+    return _LoopView(loop)
+
+
+async def create_subprocess_exec(
+    program: Any,
+    *args: Any,
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    limit: int = streams._DEFAULT_LIMIT,  # type: ignore[attr-defined]
+    **kwds: Any,
+) -> asyncio.subprocess.Process:
+    """asyncio.create_subprocess_exec, with the command contained as proctree.Popen contains it (keep_orphans= too)."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await base_events.BaseEventLoop.subprocess_exec(
+        _view(loop),  # type: ignore[arg-type]
+        lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop),
+        program,
+        *args,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        **kwds,
+    )
+    return _aio_subprocess.Process(transport, protocol, loop)
+
+
+async def create_subprocess_shell(
+    cmd: Any,
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    limit: int = streams._DEFAULT_LIMIT,  # type: ignore[attr-defined]
+    **kwds: Any,
+) -> asyncio.subprocess.Process:
+    """asyncio.create_subprocess_shell, with the command contained as proctree.Popen contains it (keep_orphans= too)."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await base_events.BaseEventLoop.subprocess_shell(
+        _view(loop),  # type: ignore[arg-type]
+        lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop),
+        cmd,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        **kwds,
+    )
+    return _aio_subprocess.Process(transport, protocol, loop)

@@ -1,0 +1,281 @@
+"""proctree.Popen: subprocess.Popen, exactly, with the command's whole tree contained.
+
+Popen's own code (_posixsubprocess) forks, with every Popen argument applied
+as Popen applies it; the forked child execs proctree's exec step
+(``proctree-enter``, csrc/popen/), which clones the command into a cgroup of
+its own with CLONE_PARENT and exits: the command is the caller's own child
+(os.waitpid, pidfds, asyncio's child watchers and Popen's own wait see it),
+Popen gets its pid, and every Popen attribute and method is Popen's. The
+cgroup is nested in the owner's holding tree (popenhold.py), whose keeper
+ends every command's tree when the owner dies, however it dies; when the
+command exits, what it left in its cgroup is ended (unless keep_orphans=True).
+
+Where cgroup containment is unavailable (no writable cgroup v2, macOS), the
+command is started by Popen's own code, unchanged, with the holding tree's
+markers in its environment, and its tree is found by them (popenmarked.py;
+docs/dropin.md, "Without cgroups"). Where not even that works, Popen raises
+ContainmentUnavailable naming why.
+
+This module must never signal anything but the command (Popen's own
+send_signal) and, through popenhold, the members of the command's own cgroup.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import inspect
+import os
+import subprocess
+import threading
+import types
+from typing import Any
+
+from .. import _fds
+from .._errors import ContainmentUnavailable
+from . import popenhold as _hold
+from . import popenmarked as _marked
+from . import realpopen as _realpopen
+
+_Base: Any = _realpopen.genuine_popen()
+_INIT_SIGNATURE = inspect.signature(_Base.__init__)
+_EXECUTE = _Base._execute_child
+_EXECUTE_SIGNATURE = inspect.signature(_EXECUTE)
+_SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
+
+# The step each _execute_child call hands to _fork_exec_via_step (per thread: Popens start concurrently).
+_local = threading.local()
+
+PREEXEC_FN_REFUSED = (
+    "proctree.Popen does not accept preexec_fn: the function would run in the forked child before it "
+    "joins its containment (and is unsafe with threads); do the setup in the command, or use "
+    "user=/group=/extra_groups=/umask=/process_group=/start_new_session=, which proctree.Popen honours"
+)
+
+
+_ID_LIMIT = 2**32 - 1  # uid_t and gid_t are 32 bits on Linux; (uid_t)-1 means "unchanged", never an id
+
+
+def _check_ids(uid: Any, gid: Any, gids: Any) -> None:
+    """The checks _posixsubprocess makes of these before it forks (they reach the step as text instead)."""
+    for value, kind in ((uid, "uid"), (gid, "gid")):
+        if value is not None and not 0 <= value < _ID_LIMIT:
+            raise OverflowError(f"{kind} is greater than maximum")
+    if gids is not None and any(not 0 <= g < _ID_LIMIT for g in gids):
+        raise ValueError("invalid group id")
+
+
+def _ids(value: Any) -> bytes:
+    return b"-" if value is None else str(int(value)).encode()
+
+
+def _groups(gids: Any) -> bytes:
+    return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
+
+
+def _fork_exec_via_step(*args: Any) -> int:
+    """_posixsubprocess.fork_exec, with the exec going through proctree-enter; returns the command's pid.
+
+    Arguments 0, 1, 3 and 13 of fork_exec (argv, the executable list, the fds
+    to keep, the error pipe's write end) are the same in every CPython this
+    supports. The step (X, forked by _posixsubprocess) clones the command (Y)
+    into its cgroup as our own child, reports Y's pid on a pipe and exits; X
+    is reaped here and Y's pid is what Popen gets. The step has a copy of the
+    error pipe above fd 2 that survives its own exec (Popen's copy is
+    close-on-exec), and reports through it what _posixsubprocess would.
+    """
+    step = _local.step
+    call = list(args)
+    argv, executables, keep, errpipe = call[0], call[1], call[3], call[13]
+    report = fcntl.fcntl(errpipe, fcntl.F_DUPFD_CLOEXEC, 3)
+    pid_r = pid_w = -1
+    try:
+        r, w = os.pipe()
+        pid_r, pid_w = _fds.above_stdio(r), _fds.above_stdio(w)
+        call[0] = [
+            _hold.ENTER,
+            str(report).encode(),
+            str(pid_w).encode(),
+            os.fsencode(step.cgroup),
+            b"1" if step.setsid else b"0",
+            _ids(step.pgid),
+            _ids(step.uid),
+            _ids(step.gid),
+            _groups(step.gids),
+            str(len(executables)).encode(),
+            *executables,
+            b"--",
+            *argv,
+        ]
+        call[1] = (os.fsencode(_hold.ENTER),)
+        call[3] = tuple(sorted({*keep, report, pid_w}))
+        first: int = _SUBPROCESS_GLOBALS["_fork_exec"](*call)
+    except BaseException:
+        if pid_r >= 0:
+            os.close(pid_r)
+        raise
+    finally:
+        os.close(report)
+        if pid_w >= 0:
+            os.close(pid_w)
+    try:
+        # Up to the line's end, not to EOF: the command holds a copy of the pipe until it runs its first
+        # instructions (it closes it then), which on a busy machine is a scheduling slice later.
+        data = b""
+        while not data.endswith(b"\n"):
+            part = os.read(pid_r, 64)
+            if not part:
+                break
+            data += part
+    finally:
+        os.close(pid_r)
+        try:
+            os.waitpid(first, 0)  # the step, which exited once the command existed (or failed before)
+        except ChildProcessError:
+            pass  # reaped by someone else (a waitpid(-1) child watcher): it is gone either way
+    return int(data) if data.strip() else first
+
+
+def _execute_via_step() -> Any:
+    """Popen's own _execute_child, run with _fork_exec_via_step as its fork_exec and never posix_spawn.
+
+    Built per call from the subprocess module's namespace as it is then (a
+    test that patches subprocess._USE_VFORK or subprocess._fork_exec is
+    honoured).
+    """
+    names = dict(_SUBPROCESS_GLOBALS)
+    names["_USE_POSIX_SPAWN"] = False  # posix_spawn cannot exec through the step
+    real = names.get("_fork_exec")
+    names["_fork_exec"] = _fork_exec_via_step if real is not None else None
+    return types.FunctionType(_EXECUTE.__code__, names, _EXECUTE.__name__, _EXECUTE.__defaults__)
+
+
+class _Step(types.SimpleNamespace):
+    cgroup: str
+    setsid: bool
+    pgid: int | None
+    uid: int | None
+    gid: int | None
+    gids: list[int] | None
+
+
+class Popen(_Base):
+    """subprocess.Popen whose command's whole process tree is contained.
+
+    Every argument, attribute and method is subprocess.Popen's, and the
+    command is the caller's own child. In addition its whole tree is
+    contained (in a cgroup of its own where cgroup v2 allows, else found by
+    its environment marker): what it leaves running is ended when it exits
+    (unless keep_orphans=True), and everything it started is ended when the
+    owner dies, however the owner dies. preexec_fn is refused (ValueError):
+    see PREEXEC_FN_REFUSED.
+    """
+
+    _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
+    _proctree_keep = False
+
+    def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
+        if not isinstance(keep_orphans, bool):
+            raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
+        self._proctree_keep = keep_orphans
+        super().__init__(*args, **kwargs)
+
+    def _execute_child(self, *args: Any, **kwargs: Any) -> None:
+        bound = _EXECUTE_SIGNATURE.bind(self, *args, **kwargs)
+        given = bound.arguments
+        if given.get("preexec_fn") is not None:
+            raise ValueError(PREEXEC_FN_REFUSED)
+        tree = _hold.holder()
+        if tree is None:
+            raise ContainmentUnavailable(
+                errno.ENOSYS, f"proctree.Popen cannot contain a command here: {_hold.unavailable_reason()}"
+            )
+        if tree.mode != "cgroup":
+            self._execute_marked(tree, bound)
+            return
+        _check_ids(given.get("uid"), given.get("gid"), given.get("gids"))
+        path = _hold.new_cgroup(tree)
+        pgid = given.get("process_group", -1)
+        step = _Step(
+            cgroup=path,
+            setsid=bool(given.get("start_new_session")),
+            pgid=None if pgid is None or pgid < 0 else pgid,
+            uid=given.get("uid"),
+            gid=given.get("gid"),
+            gids=given.get("gids"),
+        )
+        # The command (the step's clone) takes the session, group and credentials itself: the step
+        # that clones it must still be the caller's to start a process in the cgroup.
+        for name, unchanged in (("uid", None), ("gid", None), ("gids", None), ("start_new_session", False)):
+            if name in given:
+                given[name] = unchanged
+        if "process_group" in given:
+            given["process_group"] = -1
+        self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
+        _local.step = step
+        try:
+            _execute_via_step()(*bound.args, **bound.kwargs)
+        except BaseException:
+            if not getattr(self, "_child_created", False):
+                self._proctree_cgroup = None
+                _hold.discard(path)
+            raise
+        finally:
+            _local.step = None
+        if self.returncode is None:
+            _hold.watch(self.pid, path, self._proctree_keep)
+
+    def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
+        """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""
+        env, own = _marked.environment(bound.arguments.get("env"), tree)
+        bound.arguments["env"] = env
+        _EXECUTE(*bound.args, **bound.kwargs)
+        if self.returncode is None:
+            left = _marked.MarkedLeft(own, _marked.started(self.pid), self._proctree_keep)
+            self._proctree_cgroup = left
+            _hold.watch(self.pid, left, self._proctree_keep)
+
+    def _handle_exitstatus(self, *args: Any, **kwargs: Any) -> None:
+        # Also reached from __del__ (at interpreter exit too): nothing here may raise.
+        super()._handle_exitstatus(*args, **kwargs)
+        path = self._proctree_cgroup
+        if path is not None and self.returncode is not None:
+            self._proctree_cgroup = None
+            try:
+                _hold.reaped(self.pid, path, self._proctree_keep)
+            except Exception:  # noqa: BLE001 - the owner's death still ends it (the holding keeper)
+                pass
+
+
+Popen.__module__ = "proctree"
+Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[
+        *_INIT_SIGNATURE.parameters.values(),
+        inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+    ]
+)
+
+
+# subprocess's helpers, each running its own code with proctree.Popen for Popen.
+def _with_our_popen(fn: Any, names: dict[str, Any]) -> Any:
+    copy = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__doc__ = (
+        f"subprocess.{fn.__name__}, with the command started by proctree.Popen (contained; keep_orphans= too)."
+    )
+    copy.__module__ = "proctree"
+    copy.__qualname__ = fn.__name__
+    return copy
+
+
+_helper_names: dict[str, Any] = dict(_SUBPROCESS_GLOBALS)
+_helper_names["Popen"] = Popen
+run = _with_our_popen(_SUBPROCESS_GLOBALS["run"], _helper_names)
+call = _with_our_popen(_SUBPROCESS_GLOBALS["call"], _helper_names)
+check_call = _with_our_popen(_SUBPROCESS_GLOBALS["check_call"], _helper_names)
+check_output = _with_our_popen(_SUBPROCESS_GLOBALS["check_output"], _helper_names)
+_helper_names.update(run=run, call=call, check_call=check_call, check_output=check_output)
+
+# Keep subprocess's own names for what proctree re-exports, so code can catch them from either.
+CompletedProcess = subprocess.CompletedProcess
+PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL

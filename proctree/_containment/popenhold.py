@@ -1,0 +1,258 @@
+"""proctree.Popen's holding tree: one keeper per owner process whose cgroup holds each command's cgroup.
+
+(Without cgroups the holding keeper is in session mode, and popenmarked.py
+finds the commands' trees by marker.)
+
+A Popen command is the caller's own child (see popen.py): nothing of
+proctree runs between it and its parent. What ends its tree when the owner
+dies is a keeper started once per owner process (spawn(), cgroup mode) whose
+command only holds it open (``proctree-enter hold``): each Popen command
+joins a cgroup of its own nested in that keeper's cgroup, so the keeper's
+owner-death teardown (the stop signal to every member, cgroup.kill after the
+grace) reaches every command and everything it started, however the owner
+dies. While the owner lives, it ends a command's cgroup itself once the
+command exits (watched by the keeper watch's thread, or reaped by Popen). The command is born in its cgroup (proctree-enter
+clones it there), never moved: a move waits for an RCU grace period, several
+milliseconds each time.
+
+This module must never end, kill or remove a cgroup it did not create below
+its own holding tree's cgroup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import secrets
+import subprocess
+import threading
+from typing import Any
+
+from .._errors import ContainmentUnavailable
+from . import cgroup as _cgroup
+from . import owner as _owner
+from .launch import _LINUX
+
+# proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
+ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
+
+# The prefix of a command's cgroup inside the holding tree's cgroup (cgroup.is_ours accepts these).
+COMMAND_PREFIX = _cgroup.COMMAND_PREFIX
+
+# How long a command's leftovers get between the stop signal and SIGKILL (the owner's death: the holder's grace).
+GRACE = 2.0
+
+_lock = threading.Lock()
+_holder = None  # the holding Tree, or None
+_holder_pid = 0  # the process that spawned it (a forked child needs a holder of its own)
+_unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
+_counter = itertools.count(1)
+_kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
+_force_session = False  # tests: the marked fallback even where cgroups work
+_why_marked: dict[int, str | None] = {}  # owner pid -> why its commands are marked, not in cgroups (None: they are)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts afresh: the holding tree is the parent's (its keeper watches the parent), and a
+    lock another thread held at the fork would never be released."""
+    global _lock, _holder, _holder_pid
+    _lock = threading.Lock()
+    _holder, _holder_pid = None, 0
+    _kept.clear()
+    _ending.clear()
+
+
+def marked_reason() -> str | None:
+    """Why this process's commands are found by marker rather than held in cgroups, or None."""
+    return _why_marked.get(os.getpid())
+
+
+def unavailable_reason() -> str | None:
+    """Why commands cannot be held in cgroups in this process, or None (not known to fail)."""
+    return _unavailable[1] if _unavailable is not None and _unavailable[0] == os.getpid() else None
+
+
+def holder():
+    """The holding Tree of this process (spawned on first use), or None where no mode works here.
+
+    Its mode is "cgroup" where a writable cgroup v2 allows (every command in a
+    cgroup nested in the holder's), else "session": commands then carry the
+    holder's marker chain (popenmarked.py), which its keeper follows on the
+    owner's death.
+    """
+    global _holder, _holder_pid, _unavailable
+    pid = os.getpid()
+    with _lock:
+        tree = _holder
+        if tree is not None and _holder_pid == pid and not _exited(tree):
+            return tree
+        if _unavailable is not None and _unavailable[0] == pid:
+            return None
+        from .spawn import spawn
+
+        hold = [ENTER, "hold"] if os.access(ENTER, os.X_OK) else ["sleep", "2147483647"]
+        kw: dict[str, Any] = dict(
+            grace=GRACE, tag="popen", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        reason = None
+        if not _LINUX:
+            reason = "cgroups are Linux-only"
+        elif not os.access(ENTER, os.X_OK):
+            reason = f"proctree's exec step {ENTER} is missing (the installation is incomplete)"
+        elif _force_session:
+            reason = "the marked fallback was asked for (tests)"
+        else:
+            try:
+                tree = spawn(hold, contain="cgroup", **kw)
+            except ContainmentUnavailable as exc:
+                reason = str(exc)
+        if reason is not None:
+            try:
+                tree = spawn(hold, contain="session", **kw)
+            except ContainmentUnavailable as exc:
+                _unavailable = (pid, f"{reason}; {exc}")
+                return None
+        _holder, _holder_pid = tree, pid
+        _why_marked[pid] = reason
+        return tree
+
+
+def _exited(tree: Any) -> bool:
+    """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
+    if tree._keeper.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, tree.keeper_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, OSError):
+        return bool(tree._keeper.exited())
+
+
+def held_pids() -> set[int]:
+    """The holding tree's keeper and hold process, in this process (what a leak check must not count)."""
+    tree = _holder
+    if tree is None or _holder_pid != os.getpid():
+        return set()
+    return {p for p in (tree.keeper_pid, tree.pid) if p is not None}
+
+
+def new_cgroup(tree) -> str:
+    """A fresh, empty cgroup for one command, nested in the holding tree's cgroup. Raises OSError."""
+    if _kept:
+        _remove_empty_kept()
+    path = os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
+    os.mkdir(path)
+    return path
+
+
+def discard(path: str) -> None:
+    """Remove a command cgroup nothing ever joined (the start failed before the command ran)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def watch(pid: int, left: Any, keep_orphans: bool) -> None:
+    """Watch the command pid (our unreaped child) so that what it leaves is ended the moment it exits.
+
+    left: the command's cgroup (a path), or its popenmarked.MarkedLeft.
+    Without this, leftovers would wait for Popen to reap the command, which
+    an owner that never waits, or asyncio (its child watcher reaps, not
+    Popen), never does. The keeper watch's thread holds a pidfd on it and
+    never reaps it, nor continues it when it is stopped; it takes it up at
+    its next look (within half a second), without being woken for it.
+    """
+    from .keeperproc import _keeper_watch
+
+    _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False, wake=False)
+
+
+def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
+    """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
+    from .keeperproc import _keeper_watch
+
+    _keeper_watch().forget(pid, wake=False)
+    if isinstance(left, str):
+        after_exit(left, keep_orphans)
+    else:
+        left.reaped(GRACE)
+
+
+def _settled(owner: tuple[Any, bool]) -> bool:
+    """On the watch's thread, never blocking: True once nothing more is to be done for the exited command."""
+    left, keep_orphans = owner
+    return _settle(left, keep_orphans) if isinstance(left, str) else left.settled()
+
+
+def _end_left(owner: tuple[Any, bool]) -> None:
+    left = owner[0]
+    if isinstance(left, str):
+        end_now(left, GRACE)
+    else:
+        left.exited(GRACE)
+
+
+def _settle(path: str, keep_orphans: bool) -> bool:
+    """Remove the cgroup if it is empty (or leave it to _kept); False: something in it must be ended."""
+    try:
+        os.rmdir(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass  # EBUSY: something is still in it
+    if keep_orphans:
+        with _lock:
+            if path not in _kept:
+                _kept.append(path)
+        return True
+    return False
+
+
+def after_exit(left: Any, keep_orphans: bool) -> None:
+    """The command has exited: end what it left (unless keep_orphans) and remove its cgroup.
+
+    Nothing left (the usual case) costs one rmdir. Leftovers are ended by a
+    thread of their own, polite first (the stop signal, SIGKILL after GRACE),
+    so that poll() and wait() return at once. In the marked fallback, looking
+    for them costs a table snapshot, so that is done in the thread too.
+    """
+    if _settled((left, keep_orphans)):
+        return
+    threading.Thread(
+        target=_end_left, args=((left, keep_orphans),), name="proctree-popen-leftovers", daemon=True
+    ).start()
+
+
+_ending: set[str] = set()  # command cgroups being ended: each member gets the stop signal once
+
+
+def end_now(path: str, grace: float) -> None:
+    """End every process in the command cgroup at path (stop signal, then SIGKILL after grace) and remove it."""
+    with _lock:
+        if path in _ending:
+            return
+        _ending.add(path)
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            _owner.end_cgroup(path, grace)
+        with contextlib.suppress(OSError, ValueError):
+            _cgroup.remove(path, timeout=1.0)
+    finally:
+        with _lock:
+            _ending.discard(path)
+
+
+def _remove_empty_kept() -> None:
+    for path in list(_kept):
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(ValueError):
+            _kept.remove(path)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

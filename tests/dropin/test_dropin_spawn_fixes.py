@@ -1,0 +1,152 @@
+"""spawn() and proctree.Popen with some of fds 0-2 closed, and with subprocess.Popen patched before the first spawn.
+
+Each case runs in a child interpreter of its own: closing the test process's
+own std fds, or patching its subprocess module, would disturb pytest.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import proctree
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+
+
+def run_script(body: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(body)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+CLOSED_STDIO = """
+import os, sys, time, asyncio, subprocess
+closed = {closed!r}
+import proctree
+log = os.dup(2)  # kept above 2: the report goes here
+# A first spawn takes the module's own descriptors (the spare ones, the keeper watch's pipe), which
+# would otherwise fill the closed numbers: the closed ones must be free when the call below runs.
+proctree.spawn(["true"]).wait()
+for fd in closed:
+    os.close(fd)
+t0 = time.monotonic()
+try:
+{call}
+except BaseException:
+    import traceback
+    os.write(log, traceback.format_exc().encode())
+    raise SystemExit(1)
+os.write(log, f"ok {{time.monotonic() - t0:.3f}}\\n".encode())
+"""
+
+CALLS = {
+    "spawn": "tree = proctree.spawn(['true'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, "
+    "stdin=subprocess.DEVNULL)\nassert tree.wait() == 0",
+    "spawn_pipe": "tree = proctree.spawn(['echo', 'hi'], stdout=subprocess.PIPE)\n"
+    "assert tree.stdout.read() == b'hi\\n'\nassert tree.wait() == 0",
+    "spawn_async": "async def main():\n    tree = await proctree.spawn_async(['true'], stdout=subprocess.DEVNULL)\n"
+    "    assert tree.wait() == 0\nasyncio.run(main())",
+    "spawn_pty": "tree = proctree.spawn(['true'], pty=True)\nassert tree.wait() == 0",
+    "popen": "p = proctree.Popen(['echo', 'hi'], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)\n"
+    "assert p.communicate()[0] == b'hi\\n'\nassert p.wait() == 0",
+}
+
+
+@pytest.mark.parametrize("closed", [(0,), (1,), (0, 1), (0, 1, 2)], ids=lambda c: "closed" + "".join(map(str, c)))
+@pytest.mark.parametrize("entry", sorted(CALLS))
+def test_spawn_with_std_fds_closed(closed, entry):
+    # The keeper's status pipe used to land on a closed std fd that the stdio redirection then
+    # overwrote: the start waited 5 s and raised "the keeper exited before starting the command".
+    call = textwrap.indent(CALLS[entry], "    ")
+    out = run_script(CLOSED_STDIO.format(closed=closed, call=call))
+    assert out.returncode == 0, out.stderr
+    word, took = out.stderr.split()
+    assert word == "ok"
+    assert float(took) < 4.0
+
+
+PATCHED = """
+import subprocess
+from unittest import mock
+with mock.patch("subprocess.Popen") as fake:
+    import proctree
+    tree = proctree.spawn(["sh", "-c", "echo $$"], stdout=subprocess.PIPE)
+    out = tree.stdout.read()
+    assert tree.wait() == 0
+    assert int(out) == tree.pid, (out, tree.pid)
+    assert not fake.called, fake.mock_calls
+    {extra}
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("extra", ["", "p = proctree.Popen(['true']); assert p.wait() == 0"], ids=["spawn", "popen"])
+def test_spawn_immune_to_patched_popen(extra):
+    out = run_script(PATCHED.format(extra=extra))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
+
+
+def test_spawn_immune_to_popen_swapped_later():
+    # A patch made after proctree's first spawn: the keeper keeps using the genuine class.
+    out = run_script(
+        """
+        import subprocess
+        from unittest import mock
+        import proctree
+        proctree.spawn(["true"]).wait()
+        with mock.patch("subprocess.Popen") as fake:
+            assert proctree.spawn(["true"]).wait() == 0
+            assert not fake.called
+        print("ok")
+        """
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_report_time():
+    # A guard against the run_script helper itself hanging: it must be quick.
+    t0 = time.monotonic()
+    run_script("pass")
+    assert time.monotonic() - t0 < 10
+
+
+RESTORED = """
+import os, subprocess, sys, time
+import proctree
+{warm}
+saved = [os.dup(1), os.dup(2)]
+os.close(1)
+os.close(2)
+{call}
+os.dup2(saved[0], 1)  # the caller takes its streams back: whatever proctree held on 1 or 2 is gone
+os.dup2(saved[1], 2)
+time.sleep(0.3)  # the watch closes what it held once the command has exited
+os.write(1, b"still here\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "p = proctree.Popen(['true'], stdout=subprocess.PIPE, stderr=subprocess.PIPE); p.communicate()",
+        "t = proctree.spawn(['true'], stdout=subprocess.PIPE, stderr=subprocess.PIPE); t.wait()",
+    ],
+    ids=["popen", "spawn"],
+)
+@pytest.mark.parametrize("warm", ["", "proctree.spawn(['true']).wait()"], ids=["cold", "warm"])
+def test_held_descriptors_stay_off_std_fds(call, warm):
+    # The keeper watch's pidfd (and its wake pipe) landed on a closed fd 1 or 2; the caller's dup2 then
+    # replaced it, and the watch closing "its" fd closed the caller's stdout (CPython's test_close_fds_1_2).
+    out = run_script(RESTORED.format(call=call, warm=warm))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "still here\n"
