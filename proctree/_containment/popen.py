@@ -109,7 +109,7 @@ def _fork_exec_via_step(*args: Any) -> int:
         ]
         call[1] = (os.fsencode(_hold.ENTER),)
         call[3] = tuple(sorted({*keep, report, pid_w}))
-        first: int = _SUBPROCESS_GLOBALS["_fork_exec"](*call)
+        first: int = _real_fork_exec()(*call)
     except BaseException:
         if pid_r >= 0:
             os.close(pid_r)
@@ -145,9 +145,18 @@ def _execute_via_step() -> Any:
     """
     names = dict(_SUBPROCESS_GLOBALS)
     names["_USE_POSIX_SPAWN"] = False  # posix_spawn cannot exec through the step
-    real = names.get("_fork_exec")
-    names["_fork_exec"] = _fork_exec_via_step if real is not None else None
+    if "_fork_exec" in names:  # 3.11 and later: the module's own name for fork_exec
+        names["_fork_exec"] = _fork_exec_via_step if names["_fork_exec"] is not None else None
+    else:  # 3.10: _execute_child calls _posixsubprocess.fork_exec, its only use of that module
+        names["_posixsubprocess"] = types.SimpleNamespace(fork_exec=_fork_exec_via_step)
     return types.FunctionType(_EXECUTE.__code__, names, _EXECUTE.__name__, _EXECUTE.__defaults__)
+
+
+def _real_fork_exec() -> Any:
+    """The fork_exec the genuine subprocess module would call now (its namespace is live: tests patch it)."""
+    if "_fork_exec" in _SUBPROCESS_GLOBALS:
+        return _SUBPROCESS_GLOBALS["_fork_exec"]
+    return _SUBPROCESS_GLOBALS["_posixsubprocess"].fork_exec
 
 
 class _Step(types.SimpleNamespace):
