@@ -118,6 +118,20 @@ def holder():
         return tree
 
 
+def release(grace: float = GRACE) -> None:
+    """End this process's holding tree, and with it every command proctree.Popen started here that still runs.
+
+    The next proctree.Popen spawns a new one. For a test suite that counts its
+    own children between tests (the holder lives as long as its owner otherwise).
+    """
+    global _holder, _holder_pid
+    with _lock:
+        tree, mine = _holder, _holder_pid == os.getpid()
+        _holder, _holder_pid = None, 0
+    if tree is not None and mine:
+        tree.terminate(grace=grace)
+
+
 def _exited(tree: Any) -> bool:
     """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
     if tree._keeper.returncode is not None:
