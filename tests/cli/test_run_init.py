@@ -1,0 +1,83 @@
+"""`proctree run` as a container init: as PID 1 of a fresh pid namespace, and not.
+
+Measured against tini's and dumb-init's behaviour tests: orphans are reaped in
+every containment mode, signals are forwarded, the starting directory is not
+held. The PID 1 tests run under `unshare --pid --fork --mount-proc` (root
+only): everything they start dies with the namespace.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import proctree
+from support.spawnkit import CGROUP_OK, LINUX
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+UNSHARE = shutil.which("unshare")
+NS_OK = LINUX and UNSHARE is not None and os.geteuid() == 0
+needs_ns = pytest.mark.skipif(not NS_OK, reason="needs Linux, unshare(1) and root for a pid namespace")
+ALL_MODES = [
+    pytest.param("cgroup", marks=pytest.mark.skipif(not CGROUP_OK, reason="no writable cgroup v2 here")),
+    pytest.param("subreaper", marks=pytest.mark.skipif(not LINUX, reason="Linux-only")),
+    "session",
+]
+
+# CMD: 100 orphans (each started by a subshell that exits at once), each exiting at once; then up to 5 s for
+# the zombies of the namespace to go (this shell's own children aside), their count printed, exit 3.
+REAPING = r"""
+i=0
+while [ $i -lt 100 ]; do ( sh -c 'exit 0' & ); i=$((i+1)); done
+n=0
+while :; do
+  z=0
+  for f in /proc/[0-9]*/stat; do
+    read -r pid name state ppid rest < "$f" 2>/dev/null || continue
+    [ "$state" = Z ] && [ "$ppid" != $$ ] && z=$((z+1))
+  done
+  [ $z -eq 0 ] || [ $n -ge 50 ] && break
+  sleep 0.1; n=$((n+1))
+done
+echo "zombies=$z"
+exit 3
+"""
+
+
+def env():
+    return {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def as_pid1(*argv):
+    """`proctree run ARGV` as PID 1 of a new pid namespace (with its own /proc)."""
+    return [UNSHARE, "--pid", "--fork", "--mount-proc", sys.executable, "-m", "proctree", "run", *argv]
+
+
+def run_cmd(*argv):
+    return [sys.executable, "-m", "proctree", "run", *argv]
+
+
+@pytest.fixture
+def procs():
+    """Processes a test starts: killed and reaped afterwards (a namespace's PID 1 takes its namespace with it)."""
+    made = []
+    yield made
+    for p in made:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+@needs_ns
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_pid1_reaps_every_orphan(mode):
+    r = subprocess.run(
+        as_pid1("--contain", mode, "-q", "--", "sh", "-c", REAPING),
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert (r.returncode, r.stdout.decode().strip()) == (3, "zombies=0"), r.stderr.decode()
