@@ -168,6 +168,9 @@ def run(args):
         except ValueError as exc:  # a bad --contain, said in spawn()'s words
             raise CliError(f"run: {exc}") from None
         current.append(tree)
+        # CMD has its cwd now: ours must not keep that directory busy (an umount under a container init); the
+        # keeper leaves it too.
+        os.chdir("/")
         for s in pending:
             tree.send_signal(s)
         try:

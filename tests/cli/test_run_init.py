@@ -8,8 +8,10 @@ only): everything they start dies with the namespace.
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -81,3 +83,28 @@ def test_pid1_reaps_every_orphan(mode):
         timeout=60,
     )
     assert (r.returncode, r.stdout.decode().strip()) == (3, "zombies=0"), r.stderr.decode()
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+@pytest.mark.skipif(not LINUX, reason="reads /proc/PID/cwd")
+def test_the_starting_directory_is_not_held(procs, tmp_path):
+    p = subprocess.Popen(
+        run_cmd("--no-pty", "--", "sh", "-c", "echo $$; exec sleep 30"),
+        stdout=subprocess.PIPE,
+        env=env(),
+        cwd=tmp_path,
+    )
+    procs.append(p)
+    cmd = int(p.stdout.readline())
+    (keeper,) = _children(p.pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and {os.readlink(f"/proc/{q}/cwd") for q in (p.pid, keeper)} != {"/"}:
+        time.sleep(0.02)  # they leave it once CMD started: CMD may have printed before
+    cwds = [os.readlink(f"/proc/{pid}/cwd") for pid in (p.pid, keeper, cmd)]
+    assert cwds == ["/", "/", str(tmp_path)]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 128 + signal.SIGTERM
