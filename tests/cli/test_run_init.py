@@ -53,8 +53,8 @@ def env():
 
 
 def as_pid1(*argv):
-    """`proctree run ARGV` as PID 1 of a new pid namespace (with its own /proc)."""
-    return [UNSHARE, "--pid", "--fork", "--mount-proc", sys.executable, "-m", "proctree", "run", *argv]
+    """`proctree run ARGV` as PID 1 of a new pid namespace (with its own /proc), killed when unshare(1) is."""
+    return [UNSHARE, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-m", "proctree", "run", *argv]
 
 
 def run_cmd(*argv):
@@ -108,3 +108,95 @@ def test_the_starting_directory_is_not_held(procs, tmp_path):
     assert cwds == ["/", "/", str(tmp_path)]
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 128 + signal.SIGTERM
+
+
+# CMD: catches the signals named in argv, printing each as it comes; then lets SIGPWR kill it (printing "armed").
+CATCHER = r"""
+import signal, sys
+sigs = [int(a) for a in sys.argv[1:]]
+signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+print("ready", flush=True)
+for _ in sigs:
+    print(signal.sigwait(sigs), flush=True)
+signal.signal(signal.SIGPWR, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
+print("armed", flush=True)
+signal.pause()
+"""
+
+# Signals that only the old 7 did not cover: 14 of them killed the runner itself (when not PID 1).
+EXTRA = [
+    signal.SIGPWR,
+    signal.SIGALRM,
+    signal.SIGVTALRM,
+    signal.SIGPROF,
+    signal.SIGXCPU,
+    signal.SIGIO,
+    signal.SIGURG,
+    signal.SIGSTKFLT,
+    signal.SIGUSR1,
+    signal.SIGRTMIN,
+    signal.SIGRTMIN + 5,
+    signal.SIGRTMAX,
+]
+
+
+def _runner_pid(p, pid1):
+    """The `proctree run` process: p itself, or as PID 1 unshare's one child (its pid as seen from here)."""
+    if not pid1:
+        return p.pid
+    deadline = time.monotonic() + 10
+    while not _children(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (child,) = _children(p.pid)
+    return child
+
+
+@pytest.mark.skipif(not LINUX, reason="Linux signal numbers")
+@pytest.mark.parametrize("pid1", [pytest.param(True, marks=needs_ns), False], ids=["pid1", "not-pid1"])
+def test_every_forwardable_signal_reaches_cmd(procs, pid1):
+    argv = ["--no-pty", "--", sys.executable, "-c", CATCHER, *map(str, EXTRA)]
+    p = subprocess.Popen(
+        as_pid1(*argv) if pid1 else run_cmd(*argv), stdout=subprocess.PIPE, env=env(), cwd=ROOT, text=True
+    )
+    procs.append(p)
+    runner = _runner_pid(p, pid1)
+    assert p.stdout.readline() == "ready\n"
+    for sig in EXTRA:
+        os.kill(runner, sig)
+        assert p.stdout.readline() == f"{int(sig)}\n"
+    assert p.stdout.readline() == "armed\n"
+    os.kill(runner, signal.SIGPWR)
+    assert p.wait(timeout=30) == 128 + signal.SIGPWR  # killed by a signal N: 128+N, as tini
+
+
+def _mask(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith(field + ":")).split()[1], 16)
+
+
+@pytest.mark.skipif(not LINUX, reason="reads /proc/PID/status")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGPWR])
+def test_a_signal_sent_while_starting_is_forwarded(procs, sig):
+    p = subprocess.Popen(run_cmd("--no-pty", "--", "sleep", "30"), env=env(), cwd=ROOT)
+    procs.append(p)
+    deadline = time.monotonic() + 10
+    while not _mask(p.pid, "SigBlk") & (1 << (sig - 1)):  # held from main()'s first line, long before CMD exists
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.001)
+    os.kill(p.pid, sig)
+    assert p.wait(timeout=30) == 128 + sig  # CMD got it: not lost, and not fatal to the runner
+
+
+@pytest.mark.skipif(not LINUX, reason="reads /proc/PID/status")
+def test_cmd_starts_with_no_signal_blocked():
+    blocked = [signal.SIGTERM, signal.SIGUSR1, signal.SIGPWR, signal.SIGRTMIN]
+    r = subprocess.run(
+        run_cmd("--no-pty", "--", "grep", "^SigBlk:", "/proc/self/status"),
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, blocked),
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert (r.returncode, r.stdout.split()) == (0, [b"SigBlk:", b"0" * 16]), r.stderr
