@@ -200,3 +200,27 @@ def test_cmd_starts_with_no_signal_blocked():
         timeout=30,
     )
     assert (r.returncode, r.stdout.split()) == (0, [b"SigBlk:", b"0" * 16]), r.stderr
+
+
+@needs_ns
+@pytest.mark.skipif(not CGROUP_OK, reason="no writable cgroup v2 here")
+@pytest.mark.parametrize(
+    "script, code",
+    [("exit 0", 0), ("sleep 30 & (sleep 30 &); exit 5", 5), ("kill -TERM $$", 128 + signal.SIGTERM)],
+    ids=["clean", "orphans-left", "killed"],
+)
+def test_pid1_leaves_no_cgroup_behind(script, code):
+    from proctree._containment import cgroup
+
+    mount = cgroup.find_mount()
+    r = subprocess.run(
+        as_pid1("--contain", "cgroup", "-q", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup; " + script),
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert r.returncode == code, r.stderr.decode()
+    tree = r.stdout.decode().strip().split("::", 1)[1]  # /proctree-1-<start>-<pid ns>-<time ns>/<tree>
+    assert os.path.basename(os.path.dirname(tree)).startswith("proctree-1-")
+    assert not os.path.exists(mount + os.path.dirname(tree))  # the tree's cgroup and its parent are gone
