@@ -224,3 +224,18 @@ def test_pid1_leaves_no_cgroup_behind(script, code):
     tree = r.stdout.decode().strip().split("::", 1)[1]  # /proctree-1-<start>-<pid ns>-<time ns>/<tree>
     assert os.path.basename(os.path.dirname(tree)).startswith("proctree-1-")
     assert not os.path.exists(mount + os.path.dirname(tree))  # the tree's cgroup and its parent are gone
+
+
+@needs_ns
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_pid1_ends_what_cmd_left_and_returns_its_status(mode):
+    # A background child, and an orphan (now the keeper's child as a subreaper, in every mode).
+    r = subprocess.run(
+        as_pid1("--contain", mode, "--", "sh", "-c", "sleep 30 & (sleep 30 &); exit 5"),
+        capture_output=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert r.returncode == 5, r.stderr.decode()
+    assert "ended 2 processes CMD left running" in r.stderr.decode()  # sleep x2, or sh if one had not exec'd yet
