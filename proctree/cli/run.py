@@ -6,9 +6,10 @@ to CMD's process group (TERM, INT and HUP followed by SIGCONT, so a stopped CMD
 still ends), every other signal but those in NOT_FORWARDED to CMD alone (SIGPWR,
 SIGALRM, real-time signals, ...), and the exit status is CMD's (128+N for a
 signal). Signals are blocked from main()'s first line (hold_signals), so one
-sent while this starts is forwarded, not lost; CMD starts with none blocked. What CMD leaves
-behind when it exits gets the stop signal (--stop-signal, SIGTERM by default)
-once, and none at all if a forwarded TERM, INT or HUP reached it already.
+sent while this starts is forwarded, not lost; CMD starts with none blocked.
+What CMD leaves behind when it exits gets the stop signal (--stop-signal,
+SIGTERM by default) once, and none at all if a forwarded TERM, INT or HUP
+reached it already.
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death). If the keeper is
 killed, CMD's status cannot be known: exit 125 with the reason.
