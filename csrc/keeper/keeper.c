@@ -125,6 +125,9 @@ static int launch(void)
     else
         say(STATUS_OK " %d %llu", (int)K.cmd, (unsigned long long)start_of(K.cmd));
     detach_stdio(); /* the command owns our stdio now: the owner sees EOF when its side closes */
+    /* The command has its own cwd now: ours must not keep that directory busy (an umount). Best effort. */
+    int ignored = chdir("/");
+    (void)ignored;
     if (rc < 0) {
         cleanup_cgroup();
         return 127;

@@ -85,7 +85,8 @@ pid_t fork_child(bool into_cgroup, bool *born_inside)
     return pid < 0 ? -errno : pid;
 }
 
-/* Returns 0 once the keeper is what its mode needs (a subreaper; in cgroup mode, a cgroup that is ours), or -errno
+/* Returns 0 once the keeper is what its mode needs (a subreaper, and in every mode when the owner is PID 1; in cgroup
+ * mode, a cgroup that is ours), or -errno
  * with *stage naming the step for the err line. */
 int enter_mode(const char **stage)
 {
@@ -93,7 +94,10 @@ int enter_mode(const char **stage)
         *stage = STAGE_CGROUP;
         return -EINVAL;
     }
-    if (K.mode == M_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    /* An owner that is PID 1 (a container's init) would get every orphan and must reap it: in every mode they come
+     * to us instead, and our loop reaps them. */
+    bool subreaper = K.mode == M_SUBREAPER || K.owner == 1;
+    if (subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         *stage = STAGE_SUBREAPER;
         return -errno;
     }

@@ -162,6 +162,19 @@ def report(error, stream):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] != ["run"]:
+        return _main(argv)
+    # Before anything slow: a signal sent while `proctree run` starts is held for CMD, neither lost nor fatal.
+    from .run import hold_signals, release_signals
+
+    started = hold_signals()
+    try:
+        return _main(argv)
+    finally:
+        release_signals(started)
+
+
+def _main(argv):
     if sys.stdout is None:
         # Started with stdout closed (`proctree kill PID >&-`): do the work, drop the output.
         sys.stdout = open(os.devnull, "w")

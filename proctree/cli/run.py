@@ -3,9 +3,13 @@
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
 to CMD's process group (TERM, INT and HUP followed by SIGCONT, so a stopped CMD
-still ends), and the exit status is CMD's (128+N for a signal). What CMD leaves
-behind when it exits gets the stop signal (--stop-signal, SIGTERM by default)
-once, and none at all if a forwarded TERM, INT or HUP reached it already.
+still ends), every other signal but those in NOT_FORWARDED to CMD alone (SIGPWR,
+SIGALRM, real-time signals, ...), and the exit status is CMD's (128+N for a
+signal). Signals are blocked from main()'s first line (hold_signals), so one
+sent while this starts is forwarded, not lost; CMD starts with none blocked.
+What CMD leaves behind when it exits gets the stop signal (--stop-signal,
+SIGTERM by default) once, and none at all if a forwarded TERM, INT or HUP
+reached it already.
 Nothing it started is left running when this returns; if this process is
 killed outright, the keeper ends the tree (owner death). If the keeper is
 killed, CMD's status cannot be known: exit 125 with the reason.
@@ -36,7 +40,48 @@ STATUSES = [
     ("130", "interrupted (Ctrl+C) before CMD was started"),
 ]
 
-FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
+# Every signal is forwarded to CMD but these (as dumb-init and tini): SIGKILL and SIGSTOP cannot be caught, the
+# synchronous ones (a fault, abort) are about this process itself, SIGCHLD is ours, and job control (TSTP, TTIN,
+# TTOU, CONT) stays this process's own: Ctrl+Z stops it as any job, and the pty relay passes it on itself.
+NOT_FORWARDED = (
+    "SIGKILL",
+    "SIGSTOP",
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGILL",
+    "SIGFPE",
+    "SIGTRAP",
+    "SIGSYS",
+    "SIGABRT",
+    "SIGCHLD",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGCONT",
+)
+
+
+def forwarded_signals():
+    """The signals `proctree run` forwards to CMD (real-time ones included), in ascending order."""
+    skip = {getattr(signal, n) for n in NOT_FORWARDED if hasattr(signal, n)}
+    return sorted(s for s in signal.valid_signals() if s not in skip)
+
+
+def hold_signals():
+    """Block the forwarded signals from `proctree run`'s first line, so one sent while it starts (imports, option
+    parsing) is queued, not lost (nor fatal to it): run() unblocks them once its handlers are in. Returns the mask
+    this process was started with."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, forwarded_signals())
+
+
+def release_signals(mask):
+    """Return to mask, the one hold_signals() found; a held signal still pending (it came for CMD after CMD's run
+    ended) is dropped, never acted on by this process (ignoring a pending signal discards it)."""
+    late = signal.sigpending() - set(mask)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in late}
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for s, h in old.items():
+        signal.signal(s, h)
 
 
 def register(sub):
@@ -139,10 +184,14 @@ def run(args):
             current[0].send_signal(signum)
 
     # A signal this process was started ignoring (SIGHUP under nohup, SIGINT and
-    # SIGQUIT in a background job) stays ignored: CMD inherits it ignored, as it
-    # would started on its own, and nothing is forwarded.
-    sigs = [getattr(signal, n) for n in FORWARDED if hasattr(signal, n)]
+    # SIGQUIT in a background job; SIGPIPE and SIGXFSZ, which Python ignores)
+    # stays ignored: CMD inherits it ignored, as it would started on its own,
+    # and nothing is forwarded.
+    sigs = forwarded_signals()
     old = {s: signal.signal(s, forward) for s in sigs if signal.getsignal(s) is not signal.SIG_IGN}
+    # Then nothing blocked: what main() held arrives now (and is forwarded once CMD exists), and a mask this
+    # process inherited is not passed on to CMD (the keeper gives CMD the mask it was started with).
+    old_mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
     tree = report = None
     try:
         try:
@@ -168,6 +217,9 @@ def run(args):
         except ValueError as exc:  # a bad --contain, said in spawn()'s words
             raise CliError(f"run: {exc}") from None
         current.append(tree)
+        # CMD has its cwd now: ours must not keep that directory busy (an umount under a container init); the
+        # keeper leaves it too.
+        os.chdir("/")
         for s in pending:
             tree.send_signal(s)
         try:
@@ -194,5 +246,6 @@ def run(args):
     finally:
         if tree is not None and report is None:
             tree.terminate(grace)  # interrupted in here: still leave nothing behind
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # blocked again first: one arriving now waits
         for s, h in old.items():
             signal.signal(s, h)
