@@ -75,9 +75,10 @@ def how_it_ended(snapshot: Any) -> str:
 class View:
     """Formats lines for a fixed set of service names (the prefix width is the longest name's)."""
 
-    def __init__(self, names: Sequence[str], *, colour: bool, timestamps: bool = True) -> None:
+    def __init__(self, names: Sequence[str], *, colour: bool, timestamps: bool = True, prefix: bool = True) -> None:
         self.colour = colour
         self.timestamps = timestamps
+        self.prefix = prefix  # False: honcho's --no-prefix, the bare line (no time, no name)
         self.width = max([len(SYSTEM), *map(len, names)])
         self._colour_of = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
@@ -85,6 +86,8 @@ class View:
         return f"\x1b[{code}m{text}{RESET}" if self.colour else text
 
     def _prefix(self, name: str, code: str, at: float | None) -> str:
+        if not self.prefix:
+            return ""
         stamp = (
             time.strftime("%H:%M:%S ", time.localtime(at if at is not None else time.time())) if self.timestamps else ""
         )

@@ -1,4 +1,4 @@
-"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q] [--json] [NAME...]`
+"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q [NAMES]] [--json] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
@@ -26,7 +26,7 @@ import proctree
 from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
-from ._common import CliError, add_output_options, discard_output, parse_seconds, parse_signal, shown, subcommand
+from ._common import CliError, discard_output, parse_seconds, parse_signal, shown, subcommand
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -63,6 +63,12 @@ def register(sub):
         "[tool.proctree.services.NAME] in pyproject.toml or [services.NAME] in proctree.toml beside the Procfile.",
     )
     p.add_argument("-f", "--procfile", default="Procfile", metavar="FILE", help="the Procfile (default: ./Procfile)")
+    p.add_argument(
+        "-d",
+        "--app-root",
+        metavar="DIR",
+        help="the folder a relative -f and -e are read from (honcho's; default: the current folder)",
+    )
     p.add_argument(
         "-e",
         "--env",
@@ -111,11 +117,23 @@ def register(sub):
         help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
     )
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
-    add_output_options(
-        p,
-        quiet="print the entries' output only, and why the run failed if it did",
-        json_help="print each event as one JSON object per line",
+    p.add_argument("--no-prefix", action="store_true", help="no time and name before each line (honcho's)")
+    p.add_argument(
+        "--no-colour", "--no-color", dest="no_colour", action="store_true", help="no colours, even on a terminal"
     )
+    # honcho's -q takes the entries whose output to hide; alone (no names after it) it keeps proctree's
+    # meaning, the entries' output only. A honcho user's `-q web` must not run only web, quietly.
+    p.add_argument(
+        "-q",
+        "--quiet",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAMES",
+        help="NAMES (honcho's -q web,worker): hide those entries' output; alone: print the entries' output only, "
+        "and why the run failed if it did",
+    )
+    p.add_argument("--json", action="store_true", help="print each event as one JSON object per line")
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
 
 
@@ -149,13 +167,16 @@ def _env_files(values):
 
 def load_plan(args) -> Any:
     """The checked plan for args, or CliError saying what is wrong and where."""
+    from proctree._procfile.honchoopts import under_app_root  # see service_specs()
+
     names = list(args.names)
     if args.exit_with is not None and args.exit_with not in names and names:
         names.append(args.exit_with)  # it must run for the run to end with it
+    env_files = _env_files(args.env)
     try:
         plan = proctree.load_procfile(
-            args.procfile,
-            env_files=_env_files(args.env),
+            under_app_root(args.procfile, args.app_root),
+            env_files=None if env_files is None else [under_app_root(f, args.app_root) for f in env_files],
             scale=",".join(args.formation) if args.formation else None,
             names=names,
             base_port=args.port,
@@ -167,6 +188,18 @@ def load_plan(args) -> Any:
         why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
         raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
     return plan
+
+
+def hidden_output(plan, quiet) -> frozenset[str]:
+    """The instances whose output honcho's `-q NAMES` hides (none for a bare -q); CliError for an unknown name."""
+    from proctree._procfile.honchoopts import hidden_instances  # see service_specs()
+
+    if not isinstance(quiet, str):
+        return frozenset()
+    try:
+        return hidden_instances(quiet, plan)
+    except ValueError as exc:
+        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
 
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
@@ -201,7 +234,10 @@ class Up:
             [s.name for s in plan.services],
             json_mode=args.json,
             timestamps=not args.no_timestamp,
-            quiet=args.quiet,
+            prefix=not args.no_prefix,
+            colour=not args.no_colour,
+            quiet=args.quiet is True,
+            hidden=hidden_output(plan, args.quiet),
             on_broken=self.on_broken,
             on_drained=self.on_drained,
         )
@@ -352,14 +388,23 @@ class Output:
         *,
         json_mode: bool,
         timestamps: bool,
+        prefix: bool = True,
+        colour: bool = True,
         quiet: bool = False,
+        hidden: frozenset[str] = frozenset(),
         on_broken: Any = None,
         on_drained: Any = None,
     ) -> None:
         self.stream = stream
         self.json = json_mode
         self.quiet = quiet and not json_mode
-        self.view = _upview.View(names, colour=not json_mode and _upview.colour_wanted(stream), timestamps=timestamps)
+        self.hidden = hidden  # instances whose output honcho's -q NAMES hides (their news still shows)
+        self.view = _upview.View(
+            names,
+            colour=colour and not json_mode and _upview.colour_wanted(stream),
+            timestamps=timestamps,
+            prefix=prefix,
+        )
         self.broken = False
         self.on_broken = on_broken
         self.on_drained = on_drained
@@ -446,6 +491,8 @@ class Output:
         """Queue the lines of one event; the rows of its service now waiting to be written."""
         sid = event.snapshot.id
         if self.quiet and event.kind not in self.QUIET_NEWS:
+            return self.backlog.get(sid, 0)
+        if event.kind == "output" and event.snapshot.name in self.hidden:
             return self.backlog.get(sid, 0)
         if self.json:
             self.write([_upview.json_line(event.to_dict())], sid, len(event.rows))
