@@ -1,8 +1,8 @@
 """What `proctree up` will run: a Procfile, .env files, a scale and optional settings, made into a plan.
 
 A plan is one ProcfileService per instance (`web.1`, `web.2`, `worker.1`), each
-with its command, the environment it adds (the .env values, then `PORT`, `PS`
-and `PROCTREE_SERVICE` the foreman way, then its own `env` setting), its
+with its command, the environment it adds (the .env values, then `PORT`, `PS`,
+`PROCTREE_SERVICE` and `HONCHO_PROCESS_NAME` the foreman and honcho way, then its own `env` setting), its
 port, and the richer settings read from `[tool.proctree.services.NAME]` in
 pyproject.toml or `[services.NAME]` in a proctree.toml beside the Procfile:
 
@@ -457,6 +457,7 @@ def plan_services(
                 )
             taken[port] = (name, set_here)
             env["PS"] = name
+            env["HONCHO_PROCESS_NAME"] = name  # honcho's name for PS: scripts written for it read this
             env["PROCTREE_SERVICE"] = name
             depends_on: dict[str, str] = {}
             for dep, condition in s.depends_on.items():

@@ -1,19 +1,26 @@
-"""honcho's `start` options that need the plan or a folder: `-q NAMES` and `-d DIR`.
+"""honcho's `start` options that need the plan or a folder: `-q NAMES`, `-d DIR`, and `PROCFILE`.
 
 `-q web,worker` (honcho's --quiet) hides those entries' output; their
 started/exited lines still show, as in honcho. `-d DIR` (honcho's
 --app-root) is the folder a relative Procfile and .env path is read from.
+Without `-f`, `PROCFILE` in the .env files or the environment names the
+Procfile, as honcho reads it.
 
-Pure: names and paths in, names and paths out. Must never: read a file, or
-accept a name that runs nothing (a typo would hide nothing, silently).
+Pure but for reading the .env files to find PROCFILE. Must never: start
+anything, or accept a name that runs nothing (a typo would hide nothing,
+silently).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .dotenv import read_dotenv
 from .procfile import ProcfileError
+
+DEFAULT_PROCFILE = "Procfile"
 
 
 def hidden_instances(text: str, plan: Any) -> frozenset[str]:
@@ -41,3 +48,31 @@ def hidden_instances(text: str, plan: Any) -> frozenset[str]:
 def under_app_root(path: str, app_root: str | None) -> str:
     """path as honcho's -d reads it: relative to app_root (an absolute path stays as it is)."""
     return path if app_root is None else os.path.join(app_root, path)
+
+
+def choose_procfile(
+    given: str | None, env_files: Sequence[str] | None, app_root: str | None, environ: Mapping[str, str]
+) -> tuple[str, list[str] | None]:
+    """The Procfile to read and the .env files to read with it (None: load_procfile's default, beside it).
+
+    given (-f) wins; else PROCFILE from the .env files (env_files, or `.env`
+    in app_root if there is one), else from environ, else ./Procfile; every
+    path relative to app_root. When PROCFILE chose the Procfile, the .env
+    read is the one in app_root (honcho's), not the one beside the Procfile.
+    Raises ProcfileError for a .env file that cannot be read.
+    """
+    named = None if env_files is None else [under_app_root(f, app_root) for f in env_files]
+    if given is not None:
+        return under_app_root(given, app_root), named
+    if named is None:
+        default = under_app_root(".env", app_root)
+        files = [default] if os.path.isfile(default) else []
+    else:
+        files = named
+    values: dict[str, str] = {}
+    for path in files:
+        values.update(read_dotenv(path, base=environ, known=values))
+    chosen = values.get("PROCFILE") or environ.get("PROCFILE") or ""
+    if not chosen:
+        return under_app_root(DEFAULT_PROCFILE, app_root), named
+    return under_app_root(chosen, app_root), files

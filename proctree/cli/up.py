@@ -17,6 +17,7 @@ anything starts; every error names its file and line.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -62,7 +63,12 @@ def register(sub):
         "Richer settings (ready, depends_on, restart, env, can_die, port, cwd) come from "
         "[tool.proctree.services.NAME] in pyproject.toml or [services.NAME] in proctree.toml beside the Procfile.",
     )
-    p.add_argument("-f", "--procfile", default="Procfile", metavar="FILE", help="the Procfile (default: ./Procfile)")
+    p.add_argument(
+        "-f",
+        "--procfile",
+        metavar="FILE",
+        help="the Procfile (default: PROCFILE from .env or the environment, else ./Procfile)",
+    )
     p.add_argument(
         "-d",
         "--app-root",
@@ -167,16 +173,16 @@ def _env_files(values):
 
 def load_plan(args) -> Any:
     """The checked plan for args, or CliError saying what is wrong and where."""
-    from proctree._procfile.honchoopts import under_app_root  # see service_specs()
+    from proctree._procfile.honchoopts import choose_procfile  # see service_specs()
 
     names = list(args.names)
     if args.exit_with is not None and args.exit_with not in names and names:
         names.append(args.exit_with)  # it must run for the run to end with it
-    env_files = _env_files(args.env)
     try:
+        procfile, env_files = choose_procfile(args.procfile, _env_files(args.env), args.app_root, os.environ)
         plan = proctree.load_procfile(
-            under_app_root(args.procfile, args.app_root),
-            env_files=None if env_files is None else [under_app_root(f, args.app_root) for f in env_files],
+            procfile,
+            env_files=env_files,
             scale=",".join(args.formation) if args.formation else None,
             names=names,
             base_port=args.port,
