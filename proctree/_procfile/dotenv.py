@@ -16,6 +16,10 @@ with the line that passes the bound (values that reference each other could
 otherwise double on every line: 317 bytes asking for 42 GB). Pure: text in,
 a dict out.
 
+Read leniently (a `skipped` list given), a line that is not an assignment
+is skipped and noted there with its line, as honcho and python-dotenv skip
+it; an unclosed quote or text after one is refused either way.
+
 Must never: run anything (no `$(command)` substitution: a .env file is data),
 or return part of a file that has an error; every error names the line.
 """
@@ -46,34 +50,42 @@ def _arg_max() -> int:
     return value if value > 0 else 2 * 1024 * 1024
 
 
-def parse_dotenv(text: str, source: str = ".env", base: Mapping[str, str] | None = None) -> dict[str, str]:
+def parse_dotenv(
+    text: str, source: str = ".env", base: Mapping[str, str] | None = None, *, skipped: list[str] | None = None
+) -> dict[str, str]:
     """The assignments of a .env file's text, in file order (a later one of a name wins).
 
     base: the environment names expand against after the file's own
     (default: none; pass os.environ for foreman's behaviour).
     Raises ProcfileError with the line number for a line that is not an
     assignment, a comment or blank; an unterminated quote; text after a
-    closing quote; a NUL character.
+    closing quote; a NUL character. skipped: a line that is not an
+    assignment is noted there (`file:line: why`) instead of refused.
     """
     if not isinstance(text, str):
         raise TypeError(f".env text must be a str, not {type(text).__name__}")
-    return _Reader(text, source, base or {}).read()
+    return _Reader(text, source, base or {}, skipped).read()
 
 
 def read_dotenv(
-    path: str | os.PathLike[str], base: Mapping[str, str] | None = None, known: Mapping[str, str] | None = None
+    path: str | os.PathLike[str],
+    base: Mapping[str, str] | None = None,
+    known: Mapping[str, str] | None = None,
+    *,
+    skipped: list[str] | None = None,
 ) -> dict[str, str]:
     """parse_dotenv() on a file; known: values from earlier files, looked up before base."""
     source = os.fspath(path)
     lookup: dict[str, str] = dict(base or {})
     lookup.update(known or {})
-    return parse_dotenv(read_text(source, what=".env file"), source=source, base=lookup)
+    return parse_dotenv(read_text(source, what=".env file"), source=source, base=lookup, skipped=skipped)
 
 
 class _Reader:
     """One pass over the text, keeping the line number for errors."""
 
-    def __init__(self, text: str, source: str, base: Mapping[str, str]) -> None:
+    def __init__(self, text: str, source: str, base: Mapping[str, str], skipped: list[str] | None = None) -> None:
+        self.skipped = skipped
         self.text = text.replace("\r\n", "\n")
         self.source = source
         self.base = base
@@ -116,13 +128,15 @@ class _Reader:
             self.pos = export.end()
         key = ENV_NAME.match(self.text, self.pos)
         if key is None:
-            raise self.fail(f"not a NAME=value line: {_shown(stripped)}")
+            self.not_an_assignment(f"not a NAME=value line: {_shown(stripped)}")
+            return
         self.pos = key.end()
         self.skip_blanks()
         if self.text.startswith("=", self.pos):
             self.pos += 1
         else:
-            raise self.fail(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
+            self.not_an_assignment(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
+            return
         self.skip_blanks()
         quote = self.text[self.pos : self.pos + 1]
         name = key.group()
@@ -147,6 +161,13 @@ class _Reader:
                 f"environment and arguments together (ARG_MAX, {self.arg_max} bytes)",
                 start_line,
             )
+
+    def not_an_assignment(self, why: str) -> None:
+        """Refuse the line, or (read leniently) note it and go on after it."""
+        if self.skipped is None:
+            raise self.fail(why)
+        self.skipped.append(f"{self.fail(why)}: skipped")
+        self.rest_of_line()
 
     def skip_blanks(self) -> None:
         while self.text.startswith((" ", "\t"), self.pos):

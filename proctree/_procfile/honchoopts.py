@@ -51,7 +51,12 @@ def under_app_root(path: str, app_root: str | None) -> str:
 
 
 def choose_procfile(
-    given: str | None, env_files: Sequence[str] | None, app_root: str | None, environ: Mapping[str, str]
+    given: str | None,
+    env_files: Sequence[str] | None,
+    app_root: str | None,
+    environ: Mapping[str, str],
+    *,
+    strict: bool = True,
 ) -> tuple[str, list[str] | None]:
     """The Procfile to read and the .env files to read with it (None: load_procfile's default, beside it).
 
@@ -59,7 +64,9 @@ def choose_procfile(
     in app_root if there is one), else from environ, else ./Procfile; every
     path relative to app_root. When PROCFILE chose the Procfile, the .env
     read is the one in app_root (honcho's), not the one beside the Procfile.
-    Raises ProcfileError for a .env file that cannot be read.
+    Raises ProcfileError for a .env file that cannot be read; not strict, a
+    missing file or a line that is not an assignment is passed over here
+    (load_procfile says so, reading them again).
     """
     named = None if env_files is None else [under_app_root(f, app_root) for f in env_files]
     if given is not None:
@@ -71,7 +78,9 @@ def choose_procfile(
         files = named
     values: dict[str, str] = {}
     for path in files:
-        values.update(read_dotenv(path, base=environ, known=values))
+        if not strict and not os.path.isfile(path):
+            continue
+        values.update(read_dotenv(path, base=environ, known=values, skipped=None if strict else []))
     chosen = values.get("PROCFILE") or environ.get("PROCFILE") or ""
     if not chosen:
         return under_app_root(DEFAULT_PROCFILE, app_root), named

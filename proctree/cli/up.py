@@ -122,6 +122,12 @@ def register(sub):
         metavar="NAME",
         help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what honcho skips (a Procfile or .env line it cannot read, a missing -e file, an empty "
+        "Procfile) instead of skipping it with a warning",
+    )
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
     p.add_argument("--no-prefix", action="store_true", help="no time and name before each line (honcho's)")
     p.add_argument(
@@ -179,10 +185,13 @@ def load_plan(args) -> Any:
     if args.exit_with is not None and args.exit_with not in names and names:
         names.append(args.exit_with)  # it must run for the run to end with it
     try:
-        procfile, env_files = choose_procfile(args.procfile, _env_files(args.env), args.app_root, os.environ)
+        procfile, env_files = choose_procfile(
+            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
+        )
         plan = proctree.load_procfile(
             procfile,
             env_files=env_files,
+            strict=args.strict,
             scale=",".join(args.formation) if args.formation else None,
             names=names,
             base_port=args.port,
@@ -221,6 +230,10 @@ def service_specs(plan, stop_signal=None) -> list[Any]:
 
 def run(args):
     plan = load_plan(args)
+    for warning in plan.warnings:  # what honcho would skip silently, said (--strict refuses it)
+        sys.stderr.write(f"proctree: up: warning: {warning}\n")
+    if not plan.services:  # an empty Procfile: honcho runs nothing and exits 0
+        return 0
     specs = service_specs(plan, args.stop_signal)
     return asyncio.run(Up(plan, specs, args).main())
 
