@@ -127,8 +127,8 @@ def news(event: Any) -> str | None:
             else ""
         )
         if s.restarts:
-            return f"{s.name} started again (pid {s.pid}, restart {s.restarts}){taken}"
-        return f"{s.name} started (pid {s.pid}){taken}"
+            return f"{s.name} started again (pid={s.pid}, restart {s.restarts}){taken}"
+        return f"{s.name} started (pid={s.pid}){taken}"  # honcho's words, which its users' scripts grep for
     if kind == "ready":
         where = f" at {s.url}" if s.url else (f" on port {s.port}" if s.port else "")
         by = READY_BY.get(s.ready_by or "", s.ready_by or "")
@@ -147,6 +147,20 @@ def news(event: Any) -> str | None:
     if kind == "stopped":
         return None  # told once for all, in the closing lines
     return f"{s.name}: {kind}"
+
+
+def sending_lines(running: Iterable[Any], stop_signal_of: Mapping[str, int | None]) -> list[str]:
+    """honcho's `sending SIGTERM to web.1 (pid 42)`: one line per instance with a process, as the stop begins.
+
+    stop_signal_of: each instance's stop signal (None: SIGTERM). The signal goes to the instance's whole
+    tree; the pid named is its command's, the one its `started` line gave.
+    """
+    lines = []
+    for s in running:
+        if s.live and s.pid:
+            sig = stop_signal_of.get(s.name) or signal.SIGTERM
+            lines.append(f"sending {signal.Signals(sig).name} to {s.name} (pid {s.pid})")
+    return lines
 
 
 def closing_lines(stopped: Iterable[Any]) -> list[str]:

@@ -302,6 +302,10 @@ class Up:
                     after_echo=self.signals > 0,
                     even_if_quiet=self.code != 0 and not self.signals,  # why a run failed is always said
                 )
+                if not self.args.json:  # honcho's line per instance; --json has each stopped event instead
+                    signals = {spec.name: spec.stop_signal for spec in self.specs}
+                    for line in _upview.sending_lines(sup.list(), signals):
+                        self.out.system(line, kind="sending")
                 await sup.stop("all")
                 unsubscribe()
                 await self.drain(queue, printer)

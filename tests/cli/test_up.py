@@ -475,7 +475,7 @@ def test_crash_loop_restarts_then_ends_the_run(tmp_path, ups):
     text = u.text()
     assert text.count("crash.1 | try") == 3
     assert "crash.1 exited with code 3; restarting" in text
-    assert "crash.1 started again (pid " in text and ", restart 2)" in text
+    assert "crash.1 started again (pid=" in text and ", restart 2)" in text
     assert "crash.1 keeps crashing: giving up after 2 restarts" in text
     assert "crash.1 failed: stopping everything" in text
     assert re.search(r"stopped web\.1$", text, re.M)
@@ -576,7 +576,7 @@ def test_a_port_taken_by_someone_else_is_said_and_never_proves_ready(tmp_path, u
     try:
         procfile(tmp_path, "web: echo not listening; sleep 300\n")
         u = start(ups, tmp_path, "-p", str(base), "--grace", "1", "--ready-timeout", "1")
-        u.wait_for(rf"web\.1 started \(pid \d+\); port {base} already answers")
+        u.wait_for(rf"web\.1 started \(pid=\d+\); port {base} already answers")
         u.wait_for(r"web\.1 running \(nothing proved it ready yet; port \d+ was already taken")
         assert "web.1 ready" not in u.text()
         u.signal(signal.SIGINT)

@@ -9,6 +9,7 @@ a pseudo-terminal, where it would otherwise colour the names.
 import os
 import pty
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -83,7 +84,7 @@ def test_no_prefix_prints_bare_lines(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "web says hi" in lines
-    assert any(line.startswith("web.1 started (pid ") for line in lines)
+    assert any(line.startswith("web.1 started (pid=") for line in lines)
     assert not any("|" in line for line in lines)
 
 
@@ -154,3 +155,34 @@ def test_a_misused_option_gets_up_s_own_usage(tmp_path):
     r = up(tmp_path, "-d")
     assert r.returncode == 2
     assert r.stderr.startswith("usage: proctree up ")
+
+
+@pytest.mark.parametrize("args, sent", [([], "SIGTERM"), (["--stop-signal", "INT"], "SIGINT")])
+def test_honcho_s_started_and_sending_lines(tmp_path, args, sent):
+    (tmp_path / "Procfile").write_text("web: echo up; sleep 300\nworker: echo up; sleep 300\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proctree", "up", "--no-prefix", "--grace", "1", *args],
+        cwd=str(tmp_path),
+        env=environ(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = {}
+        while len(started) < 2:  # both started lines (their order is the supervisor's)
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            if " started (pid=" in line:
+                name, _, pid = line.rstrip(")\n").partition(" started (pid=")
+                started[name] = pid
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    for name, pid in started.items():
+        assert f"sending {sent} to {name} (pid {pid})" in out.splitlines()
