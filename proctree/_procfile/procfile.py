@@ -26,6 +26,7 @@ from .._validate import check_command
 # it separates the instance number (web.1, web.2) when an entry is scaled.
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 _ENTRY = re.compile(r"([A-Za-z0-9_-]+):[ \t]*(.*)")
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
 # Past this a Procfile is not a Procfile; refusing early keeps a mistake
 # (-f pointing at a log file) from being read whole.
 MAX_BYTES = 1 << 20
@@ -65,8 +66,11 @@ def parse_procfile(
     entries: list[ProcfileEntry] = []
     first_line: dict[str, int] = {}
     # Split on "\n" only: str.splitlines() would also split on form feeds and
-    # Unicode separators, and the line numbers would not be an editor's.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    # Unicode separators, and the line numbers would not be an editor's. Read
+    # leniently, a lone CR (old Mac line ends) ends a line too, as honcho's
+    # splitlines() reads it, instead of being refused.
+    lines = text.split("\n") if skipped is None else _LINE_ENDS.split(text)
+    for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

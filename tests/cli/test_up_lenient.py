@@ -65,6 +65,15 @@ def test_a_name_starting_with_a_dash_runs_as_under_honcho(tmp_path):
     assert up(tmp_path, "--strict").returncode == 2
 
 
+def test_old_mac_line_ends_run_as_under_honcho(tmp_path):
+    (tmp_path / "Procfile").write_text("ok: echo ran\rother: sleep 300\r", newline="")
+    r = up(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "ran" in r.stdout.splitlines() and "other.1 started (pid=" in r.stdout
+    r = up(tmp_path, "--strict")
+    assert r.returncode == 2 and "Procfile:1: a carriage return inside the line" in r.stderr
+
+
 @pytest.mark.parametrize("text", ["", "# only a comment\n\n"])
 def test_an_empty_procfile_runs_nothing_and_exits_0(tmp_path, text):
     (tmp_path / "Procfile").write_text(text)
@@ -88,6 +97,8 @@ def test_an_empty_procfile_runs_nothing_and_exits_0(tmp_path, text):
         ("w:\n", [], ["P:1: 'w' has no command after the colon: skipped", "P: no entries"]),
         ("", [], ["P: no entries"]),
         ("a b: c\nx: y\n", ["x"], ["P:1: 'a b' is not a valid name"]),
+        ("a: x\rb: y\r\nc: z\r", ["a", "b", "c"], []),  # a lone CR ends a line, as honcho reads it
+        ("a: x\rjunk\n", ["a"], ["P:2: not a `name: command` line"]),
     ],
 )
 def test_parse_procfile_leniently(text, names, skipped):
@@ -115,6 +126,11 @@ def test_parse_dotenv_leniently(text, values, lines):
         return
     assert parse_dotenv(text, "E", skipped=noted) == values
     assert [int(n.split(":")[1]) for n in noted] == lines
+
+
+def test_a_lone_cr_in_a_procfile_is_refused_under_strict():
+    with pytest.raises(ProcfileError, match="P:1: a carriage return inside the line"):
+        parse_procfile("a: x\rb: y\n", "P")
 
 
 def test_load_procfile_is_strict_unless_asked(tmp_path):
