@@ -1,4 +1,5 @@
-"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q [NAMES]] [--json] [NAME...]`
+"""`proctree up [-f Procfile] [-d DIR] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--strict]
+[--no-prefix] [--no-colour] [-q [NAMES]] [--json] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
@@ -11,7 +12,10 @@ at once), then up says what it stopped and that nothing is left, and exits
 130 / 143 / 129, or with the status of the entry whose end stopped the run.
 
 The plan (Procfile, .env, scale, settings) is read and checked whole before
-anything starts; every error names its file and line.
+anything starts; every error names its file and line. What honcho would skip
+silently (a line it cannot read, a missing -e file) is skipped with a warning
+naming the file and line, or refused under --strict. honcho's own options
+(-q NAMES, --no-prefix, -d, --no-colour, PROCFILE) mean what they mean there.
 """
 
 from __future__ import annotations
@@ -125,8 +129,9 @@ def register(sub):
     p.add_argument(
         "--strict",
         action="store_true",
-        help="refuse what honcho skips (a Procfile or .env line it cannot read, a missing -e file, an empty "
-        "Procfile) instead of skipping it with a warning",
+        help="refuse what honcho skips or reads loosely (a Procfile or .env line it cannot read, a missing -e "
+        "file, an empty Procfile, a name starting with '-', a lone CR in the Procfile) instead of reading it as "
+        "honcho does, with a warning",
     )
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
     p.add_argument("--no-prefix", action="store_true", help="no time and name before each line (honcho's)")
