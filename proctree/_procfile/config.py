@@ -1,8 +1,8 @@
 """What `proctree up` will run: a Procfile, .env files, a scale and optional settings, made into a plan.
 
 A plan is one ProcfileService per instance (`web.1`, `web.2`, `worker.1`), each
-with its command, the environment it adds (the .env values, then `PORT`, `PS`
-and `PROCTREE_SERVICE` the foreman way, then its own `env` setting), its
+with its command, the environment it adds (the .env values, then `PORT`, `PS`,
+`PROCTREE_SERVICE` and `HONCHO_PROCESS_NAME` the foreman and honcho way, then its own `env` setting), its
 port, and the richer settings read from `[tool.proctree.services.NAME]` in
 pyproject.toml or `[services.NAME]` in a proctree.toml beside the Procfile:
 
@@ -99,6 +99,8 @@ class ProcfilePlan:
     env_files: tuple[str, ...]
     settings_file: str | None
     base_port: int
+    # Read leniently (load_procfile(strict=False)): what was skipped, each `file:line: why`.
+    warnings: tuple[str, ...] = ()
 
     def instances_of(self, entry: str) -> tuple[ProcfileService, ...]:
         return tuple(s for s in self.services if s.entry == entry)
@@ -296,6 +298,7 @@ def load_procfile(
     names: Sequence[str] = (),
     base_port: int | None = None,
     environ: Mapping[str, str] | None = None,
+    strict: bool = True,
 ) -> ProcfilePlan:
     """Read a Procfile, its .env files and settings, and plan every instance to start.
 
@@ -305,6 +308,9 @@ def load_procfile(
     names: run only these entries (and what they depend on); () runs all.
     base_port: foreman's -p; else PORT from the .env files, else from environ, else 5000.
     environ: the environment .env values expand against (default os.environ).
+    strict: False reads as honcho does: a Procfile or .env line honcho skips,
+    a missing .env file and an empty Procfile (a plan with no services) are
+    skipped and said in the plan's warnings, with the file and line.
     Raises ProcfileError (a ValueError) for anything that cannot be run as written.
     """
     if scale is not None and not isinstance(scale, str):
@@ -313,18 +319,26 @@ def load_procfile(
         raise TypeError(f"names must be a sequence of entry names (a list of str), not {names!r}")
     procfile = os.fspath(procfile)
     environ = os.environ if environ is None else environ
-    entries = read_procfile(procfile)
+    skipped: list[str] | None = None if strict else []
+    entries = read_procfile(procfile, skipped=skipped)
     directory = os.path.dirname(os.path.abspath(procfile))
     if env_files is None:
         default = os.path.join(directory, ".env")
         files = [default] if os.path.isfile(default) else []
     else:
         files = [os.fspath(f) for f in env_files]
+    if skipped is not None:  # honcho skips a .env file it cannot open
+        skipped += [f"{f}: no such .env file: skipped" for f in files if not os.path.isfile(f)]
+        files = [f for f in files if os.path.isfile(f)]
     file_env: dict[str, str] = {}
     for path in files:
-        file_env.update(read_dotenv(path, base=environ, known=file_env))
+        file_env.update(read_dotenv(path, base=environ, known=file_env, skipped=skipped))
     settings, settings_file = load_settings(directory)
     base, base_source = _base_port(base_port, file_env, files, environ)
+    if not entries:  # an empty Procfile, read leniently: nothing to run, as under honcho
+        if names:
+            raise ProcfileError(f"no entry named {names[0]!r}: the Procfile has no entries", source=procfile)
+        return ProcfilePlan(procfile, (), (), tuple(files), settings_file, base, tuple(skipped or ()))
     services = plan_services(
         entries,
         settings,
@@ -344,6 +358,7 @@ def load_procfile(
         env_files=tuple(files),
         settings_file=settings_file,
         base_port=base,
+        warnings=tuple(skipped or ()),
     )
 
 
@@ -457,6 +472,7 @@ def plan_services(
                 )
             taken[port] = (name, set_here)
             env["PS"] = name
+            env["HONCHO_PROCESS_NAME"] = name  # honcho's name for PS: scripts written for it read this
             env["PROCTREE_SERVICE"] = name
             depends_on: dict[str, str] = {}
             for dep, condition in s.depends_on.items():

@@ -1,12 +1,18 @@
-"""`.env` files, read the way foreman (the dotenv gem) and honcho read them.
+"""`.env` files, read the way python-dotenv and foreman (the dotenv gem) read them.
 
     # a comment
     export NAME=value          # `export ` is allowed and ignored
     PLAIN = value # comment    # spaces around '=' and a trailing comment dropped
     URL=http://host/#frag      # '#' starts a comment only after whitespace
-    SINGLE='kept $AS is'       # single quotes: literal, may span lines
-    DOUBLE="a\\nb ${PLAIN}"     # double quotes: \\n \\t \\" \\\\ \\$ escapes, may span lines
-    EXPANDED=$PLAIN/x          # $NAME and ${NAME} expand in unquoted and double-quoted values
+    EMPTY= # a note            # ... so this value is empty (python-dotenv's)
+    SINGLE='kept $AS is'       # single quotes: literal but for \\' and \\\\, may span lines
+    DOUBLE="a\\nb ${PLAIN}"     # double quotes: python-dotenv's escapes and \\$, may span lines
+    EXPANDED=$PLAIN/x          # $NAME, ${NAME}, ${NAME:-default} expand in unquoted and double-quoted values
+
+A line ends with \\n, \\r\\n or a lone \\r, as python-dotenv reads it. Where
+python-dotenv differs from foreman and the shell (it expands in single
+quotes, not $NAME, and keeps \\$), foreman's reading is kept: see
+tests/supervisor/test_dotenv_table.py for every case beside python-dotenv's.
 
 Expansion looks up names set earlier in the same files first, then the base
 environment, and an unknown name expands to "" (as a shell does). It is
@@ -15,6 +21,10 @@ most 128 KiB, and the file's strings together at most ARG_MAX, each refused
 with the line that passes the bound (values that reference each other could
 otherwise double on every line: 317 bytes asking for 42 GB). Pure: text in,
 a dict out.
+
+Read leniently (a `skipped` list given), a line that is not an assignment
+is skipped and noted there with its line, as honcho and python-dotenv skip
+it; an unclosed quote or text after one is refused either way.
 
 Must never: run anything (no `$(command)` substitution: a .env file is data),
 or return part of a file that has an error; every error names the line.
@@ -30,8 +40,24 @@ from .._validate import ENV_NAME
 from .procfile import ProcfileError, read_text
 
 _EXPORT = re.compile(r"export[ \t]+")
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_DOUBLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+# $NAME, ${NAME}, and python-dotenv's ${NAME:-default} (the default when NAME is unset, taken as written).
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+# python-dotenv's escapes in double quotes, and proctree's \$ (a literal '$', never expanded).
+_DOUBLE_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    '"': '"',
+    "'": "'",
+    "\\": "\\",
+    "$": "$",
+}
+_SINGLE_ESCAPES = {"'": "'", "\\": "\\"}  # python-dotenv's: 'it\'s' is it's
+_LINE_END = re.compile(r"[\r\n]")  # a lone CR ends a line too, as python-dotenv reads it
 _EXPAND_MARK = "\0"  # stands for a '$' that was escaped, until expansion is done
 # The kernel's bound on one environment string, NAME=value and its NUL (MAX_ARG_STRLEN: 32 pages).
 MAX_STRING = 128 * 1024
@@ -46,34 +72,42 @@ def _arg_max() -> int:
     return value if value > 0 else 2 * 1024 * 1024
 
 
-def parse_dotenv(text: str, source: str = ".env", base: Mapping[str, str] | None = None) -> dict[str, str]:
+def parse_dotenv(
+    text: str, source: str = ".env", base: Mapping[str, str] | None = None, *, skipped: list[str] | None = None
+) -> dict[str, str]:
     """The assignments of a .env file's text, in file order (a later one of a name wins).
 
     base: the environment names expand against after the file's own
     (default: none; pass os.environ for foreman's behaviour).
     Raises ProcfileError with the line number for a line that is not an
     assignment, a comment or blank; an unterminated quote; text after a
-    closing quote; a NUL character.
+    closing quote; a NUL character. skipped: a line that is not an
+    assignment is noted there (`file:line: why`) instead of refused.
     """
     if not isinstance(text, str):
         raise TypeError(f".env text must be a str, not {type(text).__name__}")
-    return _Reader(text, source, base or {}).read()
+    return _Reader(text, source, base or {}, skipped).read()
 
 
 def read_dotenv(
-    path: str | os.PathLike[str], base: Mapping[str, str] | None = None, known: Mapping[str, str] | None = None
+    path: str | os.PathLike[str],
+    base: Mapping[str, str] | None = None,
+    known: Mapping[str, str] | None = None,
+    *,
+    skipped: list[str] | None = None,
 ) -> dict[str, str]:
     """parse_dotenv() on a file; known: values from earlier files, looked up before base."""
     source = os.fspath(path)
     lookup: dict[str, str] = dict(base or {})
     lookup.update(known or {})
-    return parse_dotenv(read_text(source, what=".env file"), source=source, base=lookup)
+    return parse_dotenv(read_text(source, what=".env file"), source=source, base=lookup, skipped=skipped)
 
 
 class _Reader:
     """One pass over the text, keeping the line number for errors."""
 
-    def __init__(self, text: str, source: str, base: Mapping[str, str]) -> None:
+    def __init__(self, text: str, source: str, base: Mapping[str, str], skipped: list[str] | None = None) -> None:
+        self.skipped = skipped
         self.text = text.replace("\r\n", "\n")
         self.source = source
         self.base = base
@@ -95,8 +129,7 @@ class _Reader:
         return self.values
 
     def rest_of_line(self) -> str:
-        end = self.text.find("\n", self.pos)
-        end = len(self.text) if end < 0 else end
+        end = self.line_end(self.pos)
         chunk = self.text[self.pos : end]
         self.pos = end + 1
         self.line += 1
@@ -104,8 +137,7 @@ class _Reader:
 
     def statement(self) -> None:
         start_line = self.line
-        end = self.text.find("\n", self.pos)
-        head = self.text[self.pos : len(self.text) if end < 0 else end]
+        head = self.text[self.pos : self.line_end(self.pos)]
         stripped = head.lstrip()
         if not stripped or stripped.startswith("#"):
             self.rest_of_line()
@@ -116,17 +148,23 @@ class _Reader:
             self.pos = export.end()
         key = ENV_NAME.match(self.text, self.pos)
         if key is None:
-            raise self.fail(f"not a NAME=value line: {_shown(stripped)}")
+            self.not_an_assignment(f"not a NAME=value line: {_shown(stripped)}")
+            return
         self.pos = key.end()
         self.skip_blanks()
         if self.text.startswith("=", self.pos):
             self.pos += 1
         else:
-            raise self.fail(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
+            self.not_an_assignment(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
+            return
+        after_equals = self.pos
         self.skip_blanks()
         quote = self.text[self.pos : self.pos + 1]
         name = key.group()
-        if quote in ("'", '"'):
+        if quote == "#" and self.pos > after_equals:  # `NAME= # note`: empty, the rest a comment (python-dotenv)
+            self.rest_of_line()
+            value = ""
+        elif quote in ("'", '"'):
             value = self.quoted(quote, start_line, name)
         else:
             value = self.unquoted(start_line, name)
@@ -147,6 +185,17 @@ class _Reader:
                 f"environment and arguments together (ARG_MAX, {self.arg_max} bytes)",
                 start_line,
             )
+
+    def not_an_assignment(self, why: str) -> None:
+        """Refuse the line, or (read leniently) note it and go on after it."""
+        if self.skipped is None:
+            raise self.fail(why)
+        self.skipped.append(f"{self.fail(why)}: skipped")
+        self.rest_of_line()
+
+    def line_end(self, pos: int) -> int:
+        found = _LINE_END.search(self.text, pos)
+        return len(self.text) if found is None else found.start()
 
     def skip_blanks(self) -> None:
         while self.text.startswith((" ", "\t"), self.pos):
@@ -169,12 +218,13 @@ class _Reader:
             if ch == quote:
                 self.pos += 1
                 break
-            if ch == "\n":
+            if ch in "\r\n":
                 self.line += 1
-            if ch == "\\" and quote == '"' and self.pos + 1 < len(self.text):
+            if ch == "\\" and self.pos + 1 < len(self.text):
                 nxt = self.text[self.pos + 1]
-                if nxt in _DOUBLE_ESCAPES:
-                    out.append(_EXPAND_MARK if nxt == "$" else _DOUBLE_ESCAPES[nxt])
+                escapes = _DOUBLE_ESCAPES if quote == '"' else _SINGLE_ESCAPES
+                if nxt in escapes:
+                    out.append(_EXPAND_MARK if nxt == "$" else escapes[nxt])
                     self.pos += 2
                     continue
             out.append(ch)
@@ -192,8 +242,9 @@ class _Reader:
         length = len(name) + 2
         pos = 0
         for match in _VAR.finditer(value):
-            ref = match.group(1) or match.group(2)
-            found = self.values[ref] if ref in self.values else self.base.get(ref, "")
+            ref = match.group(1) or match.group(3)
+            unset = "" if match.group(2) is None else match.group(2)
+            found = self.values[ref] if ref in self.values else self.base.get(ref, unset)
             length += match.start() - pos + len(found)
             if length > MAX_STRING:
                 raise self.fail(

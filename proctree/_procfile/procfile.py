@@ -3,7 +3,11 @@
 Pure: text in, entries out (read_procfile only reads the file). A line is an
 entry, a comment (`#` first), or blank; anything else is an error naming the
 file and line number, where foreman and honcho would silently skip it (a
-typo there means a service that never starts and nobody is told).
+typo there means a service that never starts and nobody is told). Read
+leniently (a `skipped` list given), what honcho skips is skipped and said in
+that list, with the file and line: a line that is not an entry, an empty
+command, a file with no entries; and a name starting with '-' is taken, as
+honcho takes it.
 
 Must never: run, expand or split the commands (the shell does that, with the
 service's environment), or return part of a Procfile that has an error.
@@ -22,6 +26,7 @@ from .._validate import check_command
 # it separates the instance number (web.1, web.2) when an entry is scaled.
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 _ENTRY = re.compile(r"([A-Za-z0-9_-]+):[ \t]*(.*)")
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
 # Past this a Procfile is not a Procfile; refusing early keeps a mistake
 # (-f pointing at a log file) from being read whole.
 MAX_BYTES = 1 << 20
@@ -42,7 +47,9 @@ class ProcfileEntry:
 RESERVED_NAME = "all"  # -m all=N
 
 
-def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, ...]:
+def parse_procfile(
+    text: str, source: str = "Procfile", *, skipped: list[str] | None = None
+) -> tuple[ProcfileEntry, ...]:
     """The entries of a Procfile's text, in file order.
 
     Raises ProcfileError for a line that is not an entry, a comment or blank;
@@ -50,14 +57,20 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
     command; a duplicate name (both lines named); a NUL character or a
     carriage return inside a line (only CRLF line ends are read as such); or
     a Procfile with no entries at all.
+    skipped: read leniently, as honcho does: a line that is not an entry, an
+    empty command and an empty file are noted there (`file:line: why`)
+    instead of refused, and a name may start with '-'. The rest is refused.
     """
     if not isinstance(text, str):
         raise TypeError(f"Procfile text must be a str, not {type(text).__name__}")
     entries: list[ProcfileEntry] = []
     first_line: dict[str, int] = {}
     # Split on "\n" only: str.splitlines() would also split on form feeds and
-    # Unicode separators, and the line numbers would not be an editor's.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    # Unicode separators, and the line numbers would not be an editor's. Read
+    # leniently, a lone CR (old Mac line ends) ends a line too, as honcho's
+    # splitlines() reads it, instead of being refused.
+    lines = text.split("\n") if skipped is None else _LINE_ENDS.split(text)
+    for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -72,9 +85,16 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
             )
         match = _ENTRY.fullmatch(line)
         if match is None:
-            raise ProcfileError(_why_not_an_entry(line), source=source, line=number)
+            problem = ProcfileError(_why_not_an_entry(line), source=source, line=number)
+            if skipped is None:
+                raise problem
+            skipped.append(f"{problem}: skipped")
+            continue
         name, command = match.group(1), match.group(2).strip()
-        if name.startswith("-"):
+        if not command and skipped is not None:
+            skipped.append(f"{source}:{number}: {name!r} has no command after the colon: skipped")
+            continue
+        if name.startswith("-") and skipped is None:
             raise ProcfileError(f"{name!r}: a name starts with a letter, a digit or '_'", source=source, line=number)
         if len(name) > MAX_NAME:
             raise ProcfileError(
@@ -97,7 +117,10 @@ def parse_procfile(text: str, source: str = "Procfile") -> tuple[ProcfileEntry, 
         first_line[name] = number
         entries.append(ProcfileEntry(name=name, command=command, line=number, index=len(entries)))
     if not entries:
-        raise ProcfileError("no entries (each line is `name: command`; # starts a comment)", source=source)
+        problem = ProcfileError("no entries (each line is `name: command`; # starts a comment)", source=source)
+        if skipped is None:
+            raise problem
+        skipped.append(f"{problem}: nothing to run")
     return tuple(entries)
 
 
@@ -111,11 +134,11 @@ def _why_not_an_entry(line: str) -> str:
     return f"{name.strip()[:40]!r} is not a valid name (letters, digits, '_' and '-' only, no spaces): {shown!r}"
 
 
-def read_procfile(path: str | os.PathLike[str]) -> tuple[ProcfileEntry, ...]:
+def read_procfile(path: str | os.PathLike[str], *, skipped: list[str] | None = None) -> tuple[ProcfileEntry, ...]:
     """parse_procfile() on a file. Raises ProcfileError for a missing, unreadable,
     oversized or non-UTF-8 file too (never a bare OSError or UnicodeDecodeError)."""
     source = os.fspath(path)
-    return parse_procfile(read_text(source, what="Procfile"), source=source)
+    return parse_procfile(read_text(source, what="Procfile"), source=source, skipped=skipped)
 
 
 def read_text(path: str, *, what: str) -> str:

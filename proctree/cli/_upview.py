@@ -75,9 +75,10 @@ def how_it_ended(snapshot: Any) -> str:
 class View:
     """Formats lines for a fixed set of service names (the prefix width is the longest name's)."""
 
-    def __init__(self, names: Sequence[str], *, colour: bool, timestamps: bool = True) -> None:
+    def __init__(self, names: Sequence[str], *, colour: bool, timestamps: bool = True, prefix: bool = True) -> None:
         self.colour = colour
         self.timestamps = timestamps
+        self.prefix = prefix  # False: honcho's --no-prefix, the bare line (no time, no name)
         self.width = max([len(SYSTEM), *map(len, names)])
         self._colour_of = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
@@ -85,6 +86,8 @@ class View:
         return f"\x1b[{code}m{text}{RESET}" if self.colour else text
 
     def _prefix(self, name: str, code: str, at: float | None) -> str:
+        if not self.prefix:
+            return ""
         stamp = (
             time.strftime("%H:%M:%S ", time.localtime(at if at is not None else time.time())) if self.timestamps else ""
         )
@@ -124,8 +127,8 @@ def news(event: Any) -> str | None:
             else ""
         )
         if s.restarts:
-            return f"{s.name} started again (pid {s.pid}, restart {s.restarts}){taken}"
-        return f"{s.name} started (pid {s.pid}){taken}"
+            return f"{s.name} started again (pid={s.pid}, restart {s.restarts}){taken}"
+        return f"{s.name} started (pid={s.pid}){taken}"  # honcho's words, which its users' scripts grep for
     if kind == "ready":
         where = f" at {s.url}" if s.url else (f" on port {s.port}" if s.port else "")
         by = READY_BY.get(s.ready_by or "", s.ready_by or "")
@@ -144,6 +147,20 @@ def news(event: Any) -> str | None:
     if kind == "stopped":
         return None  # told once for all, in the closing lines
     return f"{s.name}: {kind}"
+
+
+def sending_lines(running: Iterable[Any], stop_signal_of: Mapping[str, int | None]) -> list[str]:
+    """honcho's `sending SIGTERM to web.1 (pid 42)`: one line per instance with a process, as the stop begins.
+
+    stop_signal_of: each instance's stop signal (None: SIGTERM). The signal goes to the instance's whole
+    tree; the pid named is its command's, the one its `started` line gave.
+    """
+    lines = []
+    for s in running:
+        if s.live and s.pid:
+            sig = stop_signal_of.get(s.name) or signal.SIGTERM
+            lines.append(f"sending {signal.Signals(sig).name} to {s.name} (pid {s.pid})")
+    return lines
 
 
 def closing_lines(stopped: Iterable[Any]) -> list[str]:

@@ -1,4 +1,5 @@
-"""`proctree up [-f Procfile] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [-q] [--json] [NAME...]`
+"""`proctree up [-f Procfile] [-d DIR] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--strict]
+[--no-prefix] [--no-colour] [-q [NAMES]] [--json] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
@@ -11,12 +12,16 @@ at once), then up says what it stopped and that nothing is left, and exits
 130 / 143 / 129, or with the status of the entry whose end stopped the run.
 
 The plan (Procfile, .env, scale, settings) is read and checked whole before
-anything starts; every error names its file and line.
+anything starts; every error names its file and line. What honcho would skip
+silently (a line it cannot read, a missing -e file) is skipped with a warning
+naming the file and line, or refused under --strict. honcho's own options
+(-q NAMES, --no-prefix, -d, --no-colour, PROCFILE) mean what they mean there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -26,7 +31,7 @@ import proctree
 from proctree._validate import MAX_STOP_GRACE, port_from_text
 
 from . import _upview
-from ._common import CliError, add_output_options, discard_output, parse_seconds, parse_signal, shown, subcommand
+from ._common import CliError, discard_output, parse_seconds, parse_signal, shown, subcommand
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -62,7 +67,18 @@ def register(sub):
         "Richer settings (ready, depends_on, restart, env, can_die, port, cwd) come from "
         "[tool.proctree.services.NAME] in pyproject.toml or [services.NAME] in proctree.toml beside the Procfile.",
     )
-    p.add_argument("-f", "--procfile", default="Procfile", metavar="FILE", help="the Procfile (default: ./Procfile)")
+    p.add_argument(
+        "-f",
+        "--procfile",
+        metavar="FILE",
+        help="the Procfile (default: PROCFILE from .env or the environment, else ./Procfile)",
+    )
+    p.add_argument(
+        "-d",
+        "--app-root",
+        metavar="DIR",
+        help="the folder a relative -f and -e are read from (honcho's; default: the current folder)",
+    )
     p.add_argument(
         "-e",
         "--env",
@@ -110,12 +126,31 @@ def register(sub):
         metavar="NAME",
         help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
     )
-    p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
-    add_output_options(
-        p,
-        quiet="print the entries' output only, and why the run failed if it did",
-        json_help="print each event as one JSON object per line",
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what honcho skips or reads loosely (a Procfile or .env line it cannot read, a missing -e "
+        "file, an empty Procfile, a name starting with '-', a lone CR in the Procfile) instead of reading it as "
+        "honcho does, with a warning",
     )
+    p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
+    p.add_argument("--no-prefix", action="store_true", help="no time and name before each line (honcho's)")
+    p.add_argument(
+        "--no-colour", "--no-color", dest="no_colour", action="store_true", help="no colours, even on a terminal"
+    )
+    # honcho's -q takes the entries whose output to hide; alone (no names after it) it keeps proctree's
+    # meaning, the entries' output only. A honcho user's `-q web` must not run only web, quietly.
+    p.add_argument(
+        "-q",
+        "--quiet",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAMES",
+        help="NAMES (honcho's -q web,worker): hide those entries' output; alone: print the entries' output only, "
+        "and why the run failed if it did",
+    )
+    p.add_argument("--json", action="store_true", help="print each event as one JSON object per line")
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
 
 
@@ -149,13 +184,19 @@ def _env_files(values):
 
 def load_plan(args) -> Any:
     """The checked plan for args, or CliError saying what is wrong and where."""
+    from proctree._procfile.honchoopts import choose_procfile  # see service_specs()
+
     names = list(args.names)
     if args.exit_with is not None and args.exit_with not in names and names:
         names.append(args.exit_with)  # it must run for the run to end with it
     try:
+        procfile, env_files = choose_procfile(
+            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
+        )
         plan = proctree.load_procfile(
-            args.procfile,
-            env_files=_env_files(args.env),
+            procfile,
+            env_files=env_files,
+            strict=args.strict,
             scale=",".join(args.formation) if args.formation else None,
             names=names,
             base_port=args.port,
@@ -167,6 +208,18 @@ def load_plan(args) -> Any:
         why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
         raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
     return plan
+
+
+def hidden_output(plan, quiet) -> frozenset[str]:
+    """The instances whose output honcho's `-q NAMES` hides (none for a bare -q); CliError for an unknown name."""
+    from proctree._procfile.honchoopts import hidden_instances  # see service_specs()
+
+    if not isinstance(quiet, str):
+        return frozenset()
+    try:
+        return hidden_instances(quiet, plan)
+    except ValueError as exc:
+        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
 
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
@@ -182,6 +235,10 @@ def service_specs(plan, stop_signal=None) -> list[Any]:
 
 def run(args):
     plan = load_plan(args)
+    for warning in plan.warnings:  # what honcho would skip silently, said (--strict refuses it)
+        sys.stderr.write(f"proctree: up: warning: {warning}\n")
+    if not plan.services:  # an empty Procfile: honcho runs nothing and exits 0
+        return 0
     specs = service_specs(plan, args.stop_signal)
     return asyncio.run(Up(plan, specs, args).main())
 
@@ -201,7 +258,10 @@ class Up:
             [s.name for s in plan.services],
             json_mode=args.json,
             timestamps=not args.no_timestamp,
-            quiet=args.quiet,
+            prefix=not args.no_prefix,
+            colour=not args.no_colour,
+            quiet=args.quiet is True,
+            hidden=hidden_output(plan, args.quiet),
             on_broken=self.on_broken,
             on_drained=self.on_drained,
         )
@@ -247,6 +307,10 @@ class Up:
                     after_echo=self.signals > 0,
                     even_if_quiet=self.code != 0 and not self.signals,  # why a run failed is always said
                 )
+                if not self.args.json:  # honcho's line per instance; --json has each stopped event instead
+                    signals = {spec.name: spec.stop_signal for spec in self.specs}
+                    for line in _upview.sending_lines(sup.list(), signals):
+                        self.out.system(line, kind="sending")
                 await sup.stop("all")
                 unsubscribe()
                 await self.drain(queue, printer)
@@ -352,14 +416,23 @@ class Output:
         *,
         json_mode: bool,
         timestamps: bool,
+        prefix: bool = True,
+        colour: bool = True,
         quiet: bool = False,
+        hidden: frozenset[str] = frozenset(),
         on_broken: Any = None,
         on_drained: Any = None,
     ) -> None:
         self.stream = stream
         self.json = json_mode
         self.quiet = quiet and not json_mode
-        self.view = _upview.View(names, colour=not json_mode and _upview.colour_wanted(stream), timestamps=timestamps)
+        self.hidden = hidden  # instances whose output honcho's -q NAMES hides (their news still shows)
+        self.view = _upview.View(
+            names,
+            colour=colour and not json_mode and _upview.colour_wanted(stream),
+            timestamps=timestamps,
+            prefix=prefix,
+        )
         self.broken = False
         self.on_broken = on_broken
         self.on_drained = on_drained
@@ -446,6 +519,8 @@ class Output:
         """Queue the lines of one event; the rows of its service now waiting to be written."""
         sid = event.snapshot.id
         if self.quiet and event.kind not in self.QUIET_NEWS:
+            return self.backlog.get(sid, 0)
+        if event.kind == "output" and event.snapshot.name in self.hidden:
             return self.backlog.get(sid, 0)
         if self.json:
             self.write([_upview.json_line(event.to_dict())], sid, len(event.rows))

@@ -405,7 +405,7 @@ def run_up(folder, *args):
     "files, args, words",
     [
         ({}, [], "Procfile: no such Procfile"),
-        ({"Procfile": "web python\n"}, [], "Procfile:1: not a `name: command` line"),
+        ({"Procfile": "web python\n"}, ["--strict"], "Procfile:1: not a `name: command` line"),
         ({"Procfile": "web: a\nweb: b\n"}, [], "Procfile:2: 'web' is defined twice"),
         ({"Procfile": "web: a\n"}, ["-m", "web=x"], "-m: web='x'"),
         ({"Procfile": "web: a\n"}, ["-m", "db=1"], "'db' is not an entry"),
@@ -413,7 +413,7 @@ def run_up(folder, *args):
         ({"Procfile": "web: a\nb: c\n"}, ["-p", "65500"], "PORT=65600"),
         ({"Procfile": "web: a\n"}, ["--exit-with", "tests"], "--exit-with 'tests' is not an entry"),
         ({"Procfile": "web: a\n"}, ["-m", "web=0", "--exit-with", "web"], "nothing to run"),
-        ({"Procfile": "web: a\n"}, ["-e", "nope.env"], "nope.env: no such .env file"),
+        ({"Procfile": "web: a\n"}, ["--strict", "-e", "nope.env"], "nope.env: no such .env file"),
         ({"Procfile": "web: a\n"}, ["-e", ","], "empty file name"),
         ({"Procfile": "web: a\n"}, ["db"], "no entry named 'db'"),
         ({"Procfile": "web: a\n", "proctree.toml": "[services.web]\nready = 'nonsense:1'\n"}, [], "services.web"),
@@ -448,7 +448,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, files, args, word
 
 def test_bad_input_as_json(tmp_path):
     (tmp_path / "Procfile").write_text("web python\n")
-    r = run_up(tmp_path, "--json")
+    r = run_up(tmp_path, "--json", "--strict")
     assert r.returncode == 2
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and "Procfile:1:" in doc["error"]["message"]
@@ -475,7 +475,7 @@ def test_crash_loop_restarts_then_ends_the_run(tmp_path, ups):
     text = u.text()
     assert text.count("crash.1 | try") == 3
     assert "crash.1 exited with code 3; restarting" in text
-    assert "crash.1 started again (pid " in text and ", restart 2)" in text
+    assert "crash.1 started again (pid=" in text and ", restart 2)" in text
     assert "crash.1 keeps crashing: giving up after 2 restarts" in text
     assert "crash.1 failed: stopping everything" in text
     assert re.search(r"stopped web\.1$", text, re.M)
@@ -576,7 +576,7 @@ def test_a_port_taken_by_someone_else_is_said_and_never_proves_ready(tmp_path, u
     try:
         procfile(tmp_path, "web: echo not listening; sleep 300\n")
         u = start(ups, tmp_path, "-p", str(base), "--grace", "1", "--ready-timeout", "1")
-        u.wait_for(rf"web\.1 started \(pid \d+\); port {base} already answers")
+        u.wait_for(rf"web\.1 started \(pid=\d+\); port {base} already answers")
         u.wait_for(r"web\.1 running \(nothing proved it ready yet; port \d+ was already taken")
         assert "web.1 ready" not in u.text()
         u.signal(signal.SIGINT)

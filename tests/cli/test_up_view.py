@@ -123,12 +123,12 @@ def test_exit_status(fields, status, words):
 @pytest.mark.parametrize(
     "kind, fields, expected",
     [
-        ("started", {}, "web.1 started (pid 42)"),
-        ("started", {"restarts": 2}, "web.1 started again (pid 42, restart 2)"),
+        ("started", {}, "web.1 started (pid=42)"),
+        ("started", {"restarts": 2}, "web.1 started again (pid=42, restart 2)"),
         (
             "started",
             {"port": 5000, "port_preoccupied": True},
-            "web.1 started (pid 42); port 5000 already answers (another process?), so it cannot prove it ready",
+            "web.1 started (pid=42); port 5000 already answers (another process?), so it cannot prove it ready",
         ),
         (
             "ready",

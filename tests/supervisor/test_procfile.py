@@ -287,7 +287,7 @@ def test_plan_ports_names_and_env_the_foreman_way():
     ]
     web2 = plan[1]
     assert web2.env["PORT"] == "5001"
-    assert web2.env["PS"] == web2.env["PROCTREE_SERVICE"] == "web.2"
+    assert web2.env["PS"] == web2.env["PROCTREE_SERVICE"] == web2.env["HONCHO_PROCESS_NAME"] == "web.2"
     assert (web2.entry, web2.instance, web2.command) == ("web", 2, "run-web")
 
 
@@ -301,8 +301,15 @@ def test_plan_env_layers():
     settings = {"web": EntrySettings(env={"PORT": "9999", "DEBUG": "1", "PS": "mine"})}
     plan = plan_services(entries("web"), settings, file_env={"DEBUG": "0", "DB": "x", "PROCTREE_SERVICE": "no"})
     env = plan[0].env
-    # .env < PORT < the entry's env; PS and PROCTREE_SERVICE are always the instance's name.
-    assert env == {"DEBUG": "1", "DB": "x", "PORT": "9999", "PS": "web.1", "PROCTREE_SERVICE": "web.1"}
+    # .env < PORT < the entry's env; PS, PROCTREE_SERVICE and HONCHO_PROCESS_NAME are always the instance's name.
+    assert env == {
+        "DEBUG": "1",
+        "DB": "x",
+        "PORT": "9999",
+        "PS": "web.1",
+        "PROCTREE_SERVICE": "web.1",
+        "HONCHO_PROCESS_NAME": "web.1",
+    }
     assert plan[0].port == 9999  # the PORT it gets is the port it is watched on
 
 
@@ -440,7 +447,12 @@ def test_load_procfile_alone(tmp_path):
     write(tmp_path, {"Procfile": "web: serve\n"})
     plan = load_procfile(tmp_path / "Procfile", environ={})
     assert plan.base_port == DEFAULT_BASE_PORT and plan.settings_file is None and plan.env_files == ()
-    assert plan.services[0].env == {"PORT": "5000", "PS": "web.1", "PROCTREE_SERVICE": "web.1"}
+    assert plan.services[0].env == {
+        "PORT": "5000",
+        "PS": "web.1",
+        "PROCTREE_SERVICE": "web.1",
+        "HONCHO_PROCESS_NAME": "web.1",
+    }
 
 
 def test_load_procfile_env_files_in_order(tmp_path):
