@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import proctree
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_cpython_subprocess.py")
 
@@ -58,7 +60,8 @@ def _have_test_package() -> bool:
 
 def _run(tmp_path, suite: str, *more: str) -> dict:
     out = tmp_path / "result.json"
-    root = os.path.dirname(os.path.dirname(HERE))
+    # Where the proctree under test was imported from (the installed one when the checkout is not built).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run(
         [sys.executable, RUNNER, "--suite", suite, "--json", str(out), *more],
