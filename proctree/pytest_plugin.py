@@ -204,12 +204,8 @@ class _Guard:
     def __init__(
         self, config: pytest.Config, mode: str, subreaper: bool, watchdog: bool, grace: float, settle: float
     ) -> None:
-        self.settle = settle
-        self.config = config
-        self.mode = mode
-        self.subreaper = subreaper
-        self.watchdog = watchdog
-        self.grace = grace
+        self.config, self.mode, self.grace, self.settle = config, mode, grace, settle
+        self.subreaper, self.watchdog = subreaper, watchdog
         self.box: Any = None
         self.owns_box = False
         self.worker = hasattr(config, "workerinput")

@@ -83,28 +83,31 @@ def _view(loop: asyncio.AbstractEventLoop) -> _LoopView:
     return _LoopView(loop)
 
 
+# asyncio's default StreamReader limit (64 KiB), as its own create_subprocess_* take it.
+_LIMIT: int = streams._DEFAULT_LIMIT  # type: ignore[attr-defined]
+
+
+async def _contained(start: Any, what: tuple[Any, ...], limit: int, kwds: dict[str, Any]) -> asyncio.subprocess.Process:
+    """asyncio's own start (BaseEventLoop.subprocess_exec or _shell), run on the loop's view, and its Process."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await start(
+        _view(loop), lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop), *what, **kwds
+    )
+    return _aio_subprocess.Process(transport, protocol, loop)
+
+
 async def create_subprocess_exec(
     program: Any,
     *args: Any,
     stdin: Any = None,
     stdout: Any = None,
     stderr: Any = None,
-    limit: int = streams._DEFAULT_LIMIT,  # type: ignore[attr-defined]
+    limit: int = _LIMIT,
     **kwds: Any,
 ) -> asyncio.subprocess.Process:
     """asyncio.create_subprocess_exec, with the command contained as proctree.Popen contains it (keep_orphans= too)."""
-    loop = asyncio.get_running_loop()
-    transport, protocol = await base_events.BaseEventLoop.subprocess_exec(
-        _view(loop),  # type: ignore[arg-type]
-        lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop),
-        program,
-        *args,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        **kwds,
-    )
-    return _aio_subprocess.Process(transport, protocol, loop)
+    std = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+    return await _contained(base_events.BaseEventLoop.subprocess_exec, (program, *args), limit, {**std, **kwds})
 
 
 async def create_subprocess_shell(
@@ -112,18 +115,9 @@ async def create_subprocess_shell(
     stdin: Any = None,
     stdout: Any = None,
     stderr: Any = None,
-    limit: int = streams._DEFAULT_LIMIT,  # type: ignore[attr-defined]
+    limit: int = _LIMIT,
     **kwds: Any,
 ) -> asyncio.subprocess.Process:
     """asyncio.create_subprocess_shell, with the command contained as proctree.Popen contains it (keep_orphans= too)."""
-    loop = asyncio.get_running_loop()
-    transport, protocol = await base_events.BaseEventLoop.subprocess_shell(
-        _view(loop),  # type: ignore[arg-type]
-        lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop),
-        cmd,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        **kwds,
-    )
-    return _aio_subprocess.Process(transport, protocol, loop)
+    std = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+    return await _contained(base_events.BaseEventLoop.subprocess_shell, (cmd,), limit, {**std, **kwds})
