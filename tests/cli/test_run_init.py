@@ -133,7 +133,7 @@ EXTRA = [
     signal.SIGXCPU,
     signal.SIGIO,
     signal.SIGURG,
-    signal.SIGSTKFLT,
+    getattr(signal, "SIGSTKFLT", 16),  # named from Python 3.11 on; 16 on Linux
     signal.SIGUSR1,
     signal.SIGRTMIN,
     signal.SIGRTMIN + 5,
