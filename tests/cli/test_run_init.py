@@ -117,7 +117,7 @@ sigs = [int(a) for a in sys.argv[1:]]
 signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
 print("ready", flush=True)
 for _ in sigs:
-    print(signal.sigwait(sigs), flush=True)
+    print(int(signal.sigwait(sigs)), flush=True)
 signal.signal(signal.SIGPWR, signal.SIG_DFL)
 signal.pthread_sigmask(signal.SIG_SETMASK, [])
 print("armed", flush=True)
@@ -155,7 +155,7 @@ def _runner_pid(p, pid1):
 @pytest.mark.skipif(not LINUX, reason="Linux signal numbers")
 @pytest.mark.parametrize("pid1", [pytest.param(True, marks=needs_ns), False], ids=["pid1", "not-pid1"])
 def test_every_forwardable_signal_reaches_cmd(procs, pid1):
-    argv = ["--no-pty", "--", sys.executable, "-c", CATCHER, *map(str, EXTRA)]
+    argv = ["--no-pty", "--", sys.executable, "-c", CATCHER, *(str(int(s)) for s in EXTRA)]
     p = subprocess.Popen(
         as_pid1(*argv) if pid1 else run_cmd(*argv), stdout=subprocess.PIPE, env=env(), cwd=ROOT, text=True
     )
