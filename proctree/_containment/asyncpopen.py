@@ -4,7 +4,8 @@ They return asyncio's own asyncio.subprocess.Process. The loop's own code
 makes the transport (its subprocess_exec/_shell argument checks, its
 _make_subprocess_transport with its child watcher, cancellation handling and
 all), run with one change: the transport class is _ProctreeTransport, whose
-_start is asyncio's own with proctree.Popen for subprocess.Popen. The
+_start is asyncio's own with proctree.Popen for subprocess.Popen (or
+the mock or fake a test put there: popen.popen_for_dropins). The
 command is therefore contained as proctree.Popen contains it, and its exit
 (reaped by asyncio's child watcher, not by Popen) still ends what it left:
 proctree.Popen watches every command's exit itself.
@@ -21,7 +22,7 @@ import sys
 import types
 from typing import Any
 
-from .popen import Popen
+from .popen import popen_for_dropins
 
 if sys.platform == "win32":  # pragma: no cover - proctree is POSIX-only
     raise ImportError("proctree's asyncio drop-ins are POSIX-only")
@@ -34,10 +35,20 @@ def _copy(fn: Any, names: dict[str, Any]) -> Any:
     return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-# subprocess as asyncio's _start sees it: the module's names, with proctree.Popen for Popen.
+# subprocess as asyncio's _start sees it: the module's names, with popen_for_dropins() for Popen, looked up at
+# each start as asyncio's own code looks subprocess.Popen up.
 _subprocess_view = types.ModuleType("subprocess")
 _subprocess_view.__dict__.update(vars(subprocess))
-_subprocess_view.Popen = Popen  # type: ignore[attr-defined]
+del _subprocess_view.Popen
+
+
+def _view_attribute(name: str) -> Any:
+    if name == "Popen":
+        return popen_for_dropins()
+    raise AttributeError(f"module 'subprocess' has no attribute {name!r}")
+
+
+_subprocess_view.__getattr__ = _view_attribute  # type: ignore[method-assign]
 
 
 class _ProctreeTransport(unix_events._UnixSubprocessTransport):  # type: ignore[name-defined]

@@ -265,7 +265,28 @@ Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-def
 )
 
 
-# subprocess's helpers, each running its own code with proctree.Popen for Popen.
+def popen_for_dropins() -> Any:
+    """What the drop-in functions start a command with: proctree.Popen, or what a test put in its place.
+
+    subprocess.run and asyncio's create_subprocess_* look subprocess.Popen up
+    by name at each call, so a test suite that patches it with a mock or a fake
+    (not a class) expects that fake to be called; proctree's drop-ins keep that
+    habit. A class there (the genuine Popen, or any subclass) never makes them
+    start an uncontained command: they use proctree.Popen, or the class itself
+    when it is a subclass of proctree.Popen. Nothing else in proctree (spawn,
+    the keepers, proctree.Popen) ever looks at the name.
+    """
+    current = subprocess.Popen
+    if not isinstance(current, type):
+        return current
+    return current if issubclass(current, Popen) else Popen
+
+
+def _popen_by_current_name(*args: Any, **kwargs: Any) -> Any:
+    return popen_for_dropins()(*args, **kwargs)
+
+
+# subprocess's helpers, each running its own code with popen_for_dropins() for Popen.
 def _with_our_popen(fn: Any, names: dict[str, Any]) -> Any:
     copy = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
@@ -278,7 +299,7 @@ def _with_our_popen(fn: Any, names: dict[str, Any]) -> Any:
 
 
 _helper_names: dict[str, Any] = dict(_SUBPROCESS_GLOBALS)
-_helper_names["Popen"] = Popen
+_helper_names["Popen"] = _popen_by_current_name
 run = _with_our_popen(_SUBPROCESS_GLOBALS["run"], _helper_names)
 call = _with_our_popen(_SUBPROCESS_GLOBALS["call"], _helper_names)
 check_call = _with_our_popen(_SUBPROCESS_GLOBALS["check_call"], _helper_names)

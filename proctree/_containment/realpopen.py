@@ -23,13 +23,23 @@ def _is_genuine(cls: Any) -> bool:
     return isinstance(cls, type) and cls.__module__ == "subprocess" and cls.__qualname__ == "Popen"
 
 
+def _in_the_real_module(cls: Any) -> bool:
+    # Its methods run in subprocess's own namespace: its CompletedProcess, CalledProcessError and
+    # TimeoutExpired are the ones callers catch.
+    init = getattr(cls, "__init__", None)
+    return _is_genuine(cls) and getattr(init, "__globals__", None) is vars(subprocess)
+
+
 def genuine_popen() -> type[subprocess.Popen]:
     """CPython's own Popen class.
 
     subprocess.Popen itself when it is that class; else the first class of its
     MRO that is (a subclass swapped in, such as proctree.Popen); else (a mock
-    swapped in before anything looked) the Popen of a private copy of the
-    subprocess module, loaded once and never registered in sys.modules.
+    swapped in before anything looked) the class found among object's
+    subclasses by its methods' namespace, the subprocess module's own. Only if
+    even that fails, the Popen of a private copy of the subprocess module,
+    loaded once and never registered in sys.modules (its exceptions are not
+    subprocess's: a last resort).
     """
     cls = subprocess.Popen
     if _is_genuine(cls):
@@ -37,6 +47,10 @@ def genuine_popen() -> type[subprocess.Popen]:
     for base in getattr(cls, "__mro__", ()) if isinstance(cls, type) else ():
         if _is_genuine(base):
             return base
+    for candidate in object.__subclasses__():
+        if _in_the_real_module(candidate):
+            found: type[subprocess.Popen] = candidate
+            return found
     global _private
     with _lock:
         if _private is None:

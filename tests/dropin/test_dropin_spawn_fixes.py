@@ -150,3 +150,74 @@ def test_held_descriptors_stay_off_std_fds(call, warm):
     out = run_script(RESTORED.format(call=call, warm=warm))
     assert out.returncode == 0, out.stderr
     assert out.stdout == "still here\n"
+
+
+FAKED_FOR_DROPINS = """
+import asyncio
+import subprocess
+import sys
+from unittest import mock
+import proctree
+
+# A mock in subprocess.Popen's place: the drop-in functions call it, as subprocess.run and asyncio's
+# create_subprocess_exec would (a test suite's usual way to fake or fail process creation).
+with mock.patch("subprocess.Popen") as fake:
+    fake.side_effect = ZeroDivisionError
+    for call in (proctree.run, proctree.call, proctree.check_call, proctree.check_output):
+        try:
+            call(["true"])
+        except ZeroDivisionError:
+            pass
+        else:
+            raise AssertionError(call)
+    for start in (lambda: proctree.create_subprocess_exec("true"), lambda: proctree.create_subprocess_shell("true")):
+        try:
+            asyncio.run(start())
+        except ZeroDivisionError:
+            pass
+        else:
+            raise AssertionError(start)
+    assert fake.call_count == 6, fake.call_count
+    # proctree.Popen and spawn() never look at the name.
+    assert proctree.Popen(["true"]).wait() == 0
+    assert proctree.spawn(["true"]).wait() == 0
+    assert fake.call_count == 6
+
+# A class in its place, a plain subclass of the genuine Popen: the drop-ins still contain (proctree.Popen)...
+class Plain(subprocess.Popen):
+    pass
+
+with mock.patch("subprocess.Popen", Plain):
+    done = proctree.run(["true"])
+    assert type(done) is subprocess.CompletedProcess, (type(done), subprocess.CompletedProcess)
+    try:
+        proctree.check_call(["false"])
+    except subprocess.CalledProcessError:
+        pass  # subprocess's own exception, though proctree.Popen was first built under a mock
+    async def started():
+        proc = await proctree.create_subprocess_exec("true")
+        made = type(proc._transport._proc)
+        await proc.wait()
+        return made
+    assert asyncio.run(started()) is proctree.Popen
+
+# ...and a subclass of proctree.Popen is used as it is.
+class Ours(proctree.Popen):
+    made = 0
+    def __init__(self, *args, **kwargs):
+        Ours.made += 1
+        super().__init__(*args, **kwargs)
+
+with mock.patch("subprocess.Popen", Ours):
+    assert proctree.check_output(["echo", "hi"]) == b"hi\\n"
+    assert asyncio.run(started()) is Ours
+    assert Ours.made == 2, Ours.made
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="proctree.Popen's cgroup containment (root, Linux)")
+def test_dropin_functions_call_what_a_test_put_in_popens_place():
+    out = run_script(FAKED_FOR_DROPINS)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
