@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import threading
-from typing import Any
+from typing import Any, cast
 
 _lock = threading.Lock()
 _private: Any = None  # a copy of the subprocess module of our own, loaded only if the real class is hidden
@@ -49,8 +49,8 @@ def genuine_popen() -> type[subprocess.Popen]:
             return base
     for candidate in object.__subclasses__():
         if _in_the_real_module(candidate):
-            found: type[subprocess.Popen] = candidate
-            return found
+            found: Any = candidate
+            return cast("type[subprocess.Popen]", found)
     global _private
     with _lock:
         if _private is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -16,9 +15,9 @@ from .. import _fds
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
-from .._teardown import trioface as _trioface
 from .._teardown.report import TeardownReport
 from .._validate import check_seconds, check_signal
+from . import asyncwait as _asyncwait
 from . import cgroup as _cgroup
 from . import keeperloss as _keeperloss
 from . import modes as _modes
@@ -259,26 +258,12 @@ class Tree:
         return rc
 
     async def wait_async(self, timeout: float | None = None) -> int:
-        """wait() without blocking the event loop (any number of them at once, on one loop or several)."""
+        """wait() without blocking the event loop (any number of them at once, on one loop or several).
+
+        Its timeout raises WaitTimeout: both subprocess.TimeoutExpired (as wait()) and TimeoutError (as asyncio).
+        """
         self._check_owner()
-        if _trioface.running_library() == "trio":
-            then = None if self.keep_orphans else 2 * self.grace + 5
-            return await _trioface.wait_in_slices(self.wait, timeout, self.args, then)
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            watch = None
-            if self._life.status is None and self._life.lost is None and self._channel.fd is not None:
-                watch = self._channel.loop_watch(loop, lambda: self._pump(time.monotonic()))
-        if watch is not None:
-            try:
-                watch.check()
-                await asyncio.wait_for(asyncio.shield(watch.ready), timeout)
-            except asyncio.TimeoutError:
-                raise subprocess.TimeoutExpired(self.args, cast(float, timeout)) from None
-            finally:
-                with self._lock:
-                    self._channel.loop_unwatch(watch)
-        return await asyncio.to_thread(self.wait, None if self.keep_orphans else 2 * self.grace + 5)
+        return await _asyncwait.wait(self, timeout)
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
         """Popen.communicate through the keeper: (stdout, stderr), then the command's status is known."""
@@ -590,5 +575,15 @@ class Tree:
     def __exit__(self, *exc: object) -> None:
         try:
             self.terminate()
+        finally:
+            _close_stdio(self)
+
+    async def __aenter__(self) -> Tree:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """`async with`: terminate_async() (the loop runs on through the grace), then the pipes closed."""
+        try:
+            await self.terminate_async()
         finally:
             _close_stdio(self)

@@ -216,7 +216,10 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="proctree.Popen's cgroup containment (root, Linux)")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0,
+    reason="proctree.Popen's cgroup containment (root, Linux)",
+)
 def test_dropin_functions_call_what_a_test_put_in_popens_place():
     out = run_script(FAKED_FOR_DROPINS)
     assert out.returncode == 0, out.stderr

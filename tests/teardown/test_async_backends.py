@@ -176,3 +176,47 @@ def test_a_failed_spawn_async_raises_popens_error(backend):
             await proctree.spawn_async(["/nonexistent/proctree-test-command"])
 
     run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wait_async_timeout_is_timeout_error_and_timeout_expired(backend):
+    async def main():
+        async with await proctree.spawn_async(["sleep", "30"]) as tree:
+            with pytest.raises(TimeoutError) as caught:
+                await tree.wait_async(timeout=0.1)
+        return caught.value, tree.returncode
+
+    exc, rc = run(backend, main)
+    # One exception for both habits: asyncio code catches TimeoutError, code written for wait() TimeoutExpired.
+    assert isinstance(exc, subprocess.TimeoutExpired)
+    assert (exc.cmd, exc.timeout) == (["sleep", "30"], 0.1)
+    assert str(exc) == "Command '['sleep', '30']' timed out after 0.1 seconds"
+    assert rc == -signal.SIGTERM  # leaving the async with ended it
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_async_with_keeps_the_loop_running_through_the_grace(backend):
+    # A TERM-ignoring command: leaving the block waits out the 1 s grace, and the loop ticks all the while.
+    async def main():
+        ticks = 0
+        done = False
+
+        async def ticker():
+            nonlocal ticks
+            while not done:
+                ticks += 1
+                await anyio.sleep(0.02)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            started = time.monotonic()
+            async with await proctree.spawn_async(TERM_IGNORER, stdout=subprocess.PIPE, grace=1.0) as tree:
+                assert await anyio.to_thread.run_sync(tree.stdout.readline) == b"ready\n"
+            took = time.monotonic() - started
+            done = True
+        return ticks, took, tree.returncode, tree.stdout.closed
+
+    ticks, took, rc, closed = run(backend, main)
+    assert rc == -signal.SIGKILL and closed
+    assert took >= 0.9
+    assert ticks >= 10, ticks  # a blocking exit would have let the ticker run at most once
