@@ -4,7 +4,9 @@
    against `subprocess.Popen(["true"]).wait()`, and the same for `python -c
    pass`: what containment adds to a whole short command (issue 11's targets:
    within 3 ms of Popen; within 10% for python; issue 20's: proctree.Popen
-   within 1.5 ms of Popen).
+   within 1.5 ms of Popen, in every mode: the marked fallback too). And
+   proctree.Popen's memory per live child (this process's growth plus its
+   holding tree, shared by all) against subprocess.Popen's.
 2. The keeper's resident memory: 100 live contained trees per mode, each
    keeper's VmRSS and PSS read from /proc, against a Python interpreter
    sleeping (what a keeper written in Python would hold at least).
@@ -73,6 +75,67 @@ def bench_whole_commands(modes, rounds):
             for m in modes:
                 rows[c][f"spawn({m})"].append(_timed(lambda argv=argv, m=m: spawn(argv, contain=m).wait()))
     return {c: {k: statistics.median(v) for k, v in r.items()} for c, r in rows.items()}
+
+
+MARKED_CHILD = r"""
+import json, statistics, subprocess, sys, time
+import proctree
+from proctree._containment import popenhold
+popenhold._force_session = True  # the marked fallback, as on a machine without a writable cgroup v2
+rounds = int(sys.argv[1])
+commands = {"true": ["true"], "python -c pass": [sys.executable, "-c", "pass"]}
+proctree.Popen(["true"]).wait()
+rows = {c: {"Popen": [], "marked": []} for c in commands}
+for _ in range(rounds):
+    for c, argv in commands.items():
+        for how, cls in (("Popen", subprocess.Popen), ("marked", proctree.Popen)):
+            t = time.perf_counter()
+            cls(argv).wait()
+            rows[c][how].append(time.perf_counter() - t)
+popenhold.release()
+print(json.dumps({c: {k: statistics.median(v) for k, v in r.items()} for c, r in rows.items()}))
+"""
+
+
+def bench_marked_popen(rounds):
+    """{command: {"Popen": s, "marked": s}}: proctree.Popen's marked fallback against Popen, in a process of its own
+    (the fallback is chosen once per process), interleaved there as above."""
+    import json
+
+    out = subprocess.run(
+        [sys.executable, "-c", MARKED_CHILD, str(rounds)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))),
+    )
+    return json.loads(out.stdout)
+
+
+def bench_popen_memory(n):
+    """{how: kB per child}: this process's VmRSS growth, plus what proctree.Popen's holding tree holds, over n live
+    children, for subprocess.Popen and proctree.Popen (cgroup mode where it works)."""
+    from proctree._containment import popenhold
+
+    proctree.Popen(["true"]).wait()  # the holding tree exists before the first reading
+    holder = popenhold.holder()
+    held = [holder.keeper_pid, holder.pid] if holder is not None else []
+    out = {}
+    for how, cls in (("subprocess.Popen", subprocess.Popen), ("proctree.Popen", proctree.Popen)):
+        kids = []
+        try:
+            before = _kib(os.getpid(), "VmRSS") + sum(_kib(p, "VmRSS") for p in held if how != "subprocess.Popen")
+            for _ in range(n):
+                kids.append(cls(["sleep", "600"]))
+            time.sleep(0.2)
+            after = _kib(os.getpid(), "VmRSS") + sum(_kib(p, "VmRSS") for p in held if how != "subprocess.Popen")
+        finally:
+            for k in kids:
+                k.kill()
+                k.wait()
+        out[how] = (after - before) / n
+    out["holding tree, all children (keeper + hold step)"] = sum(_kib(p, "VmRSS") for p in held)
+    return out
 
 
 def _kib(pid, field, path="status"):
@@ -261,12 +324,21 @@ def main():
     ap.add_argument("--keepers", type=int, default=100)
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument("--only-commands", action="store_true", help="only section 1 (whole short commands)")
+    ap.add_argument(
+        "--only-popen",
+        action="store_true",
+        help="only the drop-in's numbers: whole short commands (with the marked fallback) and memory per child",
+    )
     a = ap.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("bench_spawn reads /proc: Linux only")
     modes = available_modes()
     whole = bench_whole_commands(modes, a.rounds)
-    if a.only_commands:
+    marked = bench_marked_popen(a.rounds)
+    for c, r in marked.items():  # its added time, on the Popen row of this run
+        whole[c]["proctree.Popen (marked fallback)"] = whole[c]["Popen"] + (r["marked"] - r["Popen"])
+    popen_mem = bench_popen_memory(a.keepers)
+    if a.only_commands or a.only_popen:
         mem, td, found, death = {}, {}, {}, {}
     else:
         mem = bench_memory(modes, a.keepers)
@@ -285,7 +357,18 @@ def main():
         for k, v in rows.items():
             out.append(f"| {k} | {v * 1e3:.2f} ms | {(v - base) * 1e3:+.2f} ms | {v / base:.2f}x |")
         out.append("")
-    if a.only_commands:
+    out.append(
+        "(The marked fallback runs in a process of its own, where it is chosen; its row is the Popen row plus the "
+        "time it added over Popen there, interleaved the same way.)\n"
+    )
+    out.append(f"### Memory per contained child, {a.keepers} live `sleep` children\n")
+    out.append("| how | per child |")
+    out.append("|---|---:|")
+    for k, v in popen_mem.items():
+        per = f"{v / 1024:.3f} MB" if "holding" not in k else f"{v / 1024:.2f} MB in all"
+        out.append(f"| {k} | {per} |")
+    out.append("")
+    if a.only_commands or a.only_popen:
         _emit(out, a.markdown)
         return
     out.append(f"### Keeper memory, {a.keepers} live contained trees per mode\n")
