@@ -21,6 +21,9 @@ from setuptools.command.build_ext import build_ext
 KEEPER_NAME = "proctree-keeper"  # spawn() looks for this file in the package directory
 ENTER_NAME = "proctree-enter"  # proctree.Popen's exec step (Linux only), beside the keeper
 ENTER_SOURCES = {"linux": ["csrc/popen/enter_linux.c"]}
+# The step without glibc (x86_64 and aarch64): its own system calls, no start-up cost (csrc/popen/nolibc_linux.c).
+ENTER_NOLIBC = "csrc/popen/nolibc_linux.c"
+NOLIBC_FLAGS = ["-ffreestanding", "-fno-stack-protector", "-fno-builtin", "-U_FORTIFY_SOURCE"]
 FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -78,8 +81,30 @@ class build_ext_with_keeper(build_ext):
         self._build_program(keeper_sources(), self.keeper_path(), "keeper")
 
     def build_enter(self) -> None:
-        """proctree.Popen's exec step: joins the command's cgroup, then execs the command in place."""
-        self._build_program(ENTER_SOURCES["linux"], self.enter_path(), "enter")
+        """proctree.Popen's exec step: clones the command into its cgroup, which execs in place.
+
+        Freestanding where that builds and runs (x86_64 and aarch64 with gcc or
+        clang; PROCTREE_ENTER_LIBC=1 skips it), else on the C library.
+        """
+        from setuptools.errors import CompileError, LinkError
+
+        out = self.enter_path()
+        if os.environ.get("PROCTREE_ENTER_LIBC", "0") in ("", "0"):
+            try:
+                objects = self.compiler.compile(
+                    [*ENTER_SOURCES["linux"], ENTER_NOLIBC],
+                    output_dir=os.path.join(self.build_temp, "enter-nolibc"),
+                    include_dirs=["csrc/include"],
+                    extra_postargs=[*FLAGS, *NOLIBC_FLAGS],
+                )
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                self.compiler.link_executable(objects, out, extra_postargs=["-nostdlib", "-static", "-s"])
+                if _runs(out):
+                    return
+                self.announce("proctree: the freestanding exec step does not run here; using the C library", level=2)
+            except (CompileError, LinkError):
+                self.announce("proctree: no freestanding exec step for this target; using the C library", level=2)
+        self._build_program(ENTER_SOURCES["linux"], out, "enter")
 
     def _build_program(self, sources: list[str], out: str, name: str) -> None:
         from setuptools.errors import LinkError
@@ -104,3 +129,13 @@ class build_ext_with_keeper(build_ext):
     def get_outputs(self) -> list[str]:
         enter = [self.enter_path()] if sys.platform.startswith("linux") else []
         return [*super().get_outputs(), self.keeper_path(), *enter]
+
+
+def _runs(step: str) -> bool:
+    """Whether the exec step starts and refuses an empty command line as it should (status 127)."""
+    import subprocess
+
+    try:
+        return subprocess.run([step], stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 127
+    except (OSError, subprocess.SubprocessError):
+        return False

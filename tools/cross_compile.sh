@@ -70,6 +70,33 @@ for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/core/args.c
 done
 
+echo "== proctree.Popen's exec step, freestanding (aarch64 and x86_64 system calls) =="
+for t in aarch64-linux-gnu.2.17 x86_64-linux-gnu.2.17; do
+    check "$t" csrc/popen/enter_linux.c -ffreestanding -fno-stack-protector -fno-builtin
+    check "$t" csrc/popen/nolibc_linux.c -ffreestanding -fno-stack-protector -fno-builtin
+done
+# Linked and run too where qemu-user is here (.ci/apt-packages): its entry point, argument parsing, system calls
+# and exit status on a CPU this machine is not.
+if command -v qemu-aarch64 >/dev/null; then
+    mkdir -p "$WORK/step"
+    for f in enter_linux nolibc_linux; do
+        zcc -target aarch64-linux-gnu.2.17 "${CFLAGS[@]}" -O2 -fno-sanitize=undefined -ffreestanding -fno-stack-protector -fno-builtin \
+            -c "csrc/popen/$f.c" -o "$WORK/step/$f.o"
+    done
+    zcc -target aarch64-linux-gnu.2.17 -nostdlib -static -s "$WORK/step/enter_linux.o" "$WORK/step/nolibc_linux.o" \
+        -o "$WORK/step/enter"
+    printf '  %-24s %s ... ' aarch64 "run under qemu-aarch64"
+    rc=0; qemu-aarch64 "$WORK/step/enter" || rc=$?
+    [ "$rc" = 127 ] || { echo "FAIL: an empty command line exits $rc, not 127" >&2; exit 1; }
+    out=$(qemu-aarch64 "$WORK/step/enter" 2 1 /nonexistent 0 - - - - 1 /bin/true -- true 2>&1) && rc=0 || rc=$?
+    case "$rc:$out" in
+    "255:SubprocessError:0:proctree.Popen could not start the command in its cgroup (/nonexistent): No such file"*) echo ok ;;
+    *) echo "FAIL: a missing cgroup gave $rc: $out" >&2; exit 1 ;;
+    esac
+else
+    echo "  (qemu-aarch64 not installed: the aarch64 step is compiled, not run)"
+fi
+
 echo "== native keeper =="
 # The file sets build_keeper.py compiles, so that a file added there is checked here too.
 keeper_files() { # platform
@@ -127,6 +154,33 @@ for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
 done
+
+echo "== proctree.Popen's exec step, freestanding (aarch64 and x86_64 system calls) =="
+for t in aarch64-linux-gnu.2.17 x86_64-linux-gnu.2.17; do
+    check "$t" csrc/popen/enter_linux.c -ffreestanding -fno-stack-protector -fno-builtin
+    check "$t" csrc/popen/nolibc_linux.c -ffreestanding -fno-stack-protector -fno-builtin
+done
+# Linked and run too where qemu-user is here (.ci/apt-packages): its entry point, argument parsing, system calls
+# and exit status on a CPU this machine is not.
+if command -v qemu-aarch64 >/dev/null; then
+    mkdir -p "$WORK/step"
+    for f in enter_linux nolibc_linux; do
+        zcc -target aarch64-linux-gnu.2.17 "${CFLAGS[@]}" -O2 -fno-sanitize=undefined -ffreestanding -fno-stack-protector -fno-builtin \
+            -c "csrc/popen/$f.c" -o "$WORK/step/$f.o"
+    done
+    zcc -target aarch64-linux-gnu.2.17 -nostdlib -static -s "$WORK/step/enter_linux.o" "$WORK/step/nolibc_linux.o" \
+        -o "$WORK/step/enter"
+    printf '  %-24s %s ... ' aarch64 "run under qemu-aarch64"
+    rc=0; qemu-aarch64 "$WORK/step/enter" || rc=$?
+    [ "$rc" = 127 ] || { echo "FAIL: an empty command line exits $rc, not 127" >&2; exit 1; }
+    out=$(qemu-aarch64 "$WORK/step/enter" 2 1 /nonexistent 0 - - - - 1 /bin/true -- true 2>&1) && rc=0 || rc=$?
+    case "$rc:$out" in
+    "255:SubprocessError:0:proctree.Popen could not start the command in its cgroup (/nonexistent): No such file"*) echo ok ;;
+    *) echo "FAIL: a missing cgroup gave $rc: $out" >&2; exit 1 ;;
+    esac
+else
+    echo "  (qemu-aarch64 not installed: the aarch64 step is compiled, not run)"
+fi
 
 echo "== negative controls: a wrong struct offset must fail the macOS check =="
 # If the asserts were not evaluated (a header not found, a preprocessor branch
