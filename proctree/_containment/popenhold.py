@@ -160,9 +160,35 @@ def new_cgroup(tree) -> str:
 
 
 def discard(path: str) -> None:
-    """Remove a command cgroup nothing ever joined (the start failed before the command ran)."""
-    with contextlib.suppress(OSError):
+    """Remove the cgroup of a start that failed or was interrupted (Ctrl+C) inside fork_exec. Never raises.
+
+    Usually nothing joined it (the start failed before the command ran): one
+    rmdir. But an interrupt can land once the step has cloned the command, and
+    no Popen will ever hold that command: everything in the cgroup is killed
+    at once, what of it is this process's own child (the command: the step
+    cloned it as our child) is reaped, and the cgroup removed.
+    """
+    try:
         os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass  # EBUSY: the command exists
+    from .._table import binding as _binding
+
+    me = os.getpid()
+    with contextlib.suppress(OSError, ValueError):
+        ours = []
+        for pid in _cgroup.pids(path):
+            with contextlib.suppress(Exception):
+                if _binding.proc(pid).ppid == me:
+                    ours.append(pid)
+        _cgroup.kill(path)
+        for pid in ours:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # our unreaped child, SIGKILLed: at once
+        _cgroup.remove(path, timeout=1.0)
 
 
 def watch(pid: int, left: Any, keep_orphans: bool) -> None:

@@ -224,3 +224,40 @@ def test_dropin_functions_call_what_a_test_put_in_popens_place():
     out = run_script(FAKED_FOR_DROPINS)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "ok\n"
+
+
+INTERRUPTED_START = """
+import os, subprocess
+import proctree
+from proctree._containment import popenhold
+
+proctree.Popen(["true"]).wait()  # the holding tree exists first
+real_read = os.read
+
+def interrupted(fd, n):
+    os.read = real_read
+    {before}
+    raise KeyboardInterrupt
+
+os.read = interrupted  # the first read of the start: the step's report of the command's pid
+try:
+    proctree.Popen(["sleep", "30"])
+except KeyboardInterrupt:
+    pass
+else:
+    raise AssertionError("not interrupted")
+holder = popenhold.holder()
+children = [p for p in proctree.snapshot().values() if p.ppid == os.getpid() and p.pid != holder.keeper_pid]
+assert not children, children  # the command neither runs on nor is left unreaped
+left = [d for d in os.listdir(holder.cgroup) if d.startswith("cmd-")]
+assert not left, left
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
+@pytest.mark.parametrize("before", ["real_read(fd, n)", "pass"], ids=["after-the-pid", "before-the-pid"])
+def test_an_interrupted_start_leaves_nothing(before):
+    out = run_script(INTERRUPTED_START.format(before=before))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
