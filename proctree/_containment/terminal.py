@@ -40,10 +40,25 @@ def owner_window_size() -> tuple[int, int, int, int] | None:
     return None
 
 
+def owner_modes() -> list | None:
+    """The modes (tcgetattr) of the first of our stdin, stdout, stderr that is a terminal; None if none is."""
+    for fd in (0, 1, 2):
+        try:
+            return termios.tcgetattr(fd)
+        except (OSError, termios.error):
+            continue
+    return None
+
+
 def open_pty() -> tuple[int, int]:
-    """(master, slave) of a new pseudo-terminal, both close-on-exec, sized like the owner's terminal if it has one."""
+    """(master, slave) of a new pseudo-terminal, both close-on-exec, with the owner's terminal's modes and size if it
+    has one, as script(1) and ssh -t give theirs: a user who turned echo off (stty -echo) sees no echo from the
+    command's terminal either, and keeps their erase and interrupt keys."""
     master, slave = os.openpty()
     try:
+        modes = owner_modes()
+        if modes is not None:
+            termios.tcsetattr(slave, termios.TCSANOW, modes)
         size = owner_window_size()
         if size is not None:
             set_window_size(slave, size)

@@ -65,6 +65,7 @@ class Relay:
         old_tstp = signal.signal(signal.SIGTSTP, self._on_tstp)
         try:
             self._saved = termios.tcgetattr(self.stdin)
+            self._take_typed_ahead()
             self._enter_raw()
             os.set_blocking(self.master, False)
             self._loop()
@@ -77,6 +78,38 @@ class Relay:
             os.close(self._tstp_w)
 
     # -- terminal modes ------------------------------------------------------
+    def _take_typed_ahead(self) -> None:
+        """Take what was typed before the relay began, still in the terminal's line buffer, in the terminal's own mode.
+
+        Raw mode would hand it over as it lies in the buffer, where a Ctrl+D
+        is an end-of-file mark that reads as a NUL byte: the command got
+        "\0" where the user had typed end-of-file. Read line by line here,
+        each end-of-file mark becomes the EOF key again. What is typed but
+        not yet ended by Enter stays in the buffer and comes through raw.
+        """
+        assert self._saved is not None
+        if not self._saved[3] & termios.ICANON:
+            return
+        eof = self._saved[6][termios.VEOF]
+        eof = eof if isinstance(eof, bytes) else bytes([eof])
+        ends = {
+            b"\n",
+            *(c for c in (self._saved[6][termios.VEOL], self._saved[6][termios.VEOL2]) if c not in (b"\0", 0)),
+        }
+        blocking = os.get_blocking(self.stdin)
+        os.set_blocking(self.stdin, False)
+        try:
+            empty = 0
+            while empty < 3 and len(self._keys) < _INPUT_MAX:  # three end-of-files in a row: a hung-up terminal
+                try:
+                    line = os.read(self.stdin, _READ)
+                except OSError:  # BlockingIOError: nothing more is typed
+                    break
+                empty = empty + 1 if not line else 0
+                self._keys += line if line[-1:] in ends else line + eof
+        finally:
+            os.set_blocking(self.stdin, blocking)
+
     def _enter_raw(self) -> None:
         tty.setraw(self.stdin, termios.TCSANOW)
         copy_window_size(self.stdin, self.master)
