@@ -109,3 +109,32 @@ def test_marked_tree_dies_with_the_owner():
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "None",
+        "{b'PATH': os.environb[b'PATH'], b'PROCTREE_OWNER': b'stale', b'PROCTREE_TREE': b'stale'}",
+        "{'PATH': os.environ['PATH'], 'PROCTREE_OWNER': 'stale', b'PROCTREE_TREE': b'stale'}",
+    ],
+    ids=["inherited", "bytes-with-stale-markers", "mixed-with-stale-markers"],
+)
+def test_marked_environment_carries_each_marker_once(env):
+    # Whatever form env takes, the command gets the holder's markers, once each (never a stale one beside them).
+    p = owner(
+        f"""
+        out = proctree.check_output(["sh", "-c", "env"], env={env})
+        lines = [l for l in out.split(b"\\n") if l.startswith((b"PROCTREE_OWNER=", b"PROCTREE_TREE="))]
+        assert len(lines) == 2, lines
+        assert lines[0 if lines[0].startswith(b"PROCTREE_OWNER=") else 1] == b"PROCTREE_OWNER=" + popenhold.holder().marker.encode()
+        assert b"stale" not in out
+        print("ok", flush=True)
+        """
+    )
+    try:
+        assert p.stdout.readline() == "ok\n"
+        assert p.wait(30) == 0
+    finally:
+        p.kill()
+        p.wait()
