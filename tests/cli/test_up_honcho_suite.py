@@ -1,8 +1,8 @@
 """honcho's own `start` tests, ported end to end onto `proctree up`.
 
 Source: nickstenning/honcho at 2f47b72 (2025-06-03): tests/integration/test_start.py,
-and the start-related unit tests of tests/test_manager.py, tests/test_printer.py and
-tests/test_command.py. (tests/test_environ.py's are in test_up_honcho_suite_environ.py.)
+and the start-related unit tests of tests/test_manager.py, tests/test_process.py,
+tests/test_printer.py and tests/test_command.py. (tests/test_environ.py's are in test_up_honcho_suite_environ.py.)
 Each test names the original (`honcho: file::test`). honcho's unit tests drive its
 Manager and Printer with fakes; here every one is a real `python -m proctree up` on a
 temp Procfile, `honcho start` mapped to `proctree up` with the same options.
@@ -278,6 +278,42 @@ def test_printer_receives_lines_after_stop(tmp_path):
     lines = out.splitlines()
     assert "fishmongers" in lines and "butchers" in lines, out
     assert lines.index("foo.1 exited with code 0") < lines.index("fishmongers") < lines.index("butchers")
+
+
+# --- tests/test_process.py (Process: the messages one entry gives; its ctor tests are the Manager's above) ---
+
+
+def test_output_receives_start_with_pid(tmp_path):
+    """honcho: tests/test_process.py::TestProcess::test_output_receives_start_with_pid: the pid is the entry's own."""
+    write(tmp_path, {"Procfile": "foo: echo mypid=$$\n"})
+    ret, out, err = up(tmp_path, "--no-prefix")
+    pid = re.search(r"^foo\.1 started \(pid=(\d+)\)$", out, re.M)
+    assert pid and f"mypid={pid.group(1)}" in out.splitlines(), out
+
+
+def test_output_receives_lines(tmp_path):
+    """honcho: tests/test_process.py::TestProcess::test_output_receives_lines, ..._message_contains_name, ..._time"""
+    write(tmp_path, {"Procfile": "foo: printf 'hello\\nworld\\n'\n"})
+    ret, out, err = up(tmp_path)
+    for line in ("hello", "world"):
+        assert re.search(rf"^{STAMP} foo\.1  \| {line}$", out, re.M), out
+
+
+def test_output_does_not_receive_lines_when_quiet(tmp_path):
+    """honcho: tests/test_process.py::TestProcess::test_output_does_not_receive_lines_when_quiet"""
+    write(tmp_path, {"Procfile": "foo: printf 'hello\\nworld\\n'; sleep 1\nbar: sleep 5\n"})
+    ret, out, err = up(tmp_path, "-q", "foo")
+    assert "hello" not in out and "world" not in out and "foo.1 started" in out
+
+
+def test_output_receives_stop_with_returncode(tmp_path):
+    """honcho: tests/test_process.py::TestProcess::test_output_receives_stop, ..._stop_with_returncode
+
+    CHOICE: said in foreman's words (`exited with code 3`), not honcho's `stopped (rc=3)`.
+    """
+    write(tmp_path, {"Procfile": "foo: exit 3\n"})
+    ret, out, err = up(tmp_path, "--no-prefix")
+    assert ret == 3 and "foo.1 exited with code 3" in out.splitlines(), out
 
 
 # --- tests/test_printer.py (Printer: the line format, start output only) ---
