@@ -86,7 +86,9 @@ def parse_dotenv(
     """
     if not isinstance(text, str):
         raise TypeError(f".env text must be a str, not {type(text).__name__}")
-    return _Reader(text, source, base or {}, skipped).read()
+    # A leading BOM (Notepad writes one) is not part of the first name: read_text drops it from
+    # a file, and python-dotenv's parse_stream from its text; so does this.
+    return _Reader(text.removeprefix("\ufeff"), source, base or {}, skipped).read()
 
 
 def read_dotenv(

@@ -40,6 +40,9 @@ LOW_ROWS = 5000
 
 # The signals that end the run, and the status each one gives (128 + N, as a shell reports it).
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# An entry's lines reach the terminal within this many seconds (the supervisor's default, 50 ms,
+# is for programs; foreman and honcho relay each line as it comes). Rows still go out in batches.
+OUTPUT_INTERVAL = 0.01
 SIGPIPE_STATUS = 128 + signal.SIGPIPE
 
 
@@ -285,7 +288,10 @@ class Up:
             loop.add_signal_handler(sig, self.on_signal, sig)
         try:
             async with proctree.Supervisor(
-                max_services=len(self.specs), stop_grace=self.args.grace, **self._ready_timeout()
+                max_services=len(self.specs),
+                stop_grace=self.args.grace,
+                output_interval=OUTPUT_INTERVAL,
+                **self._ready_timeout(),
             ) as sup:
                 self.sup = sup
                 self.out.start()
