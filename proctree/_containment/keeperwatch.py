@@ -26,6 +26,8 @@ forgotten, as the keepers are the parent's children.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import select
 import signal
@@ -37,6 +39,8 @@ from typing import Any
 
 from .. import _fds
 from .._teardown import signals as _signals
+
+log = logging.getLogger("proctree")
 
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
@@ -78,6 +82,7 @@ class KeeperWatch:
         self._wake_r: int | None = None
         self._wake_w: int | None = None
         self._kq: Any = None
+        self._ep: Any = None  # Linux: the thread's epoll; a pidfd registered in it is seen at once, unwoken
         self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
         self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
 
@@ -94,8 +99,8 @@ class KeeperWatch:
 
         resume=False: never continue it when it is stopped (a proctree.Popen
         command, which its owner may stop on purpose, is watched here too).
-        wake=False: do not wake the thread for it if the thread will look
-        within _STOP_CHECK anyway (a proctree.Popen command: most are reaped
+        wake=False: do not wake the thread for it if its epoll (Linux) sees
+        it anyway, or the thread will look within _STOP_CHECK (a proctree.Popen command: most are reaped
         by Popen before that, and a wake per start cost them the GIL twice).
 
         settled(owner), if given, is asked first, on the watch's own thread:
@@ -111,6 +116,9 @@ class KeeperWatch:
                 self._start()
             elif self._kq is not None:
                 self._kq_add(pid)
+            elif self._ep is not None and pidfd is not None:
+                self._ep.register(pidfd, select.EPOLLIN)
+                wake = False  # the thread's epoll_wait sees it as it is
             wake = wake or not self._bounded
         if wake:
             self._wake()
@@ -123,6 +131,9 @@ class KeeperWatch:
         with self._lock:
             w = self._watched.pop(pid, None)
             if w is not None and w.pidfd is not None:
+                if self._ep is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        self._ep.unregister(w.pidfd)
                 self._closing.append(w.pidfd)  # the thread may be selecting on it right now
             wake = wake or not self._bounded
         if w is not None and wake:
@@ -134,17 +145,31 @@ class KeeperWatch:
 
     # -- the thread -----------------------------------------------------------
     def _start(self) -> None:
-        r, w = os.pipe()
-        self._wake_r, self._wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
-        os.set_blocking(self._wake_w, False)
-        if sys.platform == "darwin":
-            self._kq = select.kqueue()
-            wake = select.kevent(self._wake_r, filter=select.KQ_FILTER_READ, flags=select.KQ_EV_ADD)
-            self._kq.control([wake], 0, 0)
-            for pid in self._watched:
-                self._kq_add(pid)
-        self._thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
-        self._thread.start()
+        try:
+            r, w = os.pipe()
+            self._wake_r, self._wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
+            os.set_blocking(self._wake_w, False)
+            if sys.platform == "darwin":
+                self._kq = select.kqueue()
+                wake = select.kevent(self._wake_r, filter=select.KQ_FILTER_READ, flags=select.KQ_EV_ADD)
+                self._kq.control([wake], 0, 0)
+                for pid in self._watched:
+                    self._kq_add(pid)
+            elif hasattr(select, "epoll"):
+                self._ep = select.epoll()
+                self._ep.register(self._wake_r, select.EPOLLIN)
+                for watched in self._watched.values():
+                    if watched.pidfd is not None:
+                        self._ep.register(watched.pidfd, select.EPOLLIN)
+            thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
+            thread.start()
+        except (OSError, RuntimeError) as exc:
+            # No thread now (a descriptor, thread, memory or pid limit): what is watched stays registered, and
+            # the next watch() tries again; until then exits are seen only where their owners reap (Popen's wait).
+            self._stop_locked([])
+            log.warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
+            return
+        self._thread = thread
 
     def _kq_add(self, pid: int) -> None:
         if sys.platform == "darwin":
@@ -182,6 +207,7 @@ class KeeperWatch:
                 if any(w.pidfd is None for w in watched):
                     timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
                 # kqueue: a process that exited before its event was registered is found only when woken
+                # An epoll or kqueue sees a new registration without a wake; poll() only within its timeout.
                 self._bounded = self._kq is None and timeout is not None and timeout <= _STOP_CHECK
             for fd in closing:
                 _close(fd)
@@ -230,10 +256,14 @@ class KeeperWatch:
             # A keeper added while the thread slept may have exited before its event was registered.
             maybe = [w for w in watched if w.pid not in exited] if woken else []
         else:
-            fds = [self._wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
             if any(w.pidfd is None for w in watched):
                 timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
-            ready = _fds.readable(fds, timeout)  # poll(): no limit on fd numbers (select() stops at 1024)
+            if self._ep is not None:
+                # Level-triggered: a pidfd registered after `watched` was read fires again next round.
+                ready = {fd for fd, _ in self._ep.poll(-1 if timeout is None else timeout)}
+            else:
+                fds = [self._wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
+                ready = set(_fds.readable(fds, timeout))  # poll(): no limit on fd numbers (select() stops at 1024)
             woken = self._wake_r in ready
             proven = [w for w in watched if w.pidfd is not None and w.pidfd in ready]
             maybe = [w for w in watched if w.pidfd is None]
@@ -277,6 +307,9 @@ class KeeperWatch:
             _close(fd)
         if self._kq is not None:
             self._kq.close()
+        if self._ep is not None:
+            self._ep.close()
+        self._ep = None
         self._wake_r = self._wake_w = None
         self._kq = None
         self._thread = None

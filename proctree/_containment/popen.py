@@ -113,6 +113,8 @@ def _fork_exec_via_step(*args: Any) -> int:
     except BaseException:
         if pid_r >= 0:
             os.close(pid_r)
+            # An interrupt as fork_exec returned loses the step's pid: reap it by name (it exits at once).
+            _hold.reap_steps(wait=1.0)
         raise
     finally:
         os.close(report)
@@ -127,13 +129,34 @@ def _fork_exec_via_step(*args: Any) -> int:
             if not part:
                 break
             data += part
+    except BaseException:
+        if data.endswith(b"\n"):
+            _local.interrupted_command = int(data)  # the command exists: discard() ends and reaps it
+        raise
     finally:
         os.close(pid_r)
-        try:
-            os.waitpid(first, 0)  # the step, which exited once the command existed (or failed before)
-        except ChildProcessError:
-            pass  # reaped by someone else (a waitpid(-1) child watcher): it is gone either way
+        _reap_step(first)
     return int(data) if data.strip() else first
+
+
+def _reap_step(pid: int) -> None:
+    """Reap the step, which exits once the command exists (or failed before), even through an interrupt.
+
+    A KeyboardInterrupt (or any exception a signal handler raises) while
+    waiting is held until the step is reaped, then raised: the step exits
+    within moments, and nothing else would ever reap it.
+    """
+    held: BaseException | None = None
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            break  # reaped by someone else (a waitpid(-1) child watcher): it is gone either way
+        except BaseException as exc:  # noqa: BLE001 - held, then raised once the step is reaped
+            held = held or exc
+    if held is not None:
+        raise held
 
 
 def _execute_via_step() -> Any:
@@ -203,10 +226,9 @@ class Popen(_Base):
             self._execute_marked(tree, bound)
             return
         _check_ids(given.get("uid"), given.get("gid"), given.get("gids"))
-        path = _hold.new_cgroup(tree)
         pgid = given.get("process_group", -1)
         step = _Step(
-            cgroup=path,
+            cgroup="",
             setsid=bool(given.get("start_new_session")),
             pgid=None if pgid is None or pgid < 0 else pgid,
             uid=given.get("uid"),
@@ -220,19 +242,27 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
-        _local.step = step
-        try:
+        path = _hold.new_cgroup_path(tree)
+        try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
+            os.mkdir(path)
+            step.cgroup = path
+            self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
+            _local.step = step
             _execute_via_step()(*bound.args, **bound.kwargs)
+            if self.returncode is None:
+                _hold.watch(self.pid, path, self._proctree_keep)
         except BaseException:
             if not getattr(self, "_child_created", False):
                 self._proctree_cgroup = None
-                _hold.discard(path)
+                _hold.discard(path, getattr(_local, "interrupted_command", None))
+            elif self.returncode is None:
+                # Interrupted once Popen had the command (reading its error pipe): Popen's __del__ reaps it
+                # later, as it does its own; its exit still ends what it left and removes its cgroup.
+                _hold.watch(self.pid, path, self._proctree_keep)
             raise
         finally:
             _local.step = None
-        if self.returncode is None:
-            _hold.watch(self.pid, path, self._proctree_keep)
+            _local.interrupted_command = None
 
     def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
         """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""

@@ -36,6 +36,7 @@ from .launch import _LINUX
 
 # proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
 ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
+_STEP_NAME = os.path.basename(ENTER)[:15]  # its name in the process table (comm keeps 15 bytes)
 
 # The prefix of a command's cgroup inside the holding tree's cgroup (cgroup.is_ours accepts these).
 COMMAND_PREFIX = _cgroup.COMMAND_PREFIX
@@ -150,45 +151,71 @@ def held_pids() -> set[int]:
     return {p for p in (tree.keeper_pid, tree.pid) if p is not None}
 
 
-def new_cgroup(tree) -> str:
-    """A fresh, empty cgroup for one command, nested in the holding tree's cgroup. Raises OSError."""
+def new_cgroup_path(tree) -> str:
+    """The path of a fresh cgroup for one command, nested in the holding tree's cgroup (the caller makes it, inside
+    the try that removes it again: an interrupt right after the mkdir must not lose its name)."""
     if _kept:
         _remove_empty_kept()
-    path = os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
-    os.mkdir(path)
-    return path
+    return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
 
 
-def discard(path: str) -> None:
+def discard(path: str, command: int | None = None) -> None:
     """Remove the cgroup of a start that failed or was interrupted (Ctrl+C) inside fork_exec. Never raises.
 
     Usually nothing joined it (the start failed before the command ran): one
-    rmdir. But an interrupt can land once the step has cloned the command, and
-    no Popen will ever hold that command: everything in the cgroup is killed
-    at once, what of it is this process's own child (the command: the step
-    cloned it as our child) is reaped, and the cgroup removed.
+    rmdir. But an interrupt can land once the step has cloned the command
+    (command: its pid, when the step had reported it), and no Popen will ever
+    hold that command: everything in the cgroup is killed at once, what of it
+    is this process's own child (the command: the step cloned it as our
+    child) is reaped, and the cgroup removed. So is any exec step of ours
+    left a zombie by an interrupt that came as fork_exec returned.
     """
-    try:
-        os.rmdir(path)
-        return
-    except FileNotFoundError:
-        return
-    except OSError:
-        pass  # EBUSY: the command exists
     from .._table import binding as _binding
 
     me = os.getpid()
-    with contextlib.suppress(OSError, ValueError):
-        ours = []
-        for pid in _cgroup.pids(path):
-            with contextlib.suppress(Exception):
-                if _binding.proc(pid).ppid == me:
-                    ours.append(pid)
-        _cgroup.kill(path)
+    with contextlib.suppress(Exception):
+        ours = {command} if command else set()
+        if _cgroup.populated(path):
+            for pid in _cgroup.pids(path):
+                with contextlib.suppress(Exception):
+                    if _binding.proc(pid).ppid == me:
+                        ours.add(pid)
+            _cgroup.kill(path)
         for pid in ours:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)  # our unreaped child, SIGKILLed: at once
+                os.waitpid(pid, 0)  # our unreaped child, SIGKILLed (or exited): at once
+        reap_steps()
+    with contextlib.suppress(Exception):
         _cgroup.remove(path, timeout=1.0)
+
+
+def reap_steps(wait: float = 0.0) -> None:
+    """Reap the exec steps of ours that an interrupt left unreaped (a step is a child only proctree.Popen makes,
+    and it exits once it has cloned its command). Never raises.
+
+    wait: how long to give live ones to exit (a step whose pid the interrupt
+    lost may not have exited yet). A live one may also be another thread's,
+    mid-start: that thread's own reap then finds it gone and carries on.
+    """
+    import time
+
+    from .._table import binding as _binding
+
+    me = os.getpid()
+    deadline = time.monotonic() + wait
+    with contextlib.suppress(Exception):
+        while True:
+            live = False
+            for p in _binding.snapshot().values():
+                if p.ppid == me and p.name == _STEP_NAME:
+                    if p.is_zombie:
+                        with contextlib.suppress(ChildProcessError):
+                            os.waitpid(p.pid, os.WNOHANG)
+                    else:
+                        live = True
+            if not live or time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
 
 
 def watch(pid: int, left: Any, keep_orphans: bool) -> None:
@@ -198,8 +225,10 @@ def watch(pid: int, left: Any, keep_orphans: bool) -> None:
     Without this, leftovers would wait for Popen to reap the command, which
     an owner that never waits, or asyncio (its child watcher reaps, not
     Popen), never does. The keeper watch's thread holds a pidfd on it and
-    never reaps it, nor continues it when it is stopped; it takes it up at
-    its next look (within half a second), without being woken for it.
+    never reaps it, nor continues it when it is stopped. On Linux its pidfd
+    goes straight into the thread's epoll set, so the exit is seen at once
+    without waking the thread for each start; elsewhere the thread takes it
+    up at its next look (within half a second).
     """
     from .keeperproc import _keeper_watch
 

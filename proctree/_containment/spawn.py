@@ -138,7 +138,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
             return _start(launch, dict(popen_kwargs), stop)
         except ContainmentUnavailable as exc:
             if launch.cgroup is not None:
-                _cgroup.remove(launch.cgroup)
+                _remove_created(launch.cgroup)
             if contain != "auto" or launch.mode == "session":
                 raise
             # The keeper refused the mode before it started the command (a
@@ -147,10 +147,29 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
             reasons.append(f"{launch.mode}: {os.strerror(exc.errno) if exc.errno else exc.strerror}")
         except BaseException:
             if launch.cgroup is not None:
-                _cgroup.remove(launch.cgroup)
+                _remove_created(launch.cgroup)
             raise
         weaker = "subreaper" if launch.mode == "cgroup" and _LINUX else "session"
         launch = dataclasses.replace(launch, mode=weaker, reason="; ".join(reasons), cgroup=None)
+
+
+def _remove_created(path: str) -> None:
+    """Remove the cgroup spawn() made for a start that failed; never raises over the start's own error.
+
+    cgroup.remove checks that the path is ours by reading the mount table; with
+    no descriptor left (EMFILE, often the very reason the start failed) that
+    read fails, and the directory stayed for good. This path was made by this
+    call, so it is ours by construction: it and its per-owner parent are then
+    removed as they stand (rmdir takes only an empty cgroup).
+    """
+    try:
+        _cgroup.remove(path)
+    except (OSError, ValueError):
+        for d in (path, os.path.dirname(path)):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
 
 async def spawn_async(args: Any, **kwargs: Any) -> Tree:

@@ -79,7 +79,7 @@ def test_a_ctrl_d_typed_before_the_run_started_ends_the_commands_input(terminal)
 def test_text_typed_ahead_without_enter_still_arrives(terminal):
     master, _, start = terminal
     os.write(master, b"first\npartial")  # a whole line, then one not ended yet
-    proc = start("sh", "-c", "read a; read b; echo \"got:$a:$b\"")
+    proc = start("sh", "-c", 'read a; read b; echo "got:$a:$b"')
     time.sleep(0.5)
     os.write(master, b"\n")
     text, rc = screen_until_exit(master, proc)
@@ -92,7 +92,7 @@ def test_the_users_echo_setting_holds_on_the_commands_terminal(terminal):
     attrs = termios.tcgetattr(slave)
     attrs[3] &= ~termios.ECHO  # the user ran `stty -echo`
     termios.tcsetattr(slave, termios.TCSANOW, attrs)
-    proc = start("sh", "-c", "read a; echo \"got:$a\"")
+    proc = start("sh", "-c", 'read a; echo "got:$a"')
     time.sleep(0.5)
     os.write(master, b"secret\n")
     text, rc = screen_until_exit(master, proc)

@@ -261,3 +261,130 @@ def test_an_interrupted_start_leaves_nothing(before):
     out = run_script(INTERRUPTED_START.format(before=before))
     assert out.returncode == 0, out.stderr
     assert out.stdout == "ok\n"
+
+
+WATCH_THREAD_REFUSED = """
+import subprocess, threading
+import proctree
+
+real_start = threading.Thread.start
+
+def refused(self):
+    if self.name == "proctree-keeper-watch":
+        threading.Thread.start = real_start  # once: a thread or memory limit that passes
+        raise RuntimeError("can't start new thread")
+    real_start(self)
+
+threading.Thread.start = refused
+assert proctree.Popen(["true"]).wait() == 0  # the start itself is unharmed
+# A later command leaves a daemon holding its stdout: communicate() returns only if the daemon is ended,
+# which takes the watch (nothing reaps the command before its pipe closes).
+p = proctree.Popen(["sh", "-c", "sleep 30 & echo hi"], stdout=subprocess.PIPE)
+out, _ = p.communicate(timeout=20)
+assert out == b"hi\\n", out
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
+def test_a_watch_thread_that_could_not_start_is_started_at_the_next_start():
+    out = run_script(WATCH_THREAD_REFUSED)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
+    assert "could not start its watch thread" in out.stderr
+
+
+INTERRUPT_STORM = """
+import os, signal, time
+import proctree
+from proctree._containment import popenhold
+
+proctree.Popen(["true"]).wait()
+holder = popenhold.holder()
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGALRM, interrupt)
+interrupted = 0
+for i in range(150):
+    signal.setitimer(signal.ITIMER_REAL, 0.0005 + (i % 7) * 0.0003)
+    try:
+        p = proctree.Popen(["true"])
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        p.wait()
+    except KeyboardInterrupt:
+        interrupted += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+signal.signal(signal.SIGALRM, signal.SIG_DFL)
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline:
+    mine = [q for q in proctree.snapshot().values() if q.ppid == os.getpid() and q.pid != holder.keeper_pid]
+    steps = [q for q in mine if q.name == "proctree-enter"]
+    left = [d for d in os.listdir(holder.cgroup) if d.startswith("cmd-")]
+    if not steps and not left:
+        break
+    time.sleep(0.1)
+assert not steps, steps  # an interrupted start never leaves its exec step unreaped
+assert not left, left  # nor its command's cgroup
+print("ok", interrupted)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
+def test_interrupts_at_every_moment_of_a_start_leave_no_step_and_no_cgroup():
+    out = run_script(INTERRUPT_STORM, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    word, interrupted = out.stdout.split()
+    assert word == "ok" and int(interrupted) > 0, out.stdout
+
+
+NO_DESCRIPTORS = """
+import os, resource
+import proctree
+from proctree._containment import cgroup
+
+mount = cgroup.base_dir()
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+held = []
+while True:  # every descriptor but {free}
+    try:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        break
+for fd in held[-{free}:]:
+    os.close(fd)
+held = held[:-{free}]
+try:
+    proctree.Popen(["true"]).wait()
+    failed = None
+except OSError as exc:
+    failed = exc
+for fd in held:
+    os.close(fd)
+mine = [d for d in os.listdir(mount) if d.startswith(f"proctree-{{os.getpid()}}-")]
+left = [os.path.join(d, c) for d in mine for c in os.listdir(os.path.join(mount, d)) if c.startswith(("popen-", "tree-"))]
+if failed is not None:
+    assert not left, (failed, left)  # a holding tree that could not start leaves no cgroup behind
+assert proctree.Popen(["true"]).wait() == 0  # and the next start works
+print("ok" if failed is not None else "started")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
+@pytest.mark.parametrize("free", [2, 3, 4, 5, 6])
+def test_a_first_start_without_descriptors_leaves_no_cgroup(free):
+    out = run_script(NO_DESCRIPTORS.replace("{free}", str(free)).replace("{{", "{").replace("}}", "}"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout in ("ok\n", "started\n")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 (root, Linux)")
+def test_output_held_by_a_leftover_ends_when_the_command_does():
+    # check_output reads to the pipe's end, which a daemon holding it brings only once it is ended: the command's
+    # exit is seen at once (the watch's epoll), not at the watch's next look half a second later.
+    started = time.monotonic()
+    for _ in range(5):
+        assert proctree.check_output(["sh", "-c", "sleep 30 & echo hi"], timeout=20) == b"hi\n"
+    assert time.monotonic() - started < 2.0  # 2.5 s and more when each waited for the look
