@@ -36,8 +36,18 @@ def run(init, extra):
     with tempfile.TemporaryDirectory() as d:
         xml = os.path.join(d, "junit.xml")
         r = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *args, *extra,
-             *SUITES],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={xml}",
+                *args,
+                *extra,
+                *SUITES,
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -30,7 +30,6 @@ import pytest
 
 from support.initkit import (
     MODES,
-    NO_G,
     PLACEMENTS,
     PRINT_SIGNALS,
     REFERENCE,
@@ -51,26 +50,41 @@ from support.spawnkit import LINUX
 pytestmark = pytest.mark.skipif(not LINUX, reason="Linux: /proc, pid namespaces, signal numbers")
 
 SUSPEND_SIGNALS = [signal.SIGTSTP, signal.SIGTTOU, signal.SIGTTIN]
-NORMAL_SIGNALS = sorted(
-    set(range(1, 32)) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD} - set(SUSPEND_SIGNALS)
-)
+NORMAL_SIGNALS = sorted(set(range(1, 32)) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD} - set(SUSPEND_SIGNALS))
 
 # proctree/cli/run.py NOT_FORWARDED: the synchronous signals are taken as the runner's own, and CONT is left
 # to the runner (TERM, INT and HUP are followed by a CONT to CMD's group instead).
-SYNCHRONOUS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP, signal.SIGSYS, signal.SIGABRT}
+SYNCHRONOUS = {
+    signal.SIGSEGV,
+    signal.SIGBUS,
+    signal.SIGILL,
+    signal.SIGFPE,
+    signal.SIGTRAP,
+    signal.SIGSYS,
+    signal.SIGABRT,
+}
 NOT_FORWARDED_WHY = {
-    **{s: "run.py NOT_FORWARDED: synchronous signals are not forwarded (as PID 1 dropped, else they kill the runner)"
-       for s in SYNCHRONOUS},
+    **{
+        s: "run.py NOT_FORWARDED: synchronous signals are not forwarded (as PID 1 dropped, else they kill the runner)"
+        for s in SYNCHRONOUS
+    },
     signal.SIGCONT: "run.py NOT_FORWARDED: SIGCONT stays the runner's own, not forwarded to CMD",
     # Python ignores PIPE and XFSZ at startup; run.py then takes them for "started ignored" and installs no
     # forwarding handler: a SIGPIPE/SIGXFSZ sent to the runner is dropped.
-    **{s: "the Python runner starts with SIGPIPE/SIGXFSZ ignored (Python's own startup) and run.py keeps "
-          "what it finds ignored: not forwarded" for s in (signal.SIGPIPE, signal.SIGXFSZ)},
+    **{
+        s: "the Python runner starts with SIGPIPE/SIGXFSZ ignored (Python's own startup) and run.py keeps "
+        "what it finds ignored: not forwarded"
+        for s in (signal.SIGPIPE, signal.SIGXFSZ)
+    },
 }
-JOB_CONTROL = ("run.py NOT_FORWARDED: TSTP/TTIN/TTOU are not forwarded; the runner alone stops (as PID 1 not even "
-               "that: no handler), CMD runs on")
-NOT_SUBREAPER = ("not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): "
-                 "orphans leave the tree and zombies stay with the host's init")
+JOB_CONTROL = (
+    "run.py NOT_FORWARDED: TSTP/TTIN/TTOU are not forwarded; the runner alone stops (as PID 1 not even "
+    "that: no handler), CMD runs on"
+)
+NOT_SUBREAPER = (
+    "not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): "
+    "orphans leave the tree and zombies stay with the host's init"
+)
 
 
 def _xfail(cond, reason):
@@ -274,13 +288,22 @@ def test_fails_nonzero_with_bad_exec(placement, args):
 # -- tests/cwd_test.py -------------------------------------------------------------------------------------
 
 
+# Up to 10 s for the process above CMD to leave the directory (proctree's keeper does so once CMD started; dumb-init
+# before), then both directories.
+CWD_SCRIPT = r"""
+i=0
+while [ "$(readlink /proc/$PPID/cwd)" != / ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+readlink /proc/$PPID/cwd && readlink /proc/$$/cwd
+"""
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_working_directories(placement, tmp_path):
     """cwd_test.py test_working_directories: CMD starts in the init's directory; the process above CMD (the
-    init, here proctree's keeper) does not hold it. (CMD waits a moment first: proctree's keeper leaves the
-    directory once CMD has started.)"""
+    init, here proctree's keeper) does not hold it. (CMD gives it a moment: proctree's keeper leaves the
+    directory once CMD has started, so an immediate look races it.)"""
     r = subprocess.run(
-        init_cmd(placement, ["sh", "-c", "sleep 0.5; readlink /proc/$PPID/cwd && readlink /proc/$$/cwd"]),
+        init_cmd(placement, ["sh", "-c", CWD_SCRIPT]),
         cwd=tmp_path,
         env=env(),
         capture_output=True,
@@ -347,8 +370,10 @@ def wait_bounded(pid, timeout=30):
 # CMD's own pty (the default on a terminal) starts with default modes, not the user terminal's (ECHO off
 # here): it echoes; and ^D typed before the relay went raw (tty.setraw in _pty.Relay._enter_raw) is turned
 # into NUL by the line discipline: tac never sees EOF.
-OWN_PTY_TYPEAHEAD = ("CMD's pty gets default termios, not the terminal's (echoes), and type-ahead ^D becomes NUL "
-                     "when _pty.Relay._enter_raw sets raw mode")
+OWN_PTY_TYPEAHEAD = (
+    "CMD's pty gets default termios, not the terminal's (echoes), and type-ahead ^D becomes NUL "
+    "when _pty.Relay._enter_raw sets raw mode"
+)
 # --no-pty: the keeper is a session leader (setsid) and CMD is in its session, which has no controlling terminal.
 NO_PTY_NO_CTTY = "--no-pty: CMD runs in the keeper's new session (setsid), which has no controlling terminal"
 

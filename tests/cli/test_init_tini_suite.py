@@ -18,7 +18,6 @@ import select
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -135,7 +134,9 @@ sys.exit(0)
 # Not PID 1, the keeper is a child subreaper only in subreaper mode (csrc/keeper/keeper_linux.c, become_keeper():
 # `subreaper = K.mode == M_SUBREAPER || K.owner == 1`): in cgroup and session modes CMD's orphans go to the
 # host's init (or a subreaper above), which the runner cannot reap for CMD; tini -s is a subreaper always.
-NOT_SUBREAPER = "not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): orphans leave the tree"
+NOT_SUBREAPER = (
+    "not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): orphans leave the tree"
+)
 
 
 def _reaping_params():

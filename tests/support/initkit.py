@@ -40,9 +40,8 @@ MODES = [
     "session",
 ]
 
-# proctree has no option to signal CMD alone rather than its process group (tini's default, dumb-init -c);
-# it signals the group for INT, TERM, HUP, QUIT, USR1, USR2 and WINCH (proctree/cli/run.py).
-NO_G = "no -g option yet"
+# No xfail "no -g option yet" is needed: signalling CMD's process group (tini -g, dumb-init's default) is what
+# proctree run does by default for INT, TERM, HUP, QUIT, USR1, USR2 and WINCH (proctree/cli/run.py).
 
 
 def init_argv(contain=None, pty=False):
