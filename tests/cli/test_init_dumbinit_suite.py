@@ -367,13 +367,6 @@ def wait_bounded(pid, timeout=30):
         time.sleep(0.02)
 
 
-# CMD's own pty (the default on a terminal) starts with default modes, not the user terminal's (ECHO off
-# here): it echoes; and ^D typed before the relay went raw (tty.setraw in _pty.Relay._enter_raw) is turned
-# into NUL by the line discipline: tac never sees EOF.
-OWN_PTY_TYPEAHEAD = (
-    "CMD's pty gets default termios, not the terminal's (echoes), and type-ahead ^D becomes NUL "
-    "when _pty.Relay._enter_raw sets raw mode"
-)
 # --no-pty: the keeper is a session leader (setsid) and CMD is in its session, which has no controlling terminal.
 NO_PTY_NO_CTTY = "--no-pty: CMD runs in the keeper's new session (setsid), which has no controlling terminal"
 
@@ -389,7 +382,7 @@ def _tty_params(xfail_own=None, xfail_no=None):
     return out
 
 
-@pytest.mark.parametrize("placement, own_pty", _tty_params(xfail_own=OWN_PTY_TYPEAHEAD))
+@pytest.mark.parametrize("placement, own_pty", _tty_params())
 def test_tty(placement, own_pty):
     """tty_test.py test_tty: under the init on a terminal, tac reads 1 2 3 and ^D^D and writes 3 2 1."""
     pid, fd = tty_fork(init_cmd(placement, ["tac"], pty=own_pty))
