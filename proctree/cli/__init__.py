@@ -164,6 +164,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] != ["run"]:
         return _main(argv)
+    from ._native import hand_over
+
+    hand_over(argv[1:])  # the native runner, where it can run this command line: does not return then
     # Before anything slow: a signal sent while `proctree run` starts is held for CMD, neither lost nor fatal.
     from .run import hold_signals, release_signals
 
