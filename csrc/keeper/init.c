@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,14 +74,35 @@ static int choose_mode(void)
     return 0;
 }
 
+/* Returns 0 once CMD's environment will carry PROCTREE_TREE=<a new id>[:<the enclosing trees' ids>] (marker.py's
+ * tree_chain: at most TREE_CHAIN ids, the middle ones dropped), by which session mode finds a daemon that left the
+ * session, and the reaper what a tree left; or -errno. */
+static int mark_tree(void)
+{
+    unsigned char raw[TREE_ID_LEN / 2];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return -errno;
+    static char value[TREE_CHAIN * (TREE_ID_LEN + 1)];
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(value + 2 * i, 3, "%02x", raw[i]);
+    const char *outer = getenv(TREE_KEY);
+    size_t len = outer ? strlen(outer) : 0;
+    if (outer && chain_names(outer, len, outer)) {
+        size_t n = (len + 1) / (TREE_ID_LEN + 1), keep = n > TREE_CHAIN - 1 ? TREE_CHAIN - 2 : n;
+        snprintf(value + TREE_ID_LEN, sizeof value - TREE_ID_LEN, ":%.*s", (int)(keep * (TREE_ID_LEN + 1) - 1), outer);
+        if (keep < n) /* the outermost tree stays named: its teardown is the last resort */
+            snprintf(value + strlen(value), sizeof value - strlen(value), ":%s", outer + len - TREE_ID_LEN);
+    }
+    return setenv(TREE_KEY, value, 1) == 0 ? 0 : -errno;
+}
+
 /* Returns nothing: ends what the killed keeper half left (all of it came to us: we are a subreaper), as its owner
  * would, and removes the cgroup. */
 static void end_orphaned_tree(pid_t keeper)
 {
-    K.sig_fd = K.sig_fd < 0 ? -1 : K.sig_fd;
     K.session = keeper; /* the keeper half's session was CMD's: its members are the tree's too */
-    if (K.mode == M_SESSION)
-        K.mode = M_SUBREAPER; /* our own descendants, and that session */
+    read_tree_id();     /* session mode: and what carries the tree's marker */
+    read_self_start();
     K.sweeping = true;
     end_tree();
     while (reap()) {
@@ -143,6 +165,11 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     if ((rc = choose_mode()) != 0) /* cgroup made, or subreaper or session chosen; we take orphans */
         return rc;
+    if ((rc = mark_tree()) < 0) {
+        fprintf(stderr, "proctree run: cannot mark the tree: %s\n", strerror(-rc));
+        cleanup_cgroup();
+        return 126;
+    }
     pid_t keeper = fork();
     if (keeper < 0) {
         fprintf(stderr, "proctree run: cannot start its keeper: %s\n", strerror(errno));

@@ -5,7 +5,13 @@
 
 #include "keeper.h"
 
-enum contain { CONTAIN_AUTO, CONTAIN_CGROUP, CONTAIN_SUBREAPER, CONTAIN_SESSION };
+/* --contain's words: auto, then protocol_gen.h's modes in their order (CONTAIN_<mode> is M_<mode> + 1). */
+enum contain {
+    CONTAIN_AUTO,
+    CONTAIN_CGROUP = M_CGROUP + 1,
+    CONTAIN_SUBREAPER = M_SUBREAPER + 1,
+    CONTAIN_SESSION = M_SESSION + 1
+};
 
 /* The runner's own state: what the keeper's K has no field for. */
 struct runner {
@@ -27,6 +33,10 @@ int make_tree_cgroup(void);
 /* init_events.c: also the keeper.h functions teardown.c calls (queue_signal, reap, forward), with the runner's rules */
 int open_runner_events(void);
 bool forwardable(int sig);
+
+/* init_report.c */
+void note_leftovers(void);
+void say_leftovers(int ended, bool clean);
 
 /* init_keep.c */
 int keep_tree(void);

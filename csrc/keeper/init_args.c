@@ -26,14 +26,14 @@ static const struct {
     {"IOT", SIGABRT},  {"POLL", SIGIO},     {"STKFLT", SIGSTKFLT},
 };
 
-/* Returns 2 (bad input) after one line on stderr: "proctree run: <what>". */
+/* Returns REFUSED (2: bad input) after one line on stderr: "proctree run: <what>". */
 int usage_error(const char *fmt, const char *what)
 {
     fputs("proctree run: ", stderr);
     fprintf(stderr, fmt, what);
     fputs(" (usage: proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-q|-v] -- CMD ARGS...)\n",
           stderr);
-    return 2;
+    return REFUSED;
 }
 
 /* Returns the signal named by s (SIGTERM, TERM, term, 15, RTMIN+3), or -EINVAL. */
@@ -64,7 +64,7 @@ int parse_signal_name(const char *s)
 /* Returns 0 with *out the containment named s, or -EINVAL. */
 static int parse_contain(const char *s, enum contain *out)
 {
-    static const char *const NAMES[] = {"auto", "cgroup", "subreaper", "session"};
+    static const char *const NAMES[] = {"auto", MODE_NAMES}; /* enum contain: auto, then enum mode's order */
     for (int i = 0; i < 4; i++) {
         if (strcmp(s, NAMES[i]) == 0) {
             *out = (enum contain)i;
@@ -74,7 +74,7 @@ static int parse_contain(const char *s, enum contain *out)
     return -EINVAL;
 }
 
-/* Returns 0 with R and K filled from the command line, 1 when --help was answered, or 2 after a line on stderr. */
+/* Returns 0 with R and K filled from the command line, 1 when --help was answered, or REFUSED after a line on stderr. */
 int parse_runner_args(int argc, char **argv)
 {
     int i = 1;

@@ -32,6 +32,7 @@ static int contain(void)
     if (K.mode == M_CGROUP)
         prctl(PR_SET_CHILD_SUBREAPER, 1);
     K.session = K.mode == M_SESSION ? K.self : 0;
+    read_tree_id(); /* session mode: what carries the runner's PROCTREE_TREE is the tree's too */
     int rc = open_runner_events();
     if (rc < 0) {
         fprintf(stderr, "proctree run: cannot read signals: %s\n", strerror(-rc));
@@ -85,19 +86,16 @@ static void end_leftovers(bool owned)
     bool clean = true;
     int ended = 0;
     if (left || K.mode == M_SESSION || !owned) {
+        if (owned && R.verbosity >= 0)
+            note_leftovers();
         K.sweeping = true;
         clean = end_tree();
         ended = g_nset;
     } else {
         cleanup_cgroup();
     }
-    if (!owned || R.verbosity < 0)
-        return;
-    if (ended > 0 || !clean)
-        fprintf(stderr, "proctree run: ended %d process%s CMD left running%s\n", ended, ended == 1 ? "" : "es",
-                clean ? "" : "; some SURVIVED");
-    else if (R.verbosity > 0)
-        fputs("proctree run: CMD left nothing running\n", stderr);
+    if (owned && R.verbosity >= 0)
+        say_leftovers(ended, clean);
 }
 
 /* Returns CMD's exit status as tini's: its code, or 128+N for a signal N. */
