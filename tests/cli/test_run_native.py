@@ -196,7 +196,14 @@ def test_a_signal_sent_from_the_start_is_not_lost(procs, sig):
 def test_a_signal_sent_at_once_is_not_lost(procs):
     p = subprocess.Popen(native("--", "sleep", "30"))
     procs.append(p)
-    time.sleep(0.001)  # the runner's libc start: no signal is blocked before main() runs
+    # Only the C library's start precedes main()'s first line, which blocks everything: sent then, long before
+    # CMD exists (no child yet), the signal waits for it.
+    deadline = time.monotonic() + 10
+    while True:
+        with open(f"/proc/{p.pid}/status") as f:
+            if _mask(f.read(), "SigBlk") & (1 << (signal.SIGTERM - 1)):
+                break
+        assert time.monotonic() < deadline
     os.kill(p.pid, signal.SIGTERM)
     assert p.wait(timeout=30) == 128 + signal.SIGTERM
 
@@ -351,3 +358,28 @@ def test_proctree_run_hands_over():
     env["PROCTREE_RUN_NATIVE"] = "0"
     r = subprocess.run(cmd, capture_output=True, env=env, timeout=30, stdin=subprocess.DEVNULL)
     assert os.path.basename(r.stdout.decode().strip()) == "proctree-keeper"
+
+
+# CMD: a parent and a child in CMD's process group; each prints its SIGALRMs ("parent", "child"); SIGTERM ends both.
+GROUP = r"""
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM, signal.SIGTERM])
+who = "child" if os.fork() == 0 else "parent"
+os.write(1, f"{who} ready\n".encode())  # one write each: the two never interleave in the pipe
+while signal.sigwait([signal.SIGALRM, signal.SIGTERM]) == signal.SIGALRM:
+    os.write(1, f"{who}\n".encode())
+if who == "parent":
+    os.wait()
+"""
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["cmd-alone", "dash-g"])
+def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
+    argv = (["-g"] if group else []) + ["--", sys.executable, "-c", GROUP]
+    p = subprocess.Popen(native(*argv), stdout=subprocess.PIPE, text=True)
+    procs.append(p)
+    assert sorted(p.stdout.readline() for _ in range(2)) == ["child ready\n", "parent ready\n"]
+    os.kill(p.pid, signal.SIGALRM)  # not one of the group's by default: CMD alone, or its group with -g
+    os.kill(p.pid, signal.SIGTERM)  # always the group's: both end
+    assert p.wait(timeout=30) == 0
+    assert sorted(p.stdout.read().split()) == (["child", "parent"] if group else ["parent"])
