@@ -270,10 +270,10 @@ w = int(sys.argv[1])
 if os.fork() == 0:
     if os.fork() == 0:
         os.setsid()
-        os.write(w, b"%d\n" % os.getpid())
+        os.write(w, b"daemon %d\n" % os.getpid())
         time.sleep(60)
     os._exit(0)
-os.write(w, b"%d\n" % os.getpid())
+os.write(w, b"cmd %d\n" % os.getpid())
 time.sleep(60)
 """
 
@@ -284,8 +284,8 @@ def _start_ignorers(procs, *argv):
     procs.append(p)
     os.close(w)
     with os.fdopen(r) as f:
-        pids = [int(f.readline()), int(f.readline())]
-    return p, pids
+        named = dict(f.readline().split() for _ in range(2))  # in either order
+    return p, [int(named["cmd"]), int(named["daemon"])]
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
