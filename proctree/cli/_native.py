@@ -22,6 +22,13 @@ def runner_path():
     return path if os.access(path, os.X_OK) else None
 
 
+def _plain_seconds(text):
+    """True for what run.py's --grace takes (_common.parse_seconds: a plain decimal, 2 or 0.5); the runner's reading
+    is wider (1e3), so anything else goes to the Python command, which refuses it in its own words."""
+    whole, _, frac = text.partition(".")
+    return (whole + frac).isdigit() and (whole + frac).isascii()
+
+
 def runner_argv(args):
     """The runner's argv for `proctree run ARGS`, or None when only the Python command can run them."""
     out, no_pty, i = [], False, 0
@@ -33,11 +40,15 @@ def runner_argv(args):
             break
         if name in _VALUED:
             if "=" in a:
+                value = a.split("=", 1)[1]
                 out.append(a)
             elif i + 1 < len(args):
-                out += [a, args[i + 1]]
+                value = args[i + 1]
+                out += [a, value]
                 i += 1
             else:
+                return None
+            if name == "--grace" and not _plain_seconds(value):
                 return None
         elif a in _FLAGS:
             out.append(a)
@@ -53,6 +64,8 @@ def runner_argv(args):
         return None  # no command: the Python command says so
     if out[-1:] == ["--"]:
         return None
+    if {"-q", "--quiet"} & set(out[: out.index("--")]) and {"-v", "--verbose"} & set(out[: out.index("--")]):
+        return None  # argparse refuses the pair
     if not no_pty and os.isatty(0) and os.isatty(1):
         return None  # CMD gets a pseudo-terminal: the Python relay
     return out

@@ -331,6 +331,9 @@ def test_job_control_without_a_terminal(procs):
         ),
         (["--stop-signal", "INT", "-v", "--", "x", "--json"], ["--stop-signal", "INT", "-v", "--", "x", "--json"]),
         (["--json", "--", "x"], None),  # the report as JSON: the Python command's
+        (["--grace", "1e3", "--", "x"], None),  # not run.py's plain decimal: its refusal, in its words
+        (["--grace=.5", "--", "x"], ["--grace=.5", "--", "x"]),
+        (["-q", "-v", "--", "x"], None),  # argparse's refusal
         (["--keep-orphans", "--", "x"], None),
         (["--help"], None),
         (["--grace"], None),  # argparse words the error
