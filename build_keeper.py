@@ -19,6 +19,7 @@ import sys
 from setuptools.command.build_ext import build_ext
 
 KEEPER_NAME = "proctree-keeper"  # spawn() looks for this file in the package directory
+INIT_NAME = "proctree-init"  # `proctree run` in native code (Linux only), beside the keeper; cli/_native.py finds it
 ENTER_NAME = "proctree-enter"  # proctree.Popen's exec step (Linux only), beside the keeper
 ENTER_SOURCES = {"linux": ["csrc/popen/enter_linux.c"]}
 # The step without glibc (x86_64 and aarch64): its own system calls, no start-up cost (csrc/popen/nolibc_linux.c).
@@ -32,6 +33,16 @@ KEEPER_PLATFORM = {
     "linux": ["keeper_linux.c", "events_linux.c", "cgroup_linux.c"],
     "darwin": ["keeper_macos.c", "events_macos.c"],
 }
+
+
+# The runner is the keeper's sources but its main (keeper.c) and owner events (events.c), plus its own init*.c.
+INIT_OWN = ["init.c", "init_keep.c", "init_report.c", "init_args.c", "init_cgroup.c", "init_events.c"]
+
+
+def init_sources(platform: str = sys.platform) -> list[str]:
+    """The C files proctree-init is built from (Linux only: it needs a signalfd, subreapers and cgroup v2)."""
+    keeper = [s for s in keeper_sources(platform) if s.rsplit("/", 1)[-1] not in ("keeper.c", "events.c")]
+    return [f"csrc/keeper/{name}" for name in INIT_OWN] + keeper
 
 
 def keeper_own_sources(platform: str = sys.platform) -> list[str]:
@@ -69,6 +80,7 @@ class build_ext_with_keeper(build_ext):
         self.build_keeper()
         if sys.platform.startswith("linux"):
             self.build_enter()
+            self.build_init()
 
     def keeper_path(self) -> str:
         # Where the extension goes (build/lib.../proctree, or the source tree in place).
@@ -76,6 +88,13 @@ class build_ext_with_keeper(build_ext):
 
     def enter_path(self) -> str:
         return os.path.join(os.path.dirname(self.keeper_path()), ENTER_NAME)
+
+    def init_path(self) -> str:
+        return os.path.join(os.path.dirname(self.keeper_path()), INIT_NAME)
+
+    def build_init(self) -> None:
+        """`proctree run` in native code: the keeper's sources with the runner's main."""
+        self._build_program(init_sources(), self.init_path(), "init")
 
     def build_keeper(self) -> None:
         self._build_program(keeper_sources(), self.keeper_path(), "keeper")
@@ -127,7 +146,7 @@ class build_ext_with_keeper(build_ext):
         self.compiler.link_executable(objects, out, extra_postargs=strip)
 
     def get_outputs(self) -> list[str]:
-        enter = [self.enter_path()] if sys.platform.startswith("linux") else []
+        enter = [self.enter_path(), self.init_path()] if sys.platform.startswith("linux") else []
         return [*super().get_outputs(), self.keeper_path(), *enter]
 
 

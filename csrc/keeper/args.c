@@ -31,7 +31,7 @@ int parse_uint(const char *s, long long max, long long *out)
 }
 
 /* Returns 0 with *out the seconds in s (a finite decimal >= 0, ASCII, no hex), else -EINVAL. */
-static int parse_seconds(const char *s, double *out)
+int parse_seconds(const char *s, double *out)
 {
     if (*s == '\0')
         return -EINVAL;

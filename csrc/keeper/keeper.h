@@ -95,6 +95,7 @@ void say_stopped(int sig);
 
 /* args.c */
 int parse_uint(const char *s, long long max, long long *out);
+int parse_seconds(const char *s, double *out);
 int refuse(const char *fmt, const char *what);
 int parse_args(int argc, char **argv);
 
@@ -126,6 +127,7 @@ int exit_code(void);
 
 /* start.c */
 void detach_stdio(void);
+void close_inherited(void);
 int start_command(const char **stage);
 void read_tree_id(void);
 void read_self_start(void);

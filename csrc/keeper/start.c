@@ -47,6 +47,12 @@ void detach_stdio(void)
         if (fd > 2)
             close(fd);
     }
+    close_inherited();
+}
+
+/* Returns nothing: every fd we inherited above 2 (not close-on-exec) closed: the command's alone now. */
+void close_inherited(void)
+{
     while (close_inherited_batch() == 256) {
     }
 }

@@ -165,10 +165,14 @@ def main(argv=None):
     if argv[:1] != ["run"]:
         return _main(argv)
     # Before anything slow: a signal sent while `proctree run` starts is held for CMD, neither lost nor fatal.
+    from ._native import hand_over
     from .run import hold_signals, release_signals
 
     started = hold_signals()
     try:
+        # The native runner, where it can run this command line (it does not return then): what is held stays
+        # pending across the exec, and the runner, which blocks every signal at its first line, forwards it.
+        hand_over(argv[1:])
         return _main(argv)
     finally:
         release_signals(started)

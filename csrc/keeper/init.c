@@ -1,0 +1,182 @@
+/* proctree-init: `proctree run` in native code, an init about as small and fast as tini that contains what it runs.
+ *
+ * `proctree-init [--contain auto|cgroup|subreaper|session] [--grace S] [--stop-signal SIG] [-g] [-q|-v] -- CMD...`
+ * runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL, STOP, CHLD and the
+ * synchronous ones) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
+ * exits ends what CMD left behind (the stop signal once, SIGKILL after the grace: the keeper's teardown.c), says so
+ * in one line on stderr, removes its cgroup and exits with CMD's status (128+N for a signal N, as tini; 127: not
+ * found, 126: cannot run it, 2: bad input, 125: its keeper half was killed, CMD's status unknown).
+ *
+ * Two processes, as `proctree run` with its keeper: this one (the runner, which the caller waits for) and its
+ * forked child, the keeper half (init_keep.c), which leads CMD's session and is CMD's parent. Each ends the tree
+ * if the other is killed outright: the keeper half watches the runner as a keeper watches its owner, and the
+ * runner is a subreaper, so what the keeper half held comes to it. The fork shares the static binary's pages.
+ *
+ * Built from the keeper's sources (build_keeper.py) but with init*.c in place of keeper.c and events.c: the
+ * teardown, membership, identity-checked signalling, cgroup and start code are the keeper's own.
+ *
+ * Why this shape:
+ * - Every signal is blocked at main's first line and read from a signalfd: one sent from the moment the process
+ *   exists is queued, then passed to the keeper half, which forwards it once CMD exists; none can kill either.
+ * - CMD starts with nothing blocked (what our parent blocked is not passed on) and with the dispositions we were
+ *   given (an ignored signal stays ignored, as exec keeps it).
+ * - The runner stays in the caller's session and process group (a Ctrl+C reaches it, and a Ctrl+Z stops it as any
+ *   job: job-control signals are passed on, then the runner stops itself, as dumb-init without a terminal); CMD's
+ *   session is the keeper half's, so CMD has no controlling terminal (`proctree run` gives it a pty instead).
+ */
+#include "init.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
+
+/* Returns nothing: every signal blocked (CMD gets none blocked: K.orig_mask is what start.c restores). */
+static void hold_signals(void)
+{
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    sigemptyset(&K.orig_mask);
+}
+
+/* Returns 0 once the tree's mode is chosen (and its cgroup made, here, so that the runner can remove it whatever
+ * becomes of the keeper half) and the runner takes orphans, else 126 after a line on stderr. */
+static int choose_mode(void)
+{
+    K.self = getpid();
+    K.owner = getppid();
+    R.pid1 = K.self == 1;
+    const char *nopidfd = getenv("PROCTREE_NO_PIDFD");
+    K.use_pidfd = !nopidfd || !*nopidfd || strcmp(nopidfd, "0") == 0;
+    /* An ignored SIGCHLD would reap our children for us, and lose their status. */
+    struct sigaction sa;
+    if (sigaction(SIGCHLD, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+        signal(SIGCHLD, SIG_DFL);
+    int rc = -EINVAL;
+    if (R.contain == CONTAIN_AUTO || R.contain == CONTAIN_CGROUP)
+        rc = make_tree_cgroup();
+    if (rc < 0 && R.contain == CONTAIN_CGROUP) {
+        fprintf(stderr, "proctree run: cannot contain CMD in a cgroup: %s\n", strerror(-rc));
+        return 126;
+    }
+    K.mode = rc == 0 ? M_CGROUP : R.contain == CONTAIN_SESSION ? M_SESSION : M_SUBREAPER;
+    /* If the keeper half is killed, what it held is reparented to us, to be ended (PID 1 gets it anyway). */
+    if (!R.pid1)
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+    return 0;
+}
+
+/* Returns 0 once CMD's environment will carry PROCTREE_TREE=<a new id>[:<the enclosing trees' ids>] (marker.py's
+ * tree_chain: at most TREE_CHAIN ids, the middle ones dropped), by which session mode finds a daemon that left the
+ * session, and the reaper what a tree left; or -errno. */
+static int mark_tree(void)
+{
+    unsigned char raw[TREE_ID_LEN / 2];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return -errno;
+    static char value[TREE_CHAIN * (TREE_ID_LEN + 1)];
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(value + 2 * i, 3, "%02x", raw[i]);
+    const char *outer = getenv(TREE_KEY);
+    size_t len = outer ? strlen(outer) : 0;
+    if (outer && chain_names(outer, len, outer)) {
+        size_t n = (len + 1) / (TREE_ID_LEN + 1), keep = n > TREE_CHAIN - 1 ? TREE_CHAIN - 2 : n;
+        snprintf(value + TREE_ID_LEN, sizeof value - TREE_ID_LEN, ":%.*s", (int)(keep * (TREE_ID_LEN + 1) - 1), outer);
+        if (keep < n) /* the outermost tree stays named: its teardown is the last resort */
+            snprintf(value + strlen(value), sizeof value - strlen(value), ":%s", outer + len - TREE_ID_LEN);
+    }
+    return setenv(TREE_KEY, value, 1) == 0 ? 0 : -errno;
+}
+
+/* Returns nothing: ends what the killed keeper half left (all of it came to us: we are a subreaper), as its owner
+ * would, and removes the cgroup. */
+static void end_orphaned_tree(pid_t keeper)
+{
+    K.session = keeper; /* the keeper half's session was CMD's: its members are the tree's too */
+    read_tree_id();     /* session mode: and what carries the tree's marker */
+    read_self_start();
+    K.sweeping = true;
+    end_tree();
+    while (reap()) {
+        if (waitpid(-1, NULL, WNOHANG) == 0)
+            break;
+    }
+}
+
+/* Returns the runner's exit status: the keeper half's (CMD's), or 125 if it was killed (CMD's status unknown; what
+ * it held ended). Until then, passes every forwardable signal to the keeper half, reaps every child, and stops itself
+ * after passing on a job-control stop. */
+static int run_owner(pid_t keeper)
+{
+    sigset_t all;
+    sigfillset(&all);
+    K.sig_fd = signalfd(-1, &all, SFD_CLOEXEC);
+    int ignored = chdir("/"); /* the keeper half has the cwd CMD needs */
+    (void)ignored;
+    close_inherited(); /* what we inherited is CMD's (through the keeper half): nothing of ours holds it open */
+    int status = -1;
+    while (status < 0) {
+        struct signalfd_siginfo si;
+        ssize_t r = K.sig_fd >= 0 ? read(K.sig_fd, &si, sizeof si) : -1;
+        if (r < 0 && K.sig_fd >= 0 && errno == EINTR)
+            continue;
+        int sig = r == (ssize_t)sizeof si ? (int)si.ssi_signo : SIGCHLD; /* no signalfd: wait for the child */
+        if (sig != SIGCHLD) {
+            if (forwardable(sig))
+                kill(keeper, sig); /* our unreaped child: its pid is its own */
+            if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && !R.pid1)
+                kill(K.self, SIGSTOP); /* the caller's shell sees a stopped job; its SIGCONT is passed on too */
+            continue;
+        }
+        int st;
+        pid_t pid;
+        while ((pid = waitpid(-1, &st, K.sig_fd >= 0 ? WNOHANG : 0)) > 0) { /* as PID 1, every orphan */
+            if (pid == keeper)
+                status = st;
+            if (K.sig_fd < 0 && status >= 0)
+                break;
+        }
+    }
+    if (WIFEXITED(status)) {
+        cleanup_cgroup(); /* the keeper half removed it: as PID 1 nothing may stay behind on the host either way */
+        return WEXITSTATUS(status);
+    }
+    fprintf(stderr, "proctree run: the keeper was killed (signal %d): CMD's status cannot be known\n",
+            WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    end_orphaned_tree(keeper);
+    return 125;
+}
+
+/* Returns the exit status: 2 for bad input, 126 or 127 if CMD could not be started, 125 if the keeper half was
+ * killed, else CMD's (128+N for a signal N). */
+int main(int argc, char **argv)
+{
+    int rc;
+    hold_signals(); /* first: a signal sent while we start is queued for CMD, not lost nor fatal */
+    if ((rc = parse_runner_args(argc, argv)) != 0)
+        return rc == 1 ? 0 : rc;
+    if ((rc = choose_mode()) != 0) /* cgroup made, or subreaper or session chosen; we take orphans */
+        return rc;
+    if ((rc = mark_tree()) < 0) {
+        fprintf(stderr, "proctree run: cannot mark the tree: %s\n", strerror(-rc));
+        cleanup_cgroup();
+        return 126;
+    }
+    pid_t keeper = fork();
+    if (keeper < 0) {
+        fprintf(stderr, "proctree run: cannot start its keeper: %s\n", strerror(errno));
+        cleanup_cgroup();
+        return 126;
+    }
+    if (keeper == 0)
+        _exit(keep_tree()); /* the keeper half: CMD's session, parent and teardown */
+    return run_owner(keeper);
+}

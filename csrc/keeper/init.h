@@ -1,0 +1,44 @@
+/* What proctree-init's files share (init*.c): the runner's own state beside the keeper's K, and their functions.
+ */
+#ifndef PROCTREE_INIT_H
+#define PROCTREE_INIT_H
+
+#include "keeper.h"
+
+/* --contain's words: auto, then protocol_gen.h's modes in their order (CONTAIN_<mode> is M_<mode> + 1). */
+enum contain {
+    CONTAIN_AUTO,
+    CONTAIN_CGROUP = M_CGROUP + 1,
+    CONTAIN_SUBREAPER = M_SUBREAPER + 1,
+    CONTAIN_SESSION = M_SESSION + 1
+};
+
+/* The runner's own state: what the keeper's K has no field for. */
+struct runner {
+    enum contain contain;
+    bool group;    /* -g: every forwarded signal to CMD's process group, not only the stop-type ones */
+    int verbosity; /* -1: -q, 0, 1: -v */
+    bool pid1;     /* getpid() == 1: every orphan of the namespace is ours to reap */
+};
+extern struct runner R;
+
+/* init_args.c */
+int usage_error(const char *fmt, const char *what);
+int parse_signal_name(const char *s);
+int parse_runner_args(int argc, char **argv);
+
+/* init_cgroup.c */
+int make_tree_cgroup(void);
+
+/* init_events.c: also the keeper.h functions teardown.c calls (queue_signal, reap, forward), with the runner's rules */
+int open_runner_events(void);
+bool forwardable(int sig);
+
+/* init_report.c */
+void note_leftovers(void);
+void say_leftovers(int ended, bool clean);
+
+/* init_keep.c */
+int keep_tree(void);
+
+#endif

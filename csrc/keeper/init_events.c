@@ -1,0 +1,105 @@
+/* proctree-init's events: which signals are forwarded and to whom, and reaping every child.
+ *
+ * These are the keeper.h functions teardown.c calls (queue_signal, reap, forward), with the runner's rules in place of
+ * the keeper's (events.c, which proctree-init does not link): no hold signal, every forwardable signal.
+ */
+#include "init.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Returns true if sig is passed on to CMD: all but the uncatchable, the synchronous ones (a fault, abort: about the
+ * process itself, as dumb-init and tini) and SIGCHLD (ours). */
+bool forwardable(int sig)
+{
+    return !(sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+             sig == SIGTRAP || sig == SIGSYS || sig == SIGABRT || sig == SIGCHLD);
+}
+
+/* Returns nothing: queues sig for forward() if it is forwardable. */
+void queue_signal(int sig)
+{
+    if (forwardable(sig) && K.npending < PENDING_MAX)
+        K.pending[K.npending++] = sig;
+}
+
+/* Returns true while some child of ours is left to reap; records CMD's status when reaped. Every child is reaped:
+ * as a subreaper every orphan of the tree comes to us. */
+bool reap(void)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0)
+            return errno != ECHILD;
+        if (pid == 0)
+            return true;
+        if (pid == K.cmd && !K.cmd_done) {
+            K.cmd_done = true;
+            K.cmd_status = status;
+        }
+    }
+}
+
+/* Returns nothing: records the live members of CMD's group in g_stopped before a stop-type signal to it, so that our
+ * teardown sends them no second stop signal (a process joining the group in between: a fork's microseconds). */
+static void record_group(void)
+{
+    int n = pt_snapshot(g_snap, MAX_PROCS);
+    if (n == -ENOBUFS)
+        n = MAX_PROCS;
+    for (int i = 0; i < n; i++) {
+        if (g_snap[i].pgid == K.cmd && g_snap[i].state != 'Z' && g_snap[i].state != 'X')
+            stopped_has(g_snap[i].pid, g_snap[i].start_time, true);
+    }
+}
+
+/* Returns nothing: sends sig to CMD's group (its pid is its group's while unreaped), else to CMD alone. */
+static void to_group(int sig)
+{
+    if (killpg(K.cmd, sig) != 0)
+        kill(K.cmd, sig);
+}
+
+/* Returns nothing: sends the queued signals on. The terminal's and the stop-type ones (HUP, INT, QUIT, TERM, USR1,
+ * USR2, WINCH: protocol.FORWARD) and job control (TSTP, TTIN, TTOU, CONT) go to CMD's group, as `proctree run`
+ * always did and dumb-init does, TERM/INT/HUP followed by SIGCONT so that a stopped CMD still ends; every other one
+ * goes to CMD alone, or to its group with -g. */
+void forward(void)
+{
+    static const int GROUP[NFORWARD] = {FORWARD_SIGNALS};
+    for (int i = 0; i < K.npending; i++) {
+        int sig = K.pending[i];
+        if (K.cmd <= 0 || K.cmd_done)
+            continue;
+        bool group = R.group || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU || sig == SIGCONT;
+        for (int f = 0; f < NFORWARD; f++)
+            group = group || sig == GROUP[f];
+        if (sig == K.stop_sig || IS_STOPPING(sig))
+            record_group();
+        if (group)
+            to_group(sig);
+        else
+            kill(K.cmd, sig);
+        if (IS_STOPPING(sig))
+            to_group(SIGCONT);
+    }
+    K.npending = 0;
+}
+
+/* Returns 0 once every signal is readable from a signalfd (all are blocked since main's first line), the runner's
+ * death wakes us (its pidfd) and, in cgroup mode, so does the cgroup's emptying; or -errno. */
+int open_runner_events(void)
+{
+    sigfillset(&K.blocked);
+    return events_open();
+}
+
+/* Returns true while our parent is the runner (a child is reparented only once its parent's whole thread group is
+ * gone). */
+bool owner_alive(void)
+{
+    return getppid() == K.owner;
+}

@@ -1,0 +1,90 @@
+"""`proctree run`'s hand-over to the native runner, proctree-init, before anything slow is imported.
+
+The runner (csrc/keeper/init.c, built beside the extension module) is `proctree run` without Python: it costs
+what tini costs. It takes `--contain`, `--grace`, `--stop-signal`, `-q` and `-v`; a command line with any
+other option (`--json`, `--keep-orphans`, `--help`), or one that needs a pseudo-terminal (stdin and stdout both
+terminals, without `--no-pty`), stays with the Python command, as does everything when the runner was not built
+(a source checkout, macOS) or PROCTREE_RUN_NATIVE=0 is set. This module must import nothing but os and sys, and
+must never hand over a command line the runner would read differently from run.py.
+"""
+
+import os
+import sys
+
+RUNNER_NAME = "proctree-init"  # build_keeper.INIT_NAME, in the package directory
+_VALUED = ("--contain", "--grace", "--stop-signal")
+_FLAGS = ("-q", "--quiet", "-v", "--verbose")
+
+
+def runner_path():
+    """The native runner beside this package, or None when it was not built here."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), RUNNER_NAME)
+    return path if os.access(path, os.X_OK) else None
+
+
+def _plain_seconds(text):
+    """True for what run.py's --grace takes (_common.parse_seconds: a plain decimal, 2 or 0.5); the runner's reading
+    is wider (1e3), so anything else goes to the Python command, which refuses it in its own words."""
+    whole, _, frac = text.partition(".")
+    return (whole + frac).isdigit() and (whole + frac).isascii()
+
+
+def runner_argv(args):
+    """The runner's argv for `proctree run ARGS`, or None when only the Python command can run them."""
+    out, no_pty, i = [], False, 0
+    while i < len(args):
+        a = args[i]
+        name = a.split("=", 1)[0] if a.startswith("--") else a
+        if a == "--":
+            out += args[i:]
+            break
+        if name in _VALUED:
+            if "=" in a:
+                value = a.split("=", 1)[1]
+                out.append(a)
+            elif i + 1 < len(args):
+                value = args[i + 1]
+                out += [a, value]
+                i += 1
+            else:
+                return None
+            if name == "--grace" and not _plain_seconds(value):
+                return None
+        elif a in _FLAGS:
+            out.append(a)
+        elif a == "--no-pty":
+            no_pty = True
+        elif a.startswith("-"):
+            return None  # --json, --keep-orphans, --help, or an error argparse words
+        else:
+            out += ["--", *args[i:]]
+            break
+        i += 1
+    else:
+        return None  # no command: the Python command says so
+    if out[-1:] == ["--"]:
+        return None
+    if {"-q", "--quiet"} & set(out[: out.index("--")]) and {"-v", "--verbose"} & set(out[: out.index("--")]):
+        return None  # argparse refuses the pair
+    if not no_pty and os.isatty(0) and os.isatty(1):
+        return None  # CMD gets a pseudo-terminal: the Python relay
+    return out
+
+
+def hand_over(args):
+    """Replace this process by the native runner for `proctree run ARGS` where it can run them; else return."""
+    if os.environ.get("PROCTREE_RUN_NATIVE", "1") == "0":
+        return
+    argv = runner_argv(args)
+    path = runner_path() if argv is not None else None
+    if path is None:
+        return
+    import signal  # here: only a hand-over pays for it
+
+    # What the interpreter ignores for itself, exec would pass on ignored to CMD (Popen's restore_signals).
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(path, [path, *argv])
