@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Returns 0 once we lead CMD's session and are what the mode needs (a subreaper unless in a cgroup or a session),
+/* Returns 0 once we lead CMD's session and are what the mode needs (a subreaper, in every mode),
  * with every signal readable and the runner watched, else 126 after a line on stderr. */
 static int contain(void)
 {
@@ -28,8 +28,9 @@ static int contain(void)
         }
         K.mode = M_SESSION;
     }
-    /* In a cgroup too: an orphan of the tree is reaped by us, not left a zombie under an init that does not reap. */
-    if (K.mode == M_CGROUP)
+    /* In a cgroup and a session too: an orphan of the tree is ours to reap (not a zombie under an init that does not
+     * reap, nor the runner's, which would leave CMD's parent without the tree below it); best effort. */
+    if (K.mode != M_SUBREAPER)
         prctl(PR_SET_CHILD_SUBREAPER, 1);
     K.session = K.mode == M_SESSION ? K.self : 0;
     read_tree_id(); /* session mode: what carries the runner's PROCTREE_TREE is the tree's too */

@@ -65,25 +65,14 @@ SYNCHRONOUS = {
 }
 NOT_FORWARDED_WHY = {
     **{
-        s: "run.py NOT_FORWARDED: synchronous signals are not forwarded (as PID 1 dropped, else they kill the runner)"
+        s: "by design (issue #22: every signal but KILL, STOP and the synchronous ones): a fault signal is the "
+        "runner's own, never forwarded, even one sent with kill()"
         for s in SYNCHRONOUS
-    },
-    signal.SIGCONT: "run.py NOT_FORWARDED: SIGCONT stays the runner's own, not forwarded to CMD",
-    # Python ignores PIPE and XFSZ at startup; run.py then takes them for "started ignored" and installs no
-    # forwarding handler: a SIGPIPE/SIGXFSZ sent to the runner is dropped.
-    **{
-        s: "the Python runner starts with SIGPIPE/SIGXFSZ ignored (Python's own startup) and run.py keeps "
-        "what it finds ignored: not forwarded"
-        for s in (signal.SIGPIPE, signal.SIGXFSZ)
     },
 }
 JOB_CONTROL = (
     "run.py NOT_FORWARDED: TSTP/TTIN/TTOU are not forwarded; the runner alone stops (as PID 1 not even "
     "that: no handler), CMD runs on"
-)
-NOT_SUBREAPER = (
-    "not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): "
-    "orphans leave the tree and zombies stay with the host's init"
 )
 
 
@@ -519,10 +508,8 @@ def _zombie_params():
 
 @pytest.mark.parametrize("placement, mode", _zombie_params())
 def test_zombies(placement, mode):
-    """tests/test-zombies (run there by dumb-init as PID 1): an orphan that exits is reaped at once.
-
-    Not PID 1, in cgroup and session modes the orphan is reaped by the host's init, not by proctree (see
-    NOT_SUBREAPER; test_init_tini_suite.py::test_reaping catches that, this test cannot)."""
+    """tests/test-zombies (run there by dumb-init as PID 1): an orphan that exits is reaped at once (by proctree's
+    runner, a subreaper in every mode, as PID 1 and not)."""
     r = subprocess.run(
         init_cmd(placement, [sys.executable, "-c", ZOMBIES], contain=mode),
         env=env(),

@@ -131,14 +131,6 @@ sys.exit(0)
 """
 
 
-# Not PID 1, the keeper is a child subreaper only in subreaper mode (csrc/keeper/keeper_linux.c, become_keeper():
-# `subreaper = K.mode == M_SUBREAPER || K.owner == 1`): in cgroup and session modes CMD's orphans go to the
-# host's init (or a subreaper above), which the runner cannot reap for CMD; tini -s is a subreaper always.
-NOT_SUBREAPER = (
-    "not PID 1, the keeper is a subreaper only in subreaper mode (keeper_linux.c become_keeper): orphans leave the tree"
-)
-
-
 def _reaping_params():
     out = []
     for placement in ("pid1", "child"):
@@ -147,8 +139,6 @@ def _reaping_params():
             marks = list(mode.marks) if hasattr(mode, "marks") else []
             if placement == "pid1":
                 marks.append(PLACEMENTS[0].marks[0])
-            if placement == "child" and m in ("cgroup", "session") and not REFERENCE:
-                marks.append(pytest.mark.xfail(strict=True, reason=NOT_SUBREAPER))
             out.append(pytest.param(placement, m, marks=marks, id=f"{m}-{placement}"))
     return out
 

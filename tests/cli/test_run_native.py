@@ -209,7 +209,7 @@ def test_a_signal_sent_at_once_is_not_lost(procs):
 
 
 def _mask(status, field):
-    line = next(l for l in status.splitlines() if l.startswith(field + ":"))
+    line = next(x for x in status.splitlines() if x.startswith(field + ":"))
     return int(line.split()[1], 16)
 
 
@@ -280,7 +280,9 @@ time.sleep(60)
 
 def _start_ignorers(procs, *argv):
     r, w = os.pipe()
-    p = subprocess.Popen(native(*argv, "--", sys.executable, "-c", IGNORERS, str(w)), pass_fds=(w,), stdin=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        native(*argv, "--", sys.executable, "-c", IGNORERS, str(w)), pass_fds=(w,), stdin=subprocess.DEVNULL
+    )
     procs.append(p)
     os.close(w)
     with os.fdopen(r) as f:
