@@ -64,8 +64,8 @@ static void to_group(int sig)
 }
 
 /* Returns nothing: sends the queued signals on. The terminal's and the stop-type ones (HUP, INT, QUIT, TERM, USR1,
- * USR2, WINCH: protocol.FORWARD) and job control (TSTP, TTIN, TTOU, CONT) go to CMD's group, as `proctree run`
- * always did and dumb-init does, TERM/INT/HUP followed by SIGCONT so that a stopped CMD still ends; every other one
+ * USR2, WINCH: protocol.FORWARD) and CONT go to CMD's group, as `proctree run` always did and dumb-init does (TSTP,
+ * TTIN and TTOU stop it with SIGSTOP, as dumb-init's rewrite does), TERM/INT/HUP followed by SIGCONT so that a stopped CMD still ends; every other one
  * goes to CMD alone, or to its group with -g. */
 void forward(void)
 {
@@ -74,7 +74,13 @@ void forward(void)
         int sig = K.pending[i];
         if (K.cmd <= 0 || K.cmd_done)
             continue;
-        bool group = R.group || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU || sig == SIGCONT;
+        if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+            /* No terminal here: a handler of CMD's (or an orphaned group, where the kernel drops these) would leave
+             * it running while the runner stops; as dumb-init rewrites them, CMD's group is stopped for real. */
+            to_group(SIGSTOP);
+            continue;
+        }
+        bool group = R.group || sig == SIGCONT;
         for (int f = 0; f < NFORWARD; f++)
             group = group || sig == GROUP[f];
         if (sig == K.stop_sig || IS_STOPPING(sig))
