@@ -116,7 +116,7 @@ class KeeperWatch:
                 self._start()
             elif self._kq is not None:
                 self._kq_add(pid)
-            elif self._ep is not None and pidfd is not None:
+            elif _LINUX and self._ep is not None and pidfd is not None:
                 self._ep.register(pidfd, select.EPOLLIN)
                 wake = False  # the thread's epoll_wait sees it as it is
             wake = wake or not self._bounded
