@@ -43,17 +43,24 @@ bool reap(void)
     }
 }
 
-/* Returns nothing: records the live members of CMD's group in g_stopped before a stop-type signal to it, so that our
- * teardown sends them no second stop signal (a process joining the group in between: a fork's microseconds). */
-static void record_group(void)
+/* Returns whether a member of CMD's group is stopped (or the table could not be read: then assume one is); records
+ * the live members in g_stopped before a stop-type signal to the group, so that our teardown sends them no second
+ * stop signal (a process joining the group in between: a fork's microseconds). */
+static bool record_group(void)
 {
     int n = pt_snapshot(g_snap, MAX_PROCS);
     if (n == -ENOBUFS)
         n = MAX_PROCS;
+    if (n < 0)
+        return true;
+    bool stopped = false;
     for (int i = 0; i < n; i++) {
-        if (g_snap[i].pgid == K.cmd && g_snap[i].state != 'Z' && g_snap[i].state != 'X')
+        if (g_snap[i].pgid == K.cmd && g_snap[i].state != 'Z' && g_snap[i].state != 'X') {
             stopped_has(g_snap[i].pid, g_snap[i].start_time, true);
+            stopped = stopped || g_snap[i].state == 'T' || g_snap[i].state == 't';
+        }
     }
+    return stopped;
 }
 
 /* Returns nothing: sends sig to CMD's group (its pid is its group's while unreaped), else to CMD alone. */
@@ -64,9 +71,9 @@ static void to_group(int sig)
 }
 
 /* Returns nothing: sends the queued signals on. The terminal's and the stop-type ones (HUP, INT, QUIT, TERM, USR1,
- * USR2, WINCH: protocol.FORWARD) and CONT go to CMD's group, as `proctree run` always did and dumb-init does (TSTP,
- * TTIN and TTOU stop it with SIGSTOP, as dumb-init's rewrite does), TERM/INT/HUP followed by SIGCONT so that a stopped CMD still ends; every other one
- * goes to CMD alone, or to its group with -g. */
+ * USR2, WINCH: protocol.FORWARD) and CONT go to CMD's group, as `proctree run` always did and dumb-init does; TSTP,
+ * TTIN and TTOU stop it with SIGSTOP, as dumb-init's rewrite does; TERM, INT and HUP are followed by SIGCONT when a
+ * member is stopped (so that it still ends); every other one goes to CMD alone, or to its group with -g. */
 void forward(void)
 {
     static const int GROUP[NFORWARD] = {FORWARD_SIGNALS};
@@ -83,14 +90,13 @@ void forward(void)
         bool group = R.group || sig == SIGCONT;
         for (int f = 0; f < NFORWARD; f++)
             group = group || sig == GROUP[f];
-        if (sig == K.stop_sig || IS_STOPPING(sig))
-            record_group();
+        bool stopped = (sig == K.stop_sig || IS_STOPPING(sig)) && record_group();
         if (group)
             to_group(sig);
         else
             kill(K.cmd, sig);
-        if (IS_STOPPING(sig))
-            to_group(SIGCONT);
+        if (IS_STOPPING(sig) && stopped)
+            to_group(SIGCONT); /* so that a stopped member acts on it; one running would see a stray CONT */
     }
     K.npending = 0;
 }

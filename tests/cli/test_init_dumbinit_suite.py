@@ -129,10 +129,6 @@ def test_proxies_signals(started, placement, signum):
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.xfail(
-    strict=not REFERENCE,
-    reason="TERM/INT/HUP reach CMD's group followed by a SIGCONT (run.py), and SIGCONT itself is not forwarded",
-)
 def test_proxies_signals_in_sequence(started, placement):
     """proxies_signals_test.py test_proxies_signals_with_rewrite, its empty rewrite map: TERM, QUIT, CONT, INT
     arrive as exactly TERM, QUIT, CONT, INT."""
