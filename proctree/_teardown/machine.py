@@ -103,6 +103,8 @@ class _Teardown:
         self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap: Snapshot | None = None
         self.forks_at_scan: int | None = None  # the system's fork counter when the last scan began
+        self.dead_kin_seen: set[tuple[int, int]] = set()  # kin zombies some kinship scan saw already
+        self.recheck_kin = False  # the last kinship scan saw a kin zombie for the first time
         # (fork counter, members, may_orphan) at the last kinship scan
         self.last_kin_scan: tuple[int | None, int, int] | None = None
         self.theirs: dict[int, int] = {}  # pid -> start time of what a protected process in the tree started
@@ -231,6 +233,9 @@ class _Teardown:
         self.theirs = sel.theirs
         if kin:
             self.last_kin_scan = (forks, len(self.members) + len(sel.new), sel.may_orphan)
+            fresh = set(sel.dead_kin) - self.dead_kin_seen
+            self.dead_kin_seen |= fresh
+            self.recheck_kin = bool(fresh)
         self.truncated = self.truncated or sel.truncated
         for p in sel.spared:
             self.spared[p.pid] = p
@@ -260,6 +265,16 @@ class _Teardown:
             return False
         kin_forks, n_members, may_orphan = self.last_kin_scan
         return forks == kin_forks and n_members == len(self.members) and may_orphan == 0
+
+    def _settled(self, late: list[Member]) -> bool:
+        """True if a scan that found `late` proves nothing more is there.
+
+        Not when it saw a kin zombie for the first time: that process may have
+        forked between the snapshot's listing and its read, so one more scan
+        (which starts after the zombie was read) is needed; once per zombie.
+        """
+        fresh, self.recheck_kin = self.recheck_kin, False
+        return not late and not fresh
 
     def _leader_present(self) -> bool:
         """True if the root or a member that led its group or session still
@@ -367,7 +382,7 @@ class _Teardown:
                 if not self._leader_present():
                     break
                 late = yield from self._rescan(late=True)
-                if not late:
+                if self._settled(late):
                     break
                 yield from self._polite(late)
                 continue
@@ -485,7 +500,7 @@ class _Teardown:
                 yield _Wait(None, 0.001)
                 stopped = self._all_stopped()
             self._collect()
-            if not (yield from self._rescan(late=True)):
+            if self._settled((yield from self._rescan(late=True))):
                 closed = stopped
                 break
         for i, m in enumerate(self._unended_members()):
@@ -505,7 +520,7 @@ class _Teardown:
         # whatever slipped in gets the same, until a rescan finds nothing new.
         for _ in range(FREEZE_ROUNDS):
             late = yield from self._rescan(late=True)
-            if not late:
+            if self._settled(late):
                 break
             for m in late:
                 self._signal(m, signal.SIGKILL)
@@ -543,7 +558,7 @@ class _Teardown:
             for _ in range(ABORT_ROUNDS):
                 self._signal_quietly(self._unended_members(), signal.SIGSTOP)
                 try:
-                    if not run_inline(self._rescan(late=True)):
+                    if self._settled(run_inline(self._rescan(late=True))):
                         break
                 except (Error, OSError, ValueError):
                     break  # kill what is known

@@ -52,6 +52,12 @@ class Selection(NamedTuple):
     # when that parent exits, without any fork. 0 means a later kinship scan
     # can only find something new after a fork or a new member.
     may_orphan: int = 0
+    # Zombies in the members' groups and sessions. A snapshot lists the pids
+    # first and reads each one after: a process that forked and died between
+    # the two shows up dead while its child, born after the listing, is
+    # missing. Only a scan that starts after a zombie was seen is sure to list
+    # what it forked.
+    dead_kin: tuple[tuple[int, int], ...] = ()
 
 
 def _orphaned(q: Proc, snap) -> bool:
@@ -175,6 +181,7 @@ def select(
 
     checked = 0  # how many leaders the last kinship pass knew
     not_orphaned: set = set()  # in the last kinship pass: kin, but a live parent holds them
+    dead_kin: dict = {}  # pid -> start time of zombies in a kin group or session
     while True:
         while queue:  # parent links, breadth-first
             p = queue.popleft()
@@ -188,7 +195,10 @@ def select(
         not_orphaned = set()
         # Kinship: one pass over the table per round of new leaders.
         for q in snap.values():
-            if q.pid in seen or not (q.pgid in kin_leaders or q.sid in kin_leaders) or q.is_zombie:
+            if q.pid in seen or not (q.pgid in kin_leaders or q.sid in kin_leaders):
+                continue
+            if q.is_zombie:
+                dead_kin[q.pid] = q.start_time
                 continue
             if not _orphaned(q, snap):
                 if not is_theirs(q):
@@ -202,4 +212,6 @@ def select(
             take(q)
     taken = {p.pid for p in new}
     may_orphan = sum(1 for pid in not_orphaned if pid not in taken)
-    return Selection(tuple(new), tuple(spared), truncated, theirs_out, tuple(ambiguous), may_orphan)
+    return Selection(
+        tuple(new), tuple(spared), truncated, theirs_out, tuple(ambiguous), may_orphan, tuple(dead_kin.items())
+    )

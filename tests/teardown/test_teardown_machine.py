@@ -442,6 +442,52 @@ def test_a_process_orphaned_without_any_fork_is_still_found():
     assert (311, "KILL") in w.log
 
 
+class TornSnapshotWorld(World):
+    """A snapshot lists the pids, then reads each: `born_in_listing` are made
+    after the listing of the next snapshot (absent from it) and exist after."""
+
+    born_in_listing: list = []
+
+    def snapshot(self):
+        snap = super().snapshot()
+        for p in self.born_in_listing:
+            self.procs[p.pid] = p
+            self.forks += 1
+        self.born_in_listing = []
+        return snap
+
+
+def test_an_orphan_forked_while_the_kinship_scan_reads_the_table_is_found():
+    # The root leads its session and stays (include_root=False). Its child
+    # 101, on TERM, forks 102 and exits; 102 forks 103 and dies. The final
+    # kinship scan lists the pids before 103 exists and reads 102 after it
+    # died: a zombie kin whose orphan 103 the scan missed. One more scan,
+    # started after the zombie was read, must find 103.
+    def on_term(w):
+        w.die(101)
+        w.procs[102] = P(102, 1, state="Z")
+        w.forks += 1
+        w.born_in_listing = [P(103, 1)]
+
+    w = TornSnapshotWorld(BASE + [P(100, ME), P(101, 100)], {101: {"TERM": on_term}})
+    rep = drive(w, grace=1.0, include_root=False)
+    assert 103 in [p.pid for p in rep.late], w.log
+    assert (103, "TERM") in w.log
+    assert all(pid != 100 for pid, _ in w.log), w.log
+    assert rep.ok
+
+
+def test_a_zombie_kin_costs_one_more_scan_not_one_per_scan():
+    # 102 stays a zombie (its parent never reaps it): it is rescanned for once,
+    # and a scan that finds nothing new after that ends the teardown.
+    w = world(P(100, ME), P(101, 100), P(102, 1, state="Z"), p101={"TERM": "die"})
+    scans = []
+    real = w.snapshot
+    w.snapshot = lambda: scans.append(1) or real()
+    rep = drive(w, grace=1.0, include_root=False)
+    assert rep.ok and len(scans) <= 3, len(scans)
+
+
 def test_the_fake_system_offers_everything_the_world_protocol_names():
     from proctree._teardown.world import System, World
 
