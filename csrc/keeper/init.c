@@ -22,18 +22,25 @@
  *   given (an ignored signal stays ignored, as exec keeps it).
  * - The runner stays in the caller's session and process group (a Ctrl+C reaches it, and a Ctrl+Z stops it as any
  *   job: job-control signals are passed on, then the runner stops itself, as dumb-init without a terminal); CMD's
- *   session is the keeper half's, so CMD has no controlling terminal (`proctree run` gives it a pty instead).
+ *   session is the keeper half's, so CMD has no controlling terminal (`proctree run` gives it a pty instead)...
+ * - ...unless the runner leads its session and controls the terminal on stdin, as a container's PID 1 under
+ *   `docker run -t` does: then it lets the terminal go and the keeper half takes it for CMD's session, where CMD's
+ *   group is the foreground (a shell has job control, Ctrl+C reaches CMD's group from the terminal itself), as
+ *   dumb-init does. The hang-up and continue the kernel sends on letting go are the runner's own, never passed on.
  */
 #include "init.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
@@ -72,6 +79,33 @@ static int choose_mode(void)
     if (!R.pid1)
         prctl(PR_SET_CHILD_SUBREAPER, 1);
     return 0;
+}
+
+/* Returns true once the terminal on stdin, which we control as our session's leader with our group in its
+ * foreground, is no longer ours (the keeper half takes it for CMD's session); false, changing nothing, otherwise.
+ * Letting it go makes the kernel send SIGHUP and SIGCONT to our group (us alone: nothing is forked yet); both are
+ * blocked, so they are taken back here, and one somebody else sent meanwhile is queued again. */
+static bool release_terminal(void)
+{
+    pid_t me = getpid();
+    if (!isatty(0) || getsid(0) != me || getpgrp() != me || tcgetsid(0) != me || tcgetpgrp(0) != me)
+        return false;
+    if (ioctl(0, TIOCNOTTY) != 0)
+        return false;
+    sigset_t hangup;
+    sigemptyset(&hangup);
+    sigaddset(&hangup, SIGHUP);
+    sigaddset(&hangup, SIGCONT);
+    const struct timespec now = {0, 0};
+    int keep[2], nkeep = 0;
+    siginfo_t si;
+    while (nkeep < 2 && sigtimedwait(&hangup, &si, &now) > 0) {
+        if (si.si_code != SI_KERNEL && si.si_pid != me) /* not the kernel's, on our behalf */
+            keep[nkeep++] = si.si_signo;
+    }
+    for (int i = 0; i < nkeep; i++)
+        kill(me, keep[i]);
+    return true;
 }
 
 /* Returns 0 once CMD's environment will carry PROCTREE_TREE=<a new id>[:<the enclosing trees' ids>] (marker.py's
@@ -170,6 +204,7 @@ int main(int argc, char **argv)
         cleanup_cgroup();
         return 126;
     }
+    R.tty = release_terminal(); /* before the fork: the kernel's SIGHUP and SIGCONT reach us alone */
     pid_t keeper = fork();
     if (keeper < 0) {
         fprintf(stderr, "proctree run: cannot start its keeper: %s\n", strerror(errno));

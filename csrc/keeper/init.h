@@ -19,6 +19,7 @@ struct runner {
     bool group;    /* -g: every forwarded signal to CMD's process group, not only the stop-type ones */
     int verbosity; /* -1: -q, 0, 1: -v */
     bool pid1;     /* getpid() == 1: every orphan of the namespace is ours to reap */
+    bool tty;      /* we let go of our terminal (stdin's) for the keeper half to give CMD's session */
 };
 extern struct runner R;
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,10 @@ static int contain(void)
     K.self = getpid();
     K.owner = getppid();
     setsid(); /* a fresh fork leads no group: this succeeds */
+    /* The terminal the runner let go becomes our session's, and CMD's group its foreground (start.c's pty step);
+     * if it cannot, CMD runs without one, as it would have anyway. */
+    if (R.tty && ioctl(0, TIOCSCTTY, 0) == 0)
+        K.pty = true;
     if (K.mode == M_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         if (R.contain == CONTAIN_SUBREAPER) {
             fprintf(stderr, "proctree run: cannot become a subreaper: %s\n", strerror(errno));

@@ -353,8 +353,8 @@ def wait_bounded(pid, timeout=30):
         time.sleep(0.02)
 
 
-# --no-pty: the keeper is a session leader (setsid) and CMD is in its session, which has no controlling terminal.
-NO_PTY_NO_CTTY = "--no-pty: CMD runs in the keeper's new session (setsid), which has no controlling terminal"
+# --no-pty: an init that leads its session and controls the terminal lets it go, and CMD's session takes it (as
+# dumb-init); own-pty: CMD gets a pseudo-terminal of its own.
 
 
 def _tty_params(xfail_own=None, xfail_no=None):
@@ -371,7 +371,7 @@ def _tty_params(xfail_own=None, xfail_no=None):
 @pytest.mark.parametrize("placement, own_pty", _tty_params())
 def test_tty(placement, own_pty):
     """tty_test.py test_tty: under the init on a terminal, tac reads 1 2 3 and ^D^D and writes 3 2 1."""
-    pid, fd = tty_fork(init_cmd(placement, ["tac"], pty=own_pty))
+    pid, fd = tty_fork(init_cmd(placement, ["tac"], pty=own_pty, terminal=True))
     try:
         ttyflags(fd)
         assert os.write(fd, b"1\n2\n3\n") == 6
@@ -383,10 +383,10 @@ def test_tty(placement, own_pty):
         os.close(fd)
 
 
-@pytest.mark.parametrize("placement, own_pty", _tty_params(xfail_no=NO_PTY_NO_CTTY))
+@pytest.mark.parametrize("placement, own_pty", _tty_params())
 def test_child_gets_controlling_tty_if_we_had_one(placement, own_pty):
     """tty_test.py test_child_gets_controlling_tty_if_we_had_one: `bash -m` under the init has job control."""
-    pid, fd = tty_fork(init_cmd(placement, ["bash", "-m"], pty=own_pty))
+    pid, fd = tty_fork(init_cmd(placement, ["bash", "-m"], pty=own_pty, terminal=True))
     try:
         ttyflags(fd)
         os.write(fd, b'echo "flags are: [[$-]]"\n')
@@ -405,7 +405,7 @@ def test_sighup_sigcont_ignored_if_was_session_leader(placement, own_pty):
     """tty_test.py test_sighup_sigcont_ignored_if_was_session_leader, on behaviour rather than dumb-init's debug
     lines: the init is a terminal's session leader; the tty hand-off's SIGHUP/SIGCONT must not end CMD (it
     lives to print "ready"), and a real SIGHUP sent later is forwarded (the init exits 129)."""
-    argv = init_cmd(placement, ["sh", "-c", "sleep 1; echo ready; exec sleep 20"], pty=own_pty)
+    argv = init_cmd(placement, ["sh", "-c", "sleep 1; echo ready; exec sleep 20"], pty=own_pty, terminal=True)
     pid, fd = tty_fork(argv)
     try:
         ttyflags(fd)

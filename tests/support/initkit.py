@@ -57,16 +57,23 @@ def init_argv(contain=None, pty=False):
     return [*base, *(["--contain", contain] if contain else []), *([] if pty else ["--no-pty"]), "--"]
 
 
-def placed(placement, argv):
-    """argv (an init's full command line) in a placement: "pid1" or "child"."""
+def placed(placement, argv, terminal=False):
+    """argv (an init's full command line) in a placement: "pid1" or "child".
+
+    terminal=True: the caller runs it as the leader of a session with a terminal (pty.fork()), as tini's and
+    dumb-init's terminal tests run the init; as PID 1 it is made that session's leader with the terminal for its
+    controlling one (`setsid -c`, which takes it from unshare's session), as a container runtime does for the
+    PID 1 of `docker run -t`.
+    """
     if placement == "pid1":
-        return [UNSHARE, "--pid", "--fork", "--kill-child", "--mount-proc", *argv]
+        leader = ["setsid", "-c"] if terminal else []
+        return [UNSHARE, "--pid", "--fork", "--kill-child", "--mount-proc", *leader, *argv]
     assert placement == "child", placement
     return list(argv)
 
 
-def init_cmd(placement, cmd, contain=None, pty=False):
-    return placed(placement, [*init_argv(contain, pty), *cmd])
+def init_cmd(placement, cmd, contain=None, pty=False, terminal=False):
+    return placed(placement, [*init_argv(contain, pty), *cmd], terminal)
 
 
 def env(**extra):
