@@ -1,6 +1,6 @@
 /* proctree-init: `proctree run` in native code, an init about as small and fast as tini that contains what it runs.
  *
- * `proctree-init [--contain auto|cgroup|subreaper|session] [--grace S] [--stop-signal SIG] [-g] [-q|-v] -- CMD...`
+ * `proctree-init [--contain auto|cgroup|subreaper|session] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [-q|-v] -- CMD`
  * runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL, STOP, CHLD and the
  * synchronous ones) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
  * exits ends what CMD left behind (the stop signal once, SIGKILL after the grace: the keeper's teardown.c), says so
@@ -52,6 +52,16 @@ static void hold_signals(void)
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
     sigemptyset(&K.orig_mask);
+}
+
+/* Returns nothing: with -p SIG, SIG comes to us when our parent dies (tini's -p), to be passed on as any signal; and
+ * at once if it died before we asked (we were reparented since main began, when our parent was `parent`). */
+static void watch_parent(pid_t parent)
+{
+    if (R.pdeath == 0)
+        return;
+    if (prctl(PR_SET_PDEATHSIG, R.pdeath) != 0 || getppid() != parent)
+        kill(getpid(), R.pdeath);
 }
 
 /* Returns 0 once the tree's mode is chosen (and its cgroup made, here, so that the runner can remove it whatever
@@ -195,8 +205,10 @@ int main(int argc, char **argv)
 {
     int rc;
     hold_signals(); /* first: a signal sent while we start is queued for CMD, not lost nor fatal */
+    pid_t parent = getppid();
     if ((rc = parse_runner_args(argc, argv)) != 0)
         return rc == 1 ? 0 : rc;
+    watch_parent(parent);
     if ((rc = choose_mode()) != 0) /* cgroup made, or subreaper or session chosen; we take orphans */
         return rc;
     if ((rc = mark_tree()) < 0) {

@@ -20,6 +20,7 @@ struct runner {
     int verbosity; /* -1: -q, 0, 1: -v */
     bool pid1;     /* getpid() == 1: every orphan of the namespace is ours to reap */
     bool tty;      /* we let go of our terminal (stdin's) for the keeper half to give CMD's session */
+    int pdeath;    /* -p SIG: the signal we get (and pass on) when our parent dies, or 0 */
 };
 extern struct runner R;
 

@@ -1,4 +1,4 @@
-/* proctree-init's command line: `[--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-q|-v] -- CMD ARGS...`.
+/* proctree-init's command line: `[--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [-q|-v] -- CMD...`.
  *
  * The options are `proctree run`'s (proctree/cli/run.py) that need no Python: the Python command hands over to this
  * program when only these were given, so their spelling and their refusals (exit 2, one line) must match it.
@@ -31,7 +31,8 @@ int usage_error(const char *fmt, const char *what)
 {
     fputs("proctree run: ", stderr);
     fprintf(stderr, fmt, what);
-    fputs(" (usage: proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-q|-v] -- CMD ARGS...)\n",
+    fputs(" (usage: proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [-q|-v] -- CMD "
+          "ARGS...)\n",
           stderr);
     return REFUSED;
 }
@@ -93,7 +94,9 @@ int parse_runner_args(int argc, char **argv)
         } else if (eq == NULL || strncmp(a, "--", 2) != 0) {
             eq = NULL;
         }
-        bool takes = strcmp(a, "--contain") == 0 || strcmp(a, "--grace") == 0 || strcmp(a, "--stop-signal") == 0;
+        bool pdeath = strcmp(a, "-p") == 0 || strcmp(a, "--parent-death-signal") == 0;
+        bool takes =
+            strcmp(a, "--contain") == 0 || strcmp(a, "--grace") == 0 || strcmp(a, "--stop-signal") == 0 || pdeath;
         if (takes && val == NULL)
             return usage_error("argument %s: expected one argument", a);
         if (strcmp(a, "--") == 0) {
@@ -113,7 +116,12 @@ int parse_runner_args(int argc, char **argv)
             if (sig < 0 || IS_NOT_STOP(sig))
                 return usage_error("argument --stop-signal: '%s' is not a stop signal (not KILL, STOP or CONT)", val);
             K.stop_sig = sig;
-        } else if (strcmp(a, "-g") == 0) {
+        } else if (pdeath) {
+            int sig = parse_signal_name(val);
+            if (sig < 0)
+                return usage_error("argument -p/--parent-death-signal: '%s' is not a signal", val);
+            R.pdeath = sig;
+        } else if (strcmp(a, "-g") == 0 || strcmp(a, "--group") == 0) {
             R.group = true;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             R.verbosity = -1;

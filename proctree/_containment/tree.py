@@ -283,7 +283,7 @@ class Tree:
         exc.cmd = self.args
         return exc
 
-    def send_signal(self, sig: int) -> None:
+    def send_signal(self, sig: int, *, group: bool = False) -> None:
         """Send sig to the command.
 
         The signals the keeper forwards (protocol.FORWARD) go through it, to the
@@ -291,7 +291,10 @@ class Tree:
         after checking its start time, while the keeper still holds it
         unreaped: SIGKILL and SIGSTOP cannot be caught, and the rest would kill
         the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
-        be swallowed by it (SIGALRM, its wake-up).
+        be swallowed by it (SIGALRM, its wake-up). group=True sends those too
+        to every member of the command's process group (tini's -g), each by
+        pidfd after checking its start time, while the command still leads
+        that group.
         """
         self._check_owner()
         if isinstance(sig, bool) or not isinstance(sig, int):
@@ -301,6 +304,8 @@ class Tree:
                 self._record_stopped(sig)
             # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
             self._keeper.signal(sig)  # our own child, and Popen never signals it once reaped
+        elif group:
+            self._send_group(sig)
         else:
             self._send_direct(sig)
 
@@ -321,16 +326,26 @@ class Tree:
             if p.pgid == self.pid and not p.is_zombie:
                 self._stopped.setdefault(p.identity, sig)
 
-    def _send_direct(self, sig):
+    def _root_held(self) -> bool:
+        """True while the keeper holds the command unreaped: its pid (and its group's id) is still its own."""
         if self.poll() is not None or self._root is None or not self._keeper.is_ours():
-            return
+            return False
         try:
             now = _binding.proc(self._root.pid)
         except (NoSuchProcess, OSError):
-            return
-        if now.ppid != self.keeper_pid or now.start_time != self._root.start_time:
-            return
-        _owner.signal_member(self._root, sig)
+            return False
+        return now.ppid == self.keeper_pid and now.start_time == self._root.start_time
+
+    def _send_direct(self, sig):
+        if self._root is not None and self._root_held():
+            _owner.signal_member(self._root, sig)
+
+    def _send_group(self, sig):
+        # Checked before the members are read, whose records the sends then check one by one.
+        if self._root is not None and self._root_held():
+            for p in self.members():
+                if p.pgid == self._root.pid:
+                    _owner.signal_member(p, sig)
 
     # -- membership and teardown --------------------------------------------
     def _check_owner(self) -> None:

@@ -1,7 +1,7 @@
 """`proctree run`'s hand-over to the native runner, proctree-init, before anything slow is imported.
 
 The runner (csrc/keeper/init.c, built beside the extension module) is `proctree run` without Python: it costs
-what tini costs. It takes `--contain`, `--grace`, `--stop-signal`, `-q` and `-v`; a command line with any
+what tini costs. It takes `--contain`, `--grace`, `--stop-signal`, `-g`, `-p`, `-q` and `-v`; a command line with any
 other option (`--json`, `--keep-orphans`, `--help`), or one that needs a pseudo-terminal (stdin and stdout both
 terminals, without `--no-pty`), stays with the Python command, as does everything when the runner was not built
 (a source checkout, macOS) or PROCTREE_RUN_NATIVE=0 is set. This module must import nothing but os and sys, and
@@ -12,8 +12,8 @@ import os
 import sys
 
 RUNNER_NAME = "proctree-init"  # build_keeper.INIT_NAME, in the package directory
-_VALUED = ("--contain", "--grace", "--stop-signal")
-_FLAGS = ("-q", "--quiet", "-v", "--verbose")
+_VALUED = ("--contain", "--grace", "--stop-signal", "-p", "--parent-death-signal")
+_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-g", "--group")
 
 
 def runner_path():

@@ -1,4 +1,5 @@
-"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [--keep-orphans] [-q|-v] [--json] [--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [--keep-orphans] [-q|-v] [--json]
+[--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
@@ -115,6 +116,21 @@ def register(sub):
         help="the signal that stops what CMD leaves behind, once each (default SIGTERM; not KILL, STOP or CONT)",
     )
     p.add_argument(
+        "-g",
+        "--group",
+        action="store_true",
+        help="forward every signal to CMD's process group (tini's -g); by default only HUP, INT, QUIT, TERM, "
+        "USR1, USR2 and WINCH go to the group, the rest to CMD alone",
+    )
+    p.add_argument(
+        "-p",
+        "--parent-death-signal",
+        type=parse_signal,
+        default=None,
+        metavar="SIG",
+        help="when this command's parent dies, SIG comes to it and is forwarded as any signal (tini's -p; Linux)",
+    )
+    p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
     )
     add_output_options(
@@ -161,9 +177,25 @@ def _exit_code(rc):
     return 128 - rc if rc < 0 else rc
 
 
+def watch_parent(sig, parent):
+    """Have sig sent to this process when its parent dies (tini's -p): prctl(PR_SET_PDEATHSIG), then sig at once if
+    the parent (pid `parent` when this command began) is gone already. CliError where the system has no such call."""
+    if not sys.platform.startswith("linux"):
+        raise CliError("run: -p/--parent-death-signal needs Linux (prctl PR_SET_PDEATHSIG)")
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0) != 0:
+        raise CliError.from_exception(OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)"), code=126)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
 def run(args):
     from proctree import spawn
 
+    parent = os.getppid()
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
@@ -181,7 +213,7 @@ def run(args):
         if not current:
             pending.append(signum)
         else:
-            current[0].send_signal(signum)
+            current[0].send_signal(signum, group=args.group)
 
     # A signal this process was started ignoring (SIGHUP under nohup, SIGINT and
     # SIGQUIT in a background job; SIGPIPE and SIGXFSZ, which Python ignores)
@@ -194,6 +226,8 @@ def run(args):
     old_mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
     tree = report = None
     try:
+        if args.parent_death_signal is not None:
+            watch_parent(args.parent_death_signal, parent)  # a handler is in: it is forwarded once CMD exists
         try:
             # keep_orphans in the keeper either way: what CMD leaves is ended here,
             # so that the report names it (the keeper still ends all if we die).
@@ -221,7 +255,7 @@ def run(args):
         # keeper leaves it too.
         os.chdir("/")
         for s in pending:
-            tree.send_signal(s)
+            tree.send_signal(s, group=args.group)
         try:
             if use_pty:
                 from ._pty import Relay

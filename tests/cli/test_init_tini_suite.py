@@ -264,12 +264,9 @@ subprocess.Popen([*init, sys.executable, "-c", sys.argv[2], str(os.getpid()), sy
 """
 
 
-@pytest.mark.skipif(REFERENCE == "dumb-init", reason="dumb-init has no -p either")
-@pytest.mark.xfail(
-    strict=not REFERENCE,
-    reason="no parent-death signal option (tini -p SIG): when the init's parent dies nothing tells CMD",
-)
-def test_parent_death_signal(started, tmp_path):
+@pytest.mark.skipif(REFERENCE == "dumb-init", reason="dumb-init has no -p")
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "python"])
+def test_parent_death_signal(started, tmp_path, native, monkeypatch):
     """run_inner_tests.py "parent death signal test": stage_1 starts `tini -p SIGUSR1 -- stage_2`; stage_2
     SIGKILLs stage_1; the init gets SIGUSR1 and passes it to stage_2, which writes "ok"."""
     import json
@@ -277,8 +274,8 @@ def test_parent_death_signal(started, tmp_path):
     ret = tmp_path / "ret"
     ret.write_text("")
     init = init_argv()
-    if REFERENCE == "tini":
-        init = [init[0], "-p", "SIGUSR1", *init[1:]]
+    init = [*init[: 1 if REFERENCE else -1], "-p", "SIGUSR1", *init[1 if REFERENCE else -1 :]]
+    monkeypatch.setenv("PROCTREE_RUN_NATIVE", native)
     p = subprocess.Popen(
         [sys.executable, "-c", PDEATH_STAGE_1, json.dumps(init), PDEATH_STAGE_2, str(ret)],
         env=env(),

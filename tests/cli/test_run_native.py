@@ -337,6 +337,10 @@ def test_job_control_without_a_terminal(procs):
         (["--grace=.5", "--", "x"], ["--grace=.5", "--", "x"]),
         (["-q", "-v", "--", "x"], None),  # argparse's refusal
         (["--keep-orphans", "--", "x"], None),
+        (["-g", "-p", "USR1", "--", "x"], ["-g", "-p", "USR1", "--", "x"]),
+        (["--group", "--parent-death-signal=HUP", "x"], ["--group", "--parent-death-signal=HUP", "--", "x"]),
+        (["-pUSR1", "--", "x"], None),  # argparse's spelling: the Python command reads it
+        (["-p"], None),
         (["--help"], None),
         (["--grace"], None),  # argparse words the error
         ([], None),
