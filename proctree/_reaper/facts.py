@@ -177,16 +177,27 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     cgroups: list[_leftovers.LeftoverCgroup] = []
     found_cgroups, cg_warnings = _leftovers.find()
     warnings.extend(cg_warnings)
+    foreign: list[tuple[_leftovers.LeftoverCgroup, str]] = []  # empty, made in another pid namespace
     for cg in found_cgroups:
         owner = procs.get(cg.owner[0])
         if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie and cg.ns in (None, mine):
             cgroups.append(cg)  # its owner, as we see it, is alive: it protects the cgroup
             continue
         why = _unplaced(cg.ns, cg.pids, mine)
-        if why is not None:
+        if why is not None and cg.ns is not None and not cg.pids and not cg.hidden and _namespaces.is_initial(mine):
+            foreign.append((cg, why))
+        elif why is not None:
             skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
-            continue
-        cgroups.append(cg)
+        else:
+            cgroups.append(cg)
+    # An empty cgroup whose owner's pid namespace is dead (a container's PID 1 killed with its namespace): its
+    # owner is provably gone, though its numbers are not ours.
+    dead_ns = _namespaces.dead_pid_namespaces({cg.ns[0] for cg, _ in foreign if cg.ns}, procs)
+    for cg, why in foreign:
+        if cg.ns is not None and cg.ns[0] in dead_ns:
+            cgroups.append(cg)
+        else:
+            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
 
     receipts_by_path: dict[str, object] = {}
     receipts: list[ReceiptFact] = []
@@ -239,5 +250,6 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         _credentials.Lazy(procs),
         tuple(skipped),
         os.geteuid(),
+        dead_ns,
     )
     return facts, receipts_by_path

@@ -105,6 +105,9 @@ class Facts:
     creds: Mapping[int, Creds] | None = None
     skipped: Sequence[Skipped] = ()
     reaper_uid: int | None = None  # the reaper's effective uid; None: not recorded (synthetic facts)
+    # Pid namespaces (inodes) no process lives in any more: an empty cgroup its owner made there is the
+    # owner's leftover, though the owner's numbers are another namespace's.
+    dead_namespaces: frozenset[int] = frozenset()
 
     def creds_of(self, pid: int) -> Creds | None:
         if self.creds is None:
@@ -323,7 +326,8 @@ def select(
 
     dead_cgroups: list[LeftoverCgroup] = []
     for cg in facts.cgroups:
-        state = owner_state(facts, *cg.owner)
+        in_dead_ns = cg.ns is not None and cg.ns[0] in facts.dead_namespaces and not cg.pids and not cg.hidden
+        state = GONE if in_dead_ns else owner_state(facts, *cg.owner)
         if state not in _GONE_REASON:
             if state != ALIVE:
                 skipped.append(Skipped(None, f"cgroup {cg.path}: owner {cg.owner[0]} {state}"))

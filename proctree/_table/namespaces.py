@@ -50,3 +50,31 @@ def is_initial(ns: Namespaces | None) -> bool:
     if not _LINUX:
         return True
     return ns is not None and ns[0] == INITIAL_PID_NS and ns[1] in (0, INITIAL_TIME_NS)
+
+
+def dead_pid_namespaces(wanted: set[int], pids) -> frozenset[int]:
+    """Of the pid namespace inodes in `wanted` (never the reader's own), those no process in `pids` (a snapshot's,
+    in the initial pid namespace, where every process is listed) lives in; empty when any one's namespace cannot
+    be read.
+
+    A namespace with no process left is dead for good: once its init is gone the kernel creates no process in it
+    again (and one whose init never ran named nothing). Its init, if alive, was alive when the snapshot listed
+    the pids, so it is among them: one pass over them proves the absence. An inode number the kernel gave to a
+    new namespace since makes that one look alive: never the other way.
+    """
+    if not _LINUX or not wanted:
+        return frozenset()
+    left = set(wanted)
+    for pid in pids:
+        if pid == 1:
+            continue  # the reader's namespace's own init (which a sandbox may not let even root read)
+        try:
+            ino = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended: it lives in no namespace
+        except OSError:
+            return frozenset()  # denied: that process could be in one of them
+        left.discard(ino)
+        if not left:
+            break
+    return frozenset(left)
