@@ -21,17 +21,17 @@ naming the file and line, or refused under --strict. honcho's own options
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
 from typing import Any
 
 import proctree
-from proctree._validate import MAX_STOP_GRACE, port_from_text
+from proctree._validate import MAX_STOP_GRACE
 
 from . import _upview
 from ._common import CliError, discard_output, parse_seconds, parse_signal, shown, subcommand
+from ._plan import add_plan_options, add_strict_option, load_plan
 
 # Output backpressure: once this many rows of one service wait to be written, its pipe is no
 # longer read (it blocks, as under foreman) until they are down to the low mark.
@@ -70,36 +70,7 @@ def register(sub):
         "Richer settings (ready, depends_on, restart, env, can_die, port, cwd) come from "
         "[tool.proctree.services.NAME] in pyproject.toml or [services.NAME] in proctree.toml beside the Procfile.",
     )
-    p.add_argument(
-        "-f",
-        "--procfile",
-        metavar="FILE",
-        help="the Procfile (default: PROCFILE from .env or the environment, else ./Procfile)",
-    )
-    p.add_argument(
-        "-d",
-        "--app-root",
-        metavar="DIR",
-        help="the folder a relative -f and -e are read from (honcho's; default: the current folder)",
-    )
-    p.add_argument(
-        "-e",
-        "--env",
-        action="append",
-        metavar="FILE",
-        help="a .env file to read (repeat, or separate with commas; default: .env beside the Procfile, if any)",
-    )
-    p.add_argument(
-        "-m",
-        "--formation",
-        "-c",
-        "--concurrency",
-        dest="formation",
-        action="append",
-        metavar="NAME=N,...",
-        help="how many of each entry to run: web=2,worker=1 (all=N sets the rest; default 1 each)",
-    )
-    p.add_argument("-p", "--port", type=_parse_port, metavar="N", help="base port (default: PORT, else 5000)")
+    add_plan_options(p)
     p.add_argument(
         "--grace",
         "-t",
@@ -129,13 +100,7 @@ def register(sub):
         metavar="NAME",
         help="end the run when entry NAME ends, with its status (start services, run tests, stop all)",
     )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse what honcho skips or reads loosely (a Procfile or .env line it cannot read, a missing -e "
-        "file, an empty Procfile, a name starting with '-', a lone CR in the Procfile) instead of reading it as "
-        "honcho does, with a warning",
-    )
+    add_strict_option(p)
     p.add_argument("--no-timestamp", action="store_true", help="no time before each line")
     p.add_argument("--no-prefix", action="store_true", help="no time and name before each line (honcho's)")
     p.add_argument(
@@ -157,15 +122,6 @@ def register(sub):
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
 
 
-def _parse_port(text):
-    import argparse
-
-    port = port_from_text(text)
-    if port is None:
-        raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
-    return port
-
-
 def _parse_grace(text):
     """--grace: plain decimal seconds (parse_seconds), at most the supervisor's bound (one day)."""
     import argparse
@@ -174,43 +130,6 @@ def _parse_grace(text):
     if seconds > MAX_STOP_GRACE:
         raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)} (at most {MAX_STOP_GRACE:g}, one day)")
     return seconds
-
-
-def _env_files(values):
-    if values is None:
-        return None
-    files = [f.strip() for value in values for f in value.split(",")]
-    if any(not f for f in files):
-        raise CliError("up: -e: an empty file name")
-    return files
-
-
-def load_plan(args) -> Any:
-    """The checked plan for args, or CliError saying what is wrong and where."""
-    from proctree._procfile.honchoopts import choose_procfile  # see service_specs()
-
-    names = list(args.names)
-    if args.exit_with is not None and args.exit_with not in names and names:
-        names.append(args.exit_with)  # it must run for the run to end with it
-    try:
-        procfile, env_files = choose_procfile(
-            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
-        )
-        plan = proctree.load_procfile(
-            procfile,
-            env_files=env_files,
-            strict=args.strict,
-            scale=",".join(args.formation) if args.formation else None,
-            names=names,
-            base_port=args.port,
-        )
-    except ValueError as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
-    if args.exit_with is not None and not plan.instances_of(args.exit_with):
-        known = {e.name for e in plan.entries}
-        why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
-        raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
-    return plan
 
 
 def hidden_output(plan, quiet) -> frozenset[str]:

@@ -1,0 +1,104 @@
+"""The options that say which Procfile plan to read (`-f`, `-d`, `-e`, `-m`, `-p`, `--strict`), and reading it:
+what `proctree up` runs and `proctree check` checks, read the same way."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import proctree
+from proctree._validate import port_from_text
+
+from ._common import CliError, shown
+
+
+def add_plan_options(p):
+    """-f, -d, -e, -m and -p: the Procfile, its folder, its .env files, the scale and the base port."""
+    p.add_argument(
+        "-f",
+        "--procfile",
+        metavar="FILE",
+        help="the Procfile (default: PROCFILE from .env or the environment, else ./Procfile)",
+    )
+    p.add_argument(
+        "-d",
+        "--app-root",
+        metavar="DIR",
+        help="the folder a relative -f and -e are read from (honcho's; default: the current folder)",
+    )
+    p.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        metavar="FILE",
+        help="a .env file to read (repeat, or separate with commas; default: .env beside the Procfile, if any)",
+    )
+    p.add_argument(
+        "-m",
+        "--formation",
+        "-c",
+        "--concurrency",
+        dest="formation",
+        action="append",
+        metavar="NAME=N,...",
+        help="how many of each entry to run: web=2,worker=1 (all=N sets the rest; default 1 each)",
+    )
+    p.add_argument("-p", "--port", type=parse_port, metavar="N", help="base port (default: PORT, else 5000)")
+
+
+def add_strict_option(p):
+    """--strict: refuse what honcho skips or reads loosely."""
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what honcho skips or reads loosely (a Procfile or .env line it cannot read, a missing -e "
+        "file, an empty Procfile, a name starting with '-', a lone CR in the Procfile) instead of reading it as "
+        "honcho does, with a warning",
+    )
+
+
+def parse_port(text):
+    import argparse
+
+    port = port_from_text(text)
+    if port is None:
+        raise argparse.ArgumentTypeError(f"not a port: {shown(text)} (a whole number 1-65535)")
+    return port
+
+
+def _env_files(values):
+    if values is None:
+        return None
+    files = [f.strip() for value in values for f in value.split(",")]
+    if any(not f for f in files):
+        raise CliError("up: -e: an empty file name")
+    return files
+
+
+def load_plan(args) -> Any:
+    """The checked plan for args, or CliError saying what is wrong and where."""
+    # Imported here, as proctree's own names load on first use: every command builds its parser.
+    from proctree._procfile.honchoopts import choose_procfile
+
+    names = list(args.names)
+    if args.exit_with is not None and args.exit_with not in names and names:
+        names.append(args.exit_with)  # it must run for the run to end with it
+    try:
+        procfile, env_files = choose_procfile(
+            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
+        )
+        plan = proctree.load_procfile(
+            procfile,
+            env_files=env_files,
+            strict=args.strict,
+            scale=",".join(args.formation) if args.formation else None,
+            names=names,
+            base_port=args.port,
+        )
+    except ValueError as exc:
+        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+    if args.exit_with is not None and not plan.instances_of(args.exit_with):
+        known = {e.name for e in plan.entries}
+        why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
+        raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
+    return plan
