@@ -156,6 +156,7 @@ SUMMARIES = {
     "run": "run CMD contained in the foreground; nothing it started outlives it",
     "reap": "end processes whose owner is provably gone (PROCTREE_OWNER, leftover cgroups, receipts, rules)",
     "up": "run a Procfile's entries; Ctrl+C (or any entry's end) stops them all, leaving nothing",
+    "check": "read and check a Procfile, its .env and settings as up would, starting nothing (honcho's check)",
     "demo": "a short tour on live processes it starts and cleans up",
 }
 

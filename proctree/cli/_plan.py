@@ -66,26 +66,28 @@ def parse_port(text):
     return port
 
 
-def _env_files(values):
+def _env_files(values, command):
     if values is None:
         return None
     files = [f.strip() for value in values for f in value.split(",")]
     if any(not f for f in files):
-        raise CliError("up: -e: an empty file name")
+        raise CliError(f"{command}: -e: an empty file name")
     return files
 
 
 def load_plan(args) -> Any:
-    """The checked plan for args, or CliError saying what is wrong and where."""
+    """The checked plan for args, or CliError saying what is wrong and where (as args.command's: up or check)."""
     # Imported here, as proctree's own names load on first use: every command builds its parser.
     from proctree._procfile.honchoopts import choose_procfile
 
+    command = getattr(args, "command", None) or "up"
+    exit_with = getattr(args, "exit_with", None)
     names = list(args.names)
-    if args.exit_with is not None and args.exit_with not in names and names:
-        names.append(args.exit_with)  # it must run for the run to end with it
+    if exit_with is not None and exit_with not in names and names:
+        names.append(exit_with)  # it must run for the run to end with it
     try:
         procfile, env_files = choose_procfile(
-            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
+            args.procfile, _env_files(args.env, command), args.app_root, os.environ, strict=args.strict
         )
         plan = proctree.load_procfile(
             procfile,
@@ -96,9 +98,9 @@ def load_plan(args) -> Any:
             base_port=args.port,
         )
     except ValueError as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
-    if args.exit_with is not None and not plan.instances_of(args.exit_with):
+        raise CliError(f"{command}: {exc}", kind=type(exc).__name__) from None
+    if exit_with is not None and not plan.instances_of(exit_with):
         known = {e.name for e in plan.entries}
-        why = "is scaled to 0" if args.exit_with in known else "is not an entry of the Procfile"
-        raise CliError(f"up: --exit-with {shown(args.exit_with)} {why}")
+        why = "is scaled to 0" if exit_with in known else "is not an entry of the Procfile"
+        raise CliError(f"{command}: --exit-with {shown(exit_with)} {why}")
     return plan

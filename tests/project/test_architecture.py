@@ -139,9 +139,10 @@ def test_nothing_outside_containment_imports_its_mechanisms():
     assert not bad, "\n".join(bad)
 
 
-# The one exception to the public-API rule: `proctree up` runs the Procfile runner's pure package
-# (foreman's exit rule), which is no public API of the library.
-CLI_PRIVATE_USES = {"proctree.cli.up": {"_procfile"}}
+# The one exception to the public-API rule: `proctree up` (and `proctree check`, which reads the plan up
+# reads, cli/_plan.py) runs the Procfile runner's pure package (foreman's exit rule, honcho's options, the
+# plan's ServiceSpecs), which is no public API of the library.
+CLI_PRIVATE_USES = {m: {"_procfile"} for m in ("proctree.cli.up", "proctree.cli._plan", "proctree.cli.check")}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) == 6))
