@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The identity set of the current teardown (teardown.c starts a new one by bumping g_tgen). */
 struct ident g_set[SET_SLOTS];
@@ -129,6 +130,9 @@ static void add_descendants_of_snapshot(int n)
     }
 }
 
+/* Linux: the parent of every kernel thread, whose environment is always empty: its children are not read twice. */
+#define KTHREADD 2
+
 /* Returns true if row started after the keeper (the same clock tick: a higher pid, as pids are handed out in order). */
 static bool started_after_us(const struct pt_proc *row)
 {
@@ -156,26 +160,56 @@ bool chain_names(const char *v, size_t len, const char *id)
     return false;
 }
 
-/* Returns true if pid's environment carries a PROCTREE_TREE naming our tree, its own or an enclosing one's chain
- * (false if it cannot be read). */
-static bool carries_marker(pid_t pid)
+/* Returns 1 if pid's environment carries a PROCTREE_TREE naming our tree, its own or an enclosing one's chain, 0 if
+ * it does not or cannot be read, -ENODATA if it reads as having none (which a process in the middle of an exec does
+ * for a moment: its new image's environment is not laid out yet). */
+static int carries_marker(pid_t pid)
 {
     char val[TREE_CHAIN * (TREE_ID_LEN + 1) + 1];
     int rc = pt_env_find(pid, TREE_KEY, sizeof TREE_KEY - 1, val, sizeof val, env_scratch, ENV_SCRATCH_SIZE);
+    if (rc == -ENODATA)
+        return -ENODATA;
     return rc > 0 && chain_names(val, (size_t)rc, K.tree_id);
 }
 
-/* Returns nothing: adds the rows of g_snap[0..n) that carry the tree's marker and started after us, each read again
- * after its environment so that both reads name one process. */
+/* Returns nothing: adds row, read again after its environment so that both reads name one process. */
+static void add_confirmed(const struct pt_proc *row)
+{
+    struct pt_proc again;
+    if (pt_proc(row->pid, &again) == 0 && again.start_time == row->start_time)
+        add_member(&again);
+}
+
+/* Returns nothing: adds the rows of g_snap[0..n) that carry the tree's marker and started after us. A row that read
+ * as having no environment at all (kernel threads aside) is read again, a millisecond apart, up to RECHECKS times: a
+ * marked process caught in an exec (or in a loop of them) would otherwise be missed, and a teardown's last scan would
+ * call the tree empty while it runs. */
 static void add_marked(int n)
 {
+    enum { UNSURE_MAX = 64, RECHECKS = 3 };
+    int unsure[UNSURE_MAX], nunsure = 0;
     for (int i = 0; i < n; i++) {
         const struct pt_proc *row = &g_snap[i];
-        if (!started_after_us(row) || row->state == 'Z' || protected_pid(row->pid) || !carries_marker(row->pid))
+        if (!started_after_us(row) || row->state == 'Z' || protected_pid(row->pid))
             continue;
-        struct pt_proc again;
-        if (pt_proc(row->pid, &again) == 0 && again.start_time == row->start_time)
-            add_member(&again);
+        int rc = carries_marker(row->pid);
+        if (rc == -ENODATA && row->ppid != KTHREADD && nunsure < UNSURE_MAX)
+            unsure[nunsure++] = i;
+        if (rc == 1)
+            add_confirmed(row);
+    }
+    const struct timespec pause = {0, 1000000};
+    for (int round = 0; round < RECHECKS && nunsure > 0; round++) {
+        nanosleep(&pause, NULL);
+        int left = 0;
+        for (int k = 0; k < nunsure; k++) {
+            int rc = carries_marker(g_snap[unsure[k]].pid);
+            if (rc == 1)
+                add_confirmed(&g_snap[unsure[k]]);
+            else if (rc == -ENODATA)
+                unsure[left++] = unsure[k];
+        }
+        nunsure = left;
     }
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 from .._table import binding as _binding
 from .._table.model import Proc
@@ -11,6 +12,10 @@ from .._teardown import many as _many
 from .._teardown.report import TeardownReport
 from . import spare as _spare
 from .evidence import marker as _marker
+
+KTHREADD = 2  # Linux: the parent of every kernel thread, whose environment is always empty
+RECHECK_PAUSE = 0.001  # seconds: far longer than an exec's window with no environment
+RECHECKS = 3
 
 
 def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> list[Proc]:
@@ -39,6 +44,18 @@ def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> l
         and not p.is_zombie
     }
     found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
+    # A process in the middle of an exec shows an empty environment for a moment (the new image's is not laid
+    # out yet), which reads as "absent": a marked orphan that was exec'ing would slip through. Whoever read as
+    # absent (kernel threads aside) is read again, a millisecond apart, up to RECHECKS times (the keeper's
+    # members.c does the same).
+    unsure = sorted(pid for pid, p in candidates.items() if found.get(pid) == "absent" and p.ppid != KTHREADD)
+    for _ in range(RECHECKS):
+        if not unsure:
+            break
+        time.sleep(RECHECK_PAUSE)
+        again = _binding.env_scan(_marker.TREE_ENV, unsure)
+        found.update(again)
+        unsure = [pid for pid in unsure if again.get(pid) == "absent"]
     marked = {pid: p for pid, p in candidates.items() if _marker.carries_tree(found.get(pid), tree_id)}
 
     def under_another(p: Proc) -> bool:
