@@ -106,6 +106,17 @@ class ProcfilePlan:
         return tuple(s for s in self.services if s.entry == entry)
 
 
+def _not_a_file(path: str) -> str:
+    """Why path, which is no regular file, is not read as a .env file."""
+    if not os.path.lexists(path):
+        return "no such .env file"
+    if os.path.isdir(path):
+        return "a directory, not a .env file"
+    if not os.path.exists(path):
+        return "a broken or looping link, not a .env file"
+    return "not a regular file (a FIFO, device or socket), not a .env file"
+
+
 # -- scale ---------------------------------------------------------------------
 
 
@@ -328,7 +339,7 @@ def load_procfile(
     else:
         files = [os.fspath(f) for f in env_files]
     if skipped is not None:  # honcho skips a .env file it cannot open
-        skipped += [f"{f}: no such .env file: skipped" for f in files if not os.path.isfile(f)]
+        skipped += [f"{f}: {_not_a_file(f)}: skipped" for f in files if not os.path.isfile(f)]
         files = [f for f in files if os.path.isfile(f)]
     file_env: dict[str, str] = {}
     for path in files:

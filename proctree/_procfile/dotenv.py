@@ -105,6 +105,17 @@ def read_dotenv(
     return parse_dotenv(read_text(source, what=".env file"), source=source, base=lookup, skipped=skipped)
 
 
+def _before_value(line: str) -> str:
+    """What a message may quote of a line that is no assignment: its start, up to a '=', ':' or blank (what
+    follows may be a value, and a .env file's values are secrets)."""
+    end = len(line)
+    for mark in ("=", ":", " ", "\t"):
+        at = line.find(mark)
+        if at != -1:
+            end = min(end, at)
+    return line[: min(end, 40)]
+
+
 class _Reader:
     """One pass over the text, keeping the line number for errors."""
 
@@ -150,14 +161,14 @@ class _Reader:
             self.pos = export.end()
         key = ENV_NAME.match(self.text, self.pos)
         if key is None:
-            self.not_an_assignment(f"not a NAME=value line: {_shown(stripped)}")
+            self.not_an_assignment(f"not a NAME=value line (it begins {_shown(_before_value(stripped))})")
             return
         self.pos = key.end()
         self.skip_blanks()
         if self.text.startswith("=", self.pos):
             self.pos += 1
         else:
-            self.not_an_assignment(f"{key.group()!r} has no '=' after it: {_shown(stripped)}")
+            self.not_an_assignment(f"{key.group()!r} has no '=' after it")
             return
         after_equals = self.pos
         self.skip_blanks()
@@ -234,7 +245,7 @@ class _Reader:
         closing_line = self.line
         after = self.rest_of_line().strip()
         if after and not after.startswith("#"):
-            raise self.fail(f"unexpected text after the closing quote: {_shown(after)}", closing_line)
+            raise self.fail("unexpected text after the closing quote (not shown: it may be a secret)", closing_line)
         value = "".join(out)
         return self.expand(value, start_line, name) if quote == '"' else value
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 from .._errors import ProcfileError
@@ -142,9 +143,22 @@ def read_procfile(path: str | os.PathLike[str], *, skipped: list[str] | None = N
 
 
 def read_text(path: str, *, what: str) -> str:
-    """A small UTF-8 text file (a BOM allowed), or ProcfileError saying why not."""
+    """A small UTF-8 text file (a BOM allowed), or ProcfileError saying why not.
+
+    A regular file, or a pipe (`-f <(make-procfile)`); never a device or a
+    socket, which an open alone can act on (/dev/ptmx makes a terminal) or
+    block in. A FIFO is opened without waiting for a writer: with none, it
+    reads as empty.
+    """
     try:
-        with open(path, "rb") as f:
+        kind = os.stat(path).st_mode
+        if not (stat.S_ISREG(kind) or stat.S_ISFIFO(kind) or stat.S_ISDIR(kind)):
+            raise ProcfileError(f"not a regular file (a device or a socket): not a {what}", source=path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) and not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                raise ProcfileError(f"not a regular file: not a {what}", source=path)
+            os.set_blocking(fd, True)  # a pipe's writer may be slower than us
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ProcfileError(f"no such {what}", source=path) from None

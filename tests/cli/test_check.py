@@ -196,3 +196,36 @@ def test_a_control_character_in_a_command_is_escaped(tmp_path):
     ret, out, err = check(tmp_path)
     assert ret == 0
     assert "\x1b" not in out and "\\x1b" in out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "'a'=hunter2XYZZY",
+        "A-B=hunter2XYZZY",
+        "SECRET:hunter2XYZZY",
+        "export SECRET hunter2XYZZY",
+        'PASSWORD="hunter"2XYZZY',
+        "export  =hunter2XYZZY",
+    ],
+)
+def test_a_bad_env_line_is_named_without_its_value(tmp_path, line):
+    write(tmp_path, {"Procfile": "web: sleep 1\n", ".env": line + "\n"})
+    for args in ([], ["--json"], ["--strict"]):
+        ret, out, err = check(tmp_path, *args)
+        assert "XYZZY" not in out + err and "hunter" not in out + err, out + err
+        assert ret == (2 if args == ["--strict"] or "PASSWORD" in line else 0), err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "fifo-env", "fifo-settings"])
+def test_a_fifo_or_a_device_never_hangs_the_check(tmp_path, kind):
+    write(tmp_path, {"Procfile": "web: sleep 1\n"})
+    if kind == "device":
+        args = ["-f", "/dev/zero"]
+    else:
+        os.mkfifo(tmp_path / {"fifo": "P", "fifo-env": "e", "fifo-settings": "proctree.toml"}[kind])
+        args = {"fifo": ["-f", "P"], "fifo-env": ["-e", "e"], "fifo-settings": []}[kind]
+    ret, out, err = check(tmp_path, *args)  # the 60 s timeout of check() is the hang's bound
+    assert ret in (0, 2) and "Traceback" not in err
+    if kind == "device":
+        assert ret == 2 and "not a regular file" in err
