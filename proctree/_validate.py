@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 from collections.abc import Sequence
 
 # Linux caps pid_max at 2**22; macOS at 99999. Anything above cannot be a pid.
@@ -80,24 +81,7 @@ def check_signal(value: object, what: str = "signal") -> int:
     TypeError for another type (bool included); ValueError for an unknown
     name or number, or SIGKILL, SIGSTOP or SIGCONT, which cannot ask a process to stop.
     """
-    import signal as _signal
-
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{what} must be a signal number or name, not {type(value).__name__}")
-    if isinstance(value, str):
-        name = value.strip().upper()
-        if name.isdigit():
-            return check_signal(int(name), what)
-        if not name.startswith("SIG"):
-            name = "SIG" + name
-        sig = getattr(_signal, name, None)
-        if not isinstance(sig, _signal.Signals) or name.startswith("SIG_"):
-            raise ValueError(f"{what} {_brief(value)} is not a signal name")
-    else:
-        try:
-            sig = _signal.Signals(value)
-        except ValueError:
-            raise ValueError(f"{what} {_brief(value)} is not a signal number") from None
+    sig = any_signal(value, what)
     if sig.name in _NOT_STOP:
         raise ValueError(
             f"{what} {sig.name} cannot be a stop signal: SIGKILL and SIGSTOP cannot be handled and "
@@ -106,12 +90,34 @@ def check_signal(value: object, what: str = "signal") -> int:
     return int(sig)
 
 
+def any_signal(value: object, what: str = "signal") -> signal.Signals:
+    """The signal.Signals named by a number, a signal.Signals, or a name ("SIGINT", "INT", "sigint", " 2 ").
+
+    TypeError for another type (bool included); ValueError for an unknown name or number (one the signal
+    module has no member for: on Linux 32, 33 and the real-time ones but SIGRTMIN and SIGRTMAX).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{what} must be a signal number or name, not {type(value).__name__}")
+    if isinstance(value, str):
+        name = value.strip().upper()
+        if name.isdigit():
+            return any_signal(int(name), what)
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        sig = getattr(signal, name, None)
+        if not isinstance(sig, signal.Signals) or name.startswith("SIG_"):
+            raise ValueError(f"{what} {_brief(value)} is not a signal name")
+        return sig
+    try:
+        return signal.Signals(value)
+    except ValueError:
+        raise ValueError(f"{what} {_brief(value)} is not a signal number") from None
+
+
 def signal_name(sig: int) -> str:
     """The name of signal number sig ("SIGTERM"), or "SIG<n>" for one without a name."""
-    import signal as _signal
-
     try:
-        return _signal.Signals(sig).name
+        return signal.Signals(sig).name
     except ValueError:
         return f"SIG{sig}"
 

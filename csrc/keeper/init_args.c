@@ -118,8 +118,8 @@ int parse_runner_args(int argc, char **argv)
             K.stop_sig = sig;
         } else if (pdeath) {
             int sig = parse_signal_name(val);
-            if (sig < 0)
-                return usage_error("argument -p/--parent-death-signal: '%s' is not a signal", val);
+            if (sig < 0 || sig == SIGSTOP)
+                return usage_error("argument -p/--parent-death-signal: '%s' is not a signal (not STOP)", val);
             R.pdeath = sig;
         } else if (strcmp(a, "-g") == 0 || strcmp(a, "--group") == 0) {
             R.group = true;

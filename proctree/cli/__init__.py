@@ -164,18 +164,21 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] != ["run"]:
         return _main(argv)
-    # Before anything slow: a signal sent while `proctree run` starts is held for CMD, neither lost nor fatal.
+    # Before anything slow: a signal sent while `proctree run` starts is held for CMD, neither lost nor fatal,
+    # and the parent -p watches is the one we started with.
+    parent = os.getppid()
+    from . import run as run_command
     from ._native import hand_over
-    from .run import hold_signals, release_signals
 
-    started = hold_signals()
+    started = run_command.hold_signals()
+    run_command.PARENT_AT_START = parent
     try:
         # The native runner, where it can run this command line (it does not return then): what is held stays
         # pending across the exec, and the runner, which blocks every signal at its first line, forwards it.
-        hand_over(argv[1:])
+        hand_over(argv[1:], parent)
         return _main(argv)
     finally:
-        release_signals(started)
+        run_command.release_signals(started)
 
 
 def _main(argv):

@@ -29,6 +29,36 @@ def _plain_seconds(text):
     return (whole + frac).isdigit() and (whole + frac).isascii()
 
 
+def _signal_number(text, refused):
+    """The number of the signal text names as run.py reads it (proctree._validate.any_signal: a name with or
+    without SIG, any case, or a number the signal module names), or None where run.py refuses it (unknown, or
+    one of refused): the runner is handed numbers only, so that its own reading of names never matters."""
+    import signal  # here: only a hand-over with a signal option pays for it
+
+    name = text.strip().upper()
+    if name.isdigit():
+        try:
+            sig = signal.Signals(int(name))
+        except ValueError:
+            return None
+    else:
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        found = getattr(signal, name, None)
+        if not isinstance(found, signal.Signals) or name.startswith("SIG_"):
+            return None
+        sig = found
+    return None if sig.name in refused else str(int(sig))
+
+
+# Per option taking a signal: the signals run.py refuses for it.
+_REFUSED = {
+    "--stop-signal": ("SIGKILL", "SIGSTOP", "SIGCONT"),
+    "-p": ("SIGSTOP",),
+    "--parent-death-signal": ("SIGSTOP",),
+}
+
+
 def runner_argv(args):
     """The runner's argv for `proctree run ARGS`, or None when only the Python command can run them."""
     out, no_pty, i = [], False, 0
@@ -39,17 +69,20 @@ def runner_argv(args):
             out += args[i:]
             break
         if name in _VALUED:
-            if "=" in a:
+            if "=" in a and a.startswith("--"):
                 value = a.split("=", 1)[1]
-                out.append(a)
             elif i + 1 < len(args):
                 value = args[i + 1]
-                out += [a, value]
                 i += 1
             else:
                 return None
             if name == "--grace" and not _plain_seconds(value):
                 return None
+            if name in _REFUSED:
+                value = _signal_number(value, _REFUSED[name])
+                if value is None:
+                    return None  # run.py refuses it, in its own words
+            out += [name, value]
         elif a in _FLAGS:
             out.append(a)
         elif a == "--no-pty":
@@ -71,8 +104,16 @@ def runner_argv(args):
     return out
 
 
-def hand_over(args):
-    """Replace this process by the native runner for `proctree run ARGS` where it can run them; else return."""
+# The pid of `proctree run`'s parent when its main() began, for -p's "already gone" (the runner removes it from
+# the environment CMD gets).
+PARENT_ENV = "PROCTREE_RUN_PARENT"
+
+
+def hand_over(args, parent=None):
+    """Replace this process by the native runner for `proctree run ARGS` where it can run them; else return.
+
+    parent: our parent's pid when main() began: with -p, the runner judges "our parent died before we asked"
+    against it, not against its own first look (after the interpreter's start)."""
     if os.environ.get("PROCTREE_RUN_NATIVE", "1") == "0":
         return
     argv = runner_argv(args)
@@ -87,4 +128,6 @@ def hand_over(args):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     sys.stdout.flush()
     sys.stderr.flush()
+    if parent is not None and ("-p" in argv[: argv.index("--")] or "--parent-death-signal" in argv[: argv.index("--")]):
+        os.execve(path, [path, *argv], {**os.environ, PARENT_ENV: str(parent)})
     os.execv(path, [path, *argv])

@@ -29,6 +29,7 @@ import signal
 import sys
 
 import proctree
+from proctree._validate import any_signal
 
 from ._common import CliError, add_output_options, parse_seconds, parse_signal, printable, subcommand
 
@@ -125,10 +126,11 @@ def register(sub):
     p.add_argument(
         "-p",
         "--parent-death-signal",
-        type=parse_signal,
+        type=parse_parent_death_signal,
         default=None,
         metavar="SIG",
-        help="when this command's parent dies, SIG comes to it and is forwarded as any signal (tini's -p; Linux)",
+        help="when this command's parent dies, SIG comes to it and is forwarded as any signal (tini's -p; Linux; "
+        "any signal but STOP: KILL ends CMD's tree at once)",
     )
     p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
@@ -177,6 +179,22 @@ def _exit_code(rc):
     return 128 - rc if rc < 0 else rc
 
 
+# Our parent's pid when main() began (cli/__init__.py sets it), for -p's "already gone".
+PARENT_AT_START: int | None = None
+
+
+def parse_parent_death_signal(text):
+    """An argparse type: -p's signal, by name or number; any but SIGSTOP (which would stop this command for
+    good). ArgumentTypeError otherwise."""
+    try:
+        sig = any_signal(text, "signal")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (a name such as SIGUSR1 or USR1, or a number)") from None
+    if sig == signal.SIGSTOP:
+        raise argparse.ArgumentTypeError("SIGSTOP would stop proctree run itself for good: choose another signal")
+    return int(sig)
+
+
 def watch_parent(sig, parent):
     """Have sig sent to this process when its parent dies (tini's -p): prctl(PR_SET_PDEATHSIG), then sig at once if
     the parent (pid `parent` when this command began) is gone already. CliError where the system has no such call."""
@@ -195,7 +213,7 @@ def watch_parent(sig, parent):
 def run(args):
     from proctree import spawn
 
-    parent = os.getppid()
+    parent = PARENT_AT_START if PARENT_AT_START is not None else os.getppid()
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]

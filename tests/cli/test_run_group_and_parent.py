@@ -118,7 +118,64 @@ def test_parent_death_signal_is_passed_on(procs, tmp_path, runner, spelling):
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("bad", ["BOGUS", "0", "-1", "", "SIGRTMAX+1"])
+@pytest.mark.parametrize("after", [0.05, 0.12])
+def test_a_parent_that_dies_while_the_runner_starts_is_seen(procs, runner, after):
+    # Stage 1 starts the runner and exits `after` seconds later: before the Python runner (or the hand-over to
+    # the native one) got to ask for the signal. The parent it started with is gone: USR1 comes at once and ends
+    # CMD (a sleep), so the runner ends long before the sleep would.
+    stage_1 = (
+        "import json, subprocess, sys, time\n"
+        "p = subprocess.Popen(json.loads(sys.argv[1]), stdin=subprocess.DEVNULL)\n"
+        "print(p.pid, flush=True)\n"
+        f"time.sleep({after})\n"
+    )
+    import json
+
+    init = run_argv("-p", "USR1", "--no-pty", "--", "sleep", "20")
+    p = subprocess.Popen([sys.executable, "-c", stage_1, json.dumps(init)], env=env(runner), stdout=subprocess.PIPE)
+    procs.append(p)
+    runner_proc = proctree.proc(int(p.stdout.readline()))
+    p.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            now = proctree.proc(runner_proc.pid)
+        except proctree.NoSuchProcess:
+            break
+        if now.start_time != runner_proc.start_time or now.is_zombie:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(runner_proc.pid, signal.SIGKILL)  # ours: checked by start time just above; its keeper ends sleep
+        raise AssertionError("the runner did not pass USR1 on: its parent's death before it asked was missed")
+
+
+# Both runners read a signal option's value alike (`proctree run` hands the native one numbers only): each value
+# is accepted by both or refused by both.
+SIGNAL_VALUES = ["KILL", "9", " 15", "15 ", "CLD", "cont", "RTMIN+2", "32", "33", "34", "35", "STOP", "0", "usr1"]
+
+
+@pytest.mark.parametrize("option", ["-p", "--stop-signal"])
+@pytest.mark.parametrize("value", SIGNAL_VALUES)
+def test_both_runners_read_a_signal_value_alike(option, value):
+    codes = []
+    for runner in RUNNERS:
+        r = subprocess.run(
+            run_argv(option, value, "--no-pty", "--", "true"),
+            env=env(runner),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+        )
+        assert r.returncode in (0, 2), r
+        assert "Traceback" not in r.stderr
+        codes.append(r.returncode)
+    assert codes[0] == codes[1], (option, value, codes)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("bad", ["BOGUS", "0", "-1", "", "SIGRTMAX+1", "STOP"])
 def test_a_bad_parent_death_signal_is_refused_in_one_line(runner, bad):
     r = subprocess.run(
         run_argv("-p", bad, "--no-pty", "--", "true"), env=env(runner), capture_output=True, text=True, timeout=30
@@ -181,3 +238,20 @@ def test_a_terminal_a_shell_leads_is_left_to_the_shell():
     code, (tty_nr, _) = _tty_nr_of_cmd(shell)
     assert code == 0
     assert tty_nr == "0"
+
+
+@pytest.mark.parametrize("sig", [32, 33])
+def test_the_c_librarys_own_signals_are_forwarded_not_fatal(procs, sig):
+    # 32 and 33 are the C library's (thread cancellation, setuid broadcast): sigfillset leaves them out, so an
+    # init that blocks "everything" with it dies of either. The native runner blocks them too and passes them on.
+    runner = os.path.join(os.path.dirname(os.path.abspath(proctree.__file__)), "proctree-init")
+    if not os.access(runner, os.X_OK):
+        pytest.skip("proctree-init was not built here")
+    p = subprocess.Popen([runner, "-q", "--", "sleep", "20"], stdin=subprocess.DEVNULL)
+    procs.append(p)
+    deadline = time.monotonic() + 10
+    while not proctree.children(p.pid) or not proctree.children(proctree.children(p.pid)[0].pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(p.pid, sig)
+    assert p.wait(timeout=30) == 128 + sig  # sleep ended by it, the runner alive to say so

@@ -329,16 +329,25 @@ def test_job_control_without_a_terminal(procs):
         (["true", "-x"], ["--", "true", "-x"]),
         (
             ["--contain", "session", "--grace=1", "-q", "--no-pty", "--", "x"],
-            ["--contain", "session", "--grace=1", "-q", "--", "x"],
+            ["--contain", "session", "--grace", "1", "-q", "--", "x"],
         ),
-        (["--stop-signal", "INT", "-v", "--", "x", "--json"], ["--stop-signal", "INT", "-v", "--", "x", "--json"]),
+        (["--stop-signal", "INT", "-v", "--", "x", "--json"], ["--stop-signal", "2", "-v", "--", "x", "--json"]),
+        (
+            ["--stop-signal", " sigterm ", "--", "x"],
+            ["--stop-signal", "15", "--", "x"],
+        ),  # run.py's reading, as a number
+        (["--stop-signal", "KILL", "--", "x"], None),  # run.py's refusal, in its words
+        (["--stop-signal", "35", "--", "x"], None),  # a number the signal module does not name
+        (["-p", "KILL", "--", "x"], ["-p", "9", "--", "x"]),
+        (["-p", "STOP", "--", "x"], None),
+        (["-p", "RTMIN+2", "--", "x"], None),
         (["--json", "--", "x"], None),  # the report as JSON: the Python command's
         (["--grace", "1e3", "--", "x"], None),  # not run.py's plain decimal: its refusal, in its words
-        (["--grace=.5", "--", "x"], ["--grace=.5", "--", "x"]),
+        (["--grace=.5", "--", "x"], ["--grace", ".5", "--", "x"]),
         (["-q", "-v", "--", "x"], None),  # argparse's refusal
         (["--keep-orphans", "--", "x"], None),
-        (["-g", "-p", "USR1", "--", "x"], ["-g", "-p", "USR1", "--", "x"]),
-        (["--group", "--parent-death-signal=HUP", "x"], ["--group", "--parent-death-signal=HUP", "--", "x"]),
+        (["-g", "-p", "USR1", "--", "x"], ["-g", "-p", "10", "--", "x"]),
+        (["--group", "--parent-death-signal=HUP", "x"], ["--group", "--parent-death-signal", "1", "--", "x"]),
         (["-pUSR1", "--", "x"], None),  # argparse's spelling: the Python command reads it
         (["-p"], None),
         (["--help"], None),
