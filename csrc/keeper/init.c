@@ -39,19 +39,33 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 struct keeper K = {.status_fd = -1, .owner_fd = -1, .sig_fd = -1, .tty_fd = -1};
 
-/* Returns nothing: every signal blocked (CMD gets none blocked: K.orig_mask is what start.c restores). */
+/* Returns nothing: every signal blocked, the two the C library keeps for its threads (32 and 33, which sigfillset
+ * leaves out and sigprocmask will not block) too, through the system call itself: we run no threads, and either one
+ * would otherwise end us. CMD gets none blocked: K.orig_mask is what start.c restores. */
 static void hold_signals(void)
 {
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
+    uint64_t all = ~(uint64_t)0;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, sizeof all);
     sigemptyset(&K.orig_mask);
+}
+
+/* Returns our parent's pid when `proctree run` began (the Python command hands it over in PROCTREE_RUN_PARENT, which
+ * CMD must not inherit), else our own parent's now. */
+static pid_t parent_at_start(void)
+{
+    pid_t now = getppid();
+    const char *given = getenv("PROCTREE_RUN_PARENT");
+    long long v;
+    bool valid = given && parse_uint(given, INT32_MAX, &v) == 0 && v > 0;
+    unsetenv("PROCTREE_RUN_PARENT");
+    return valid ? (pid_t)v : now;
 }
 
 /* Returns nothing: with -p SIG, SIG comes to us when our parent dies (tini's -p), to be passed on as any signal; and
@@ -161,7 +175,7 @@ static void end_orphaned_tree(pid_t keeper)
 static int run_owner(pid_t keeper)
 {
     sigset_t all;
-    sigfillset(&all);
+    every_signal(&all);
     K.sig_fd = signalfd(-1, &all, SFD_CLOEXEC);
     int ignored = chdir("/"); /* the keeper half has the cwd CMD needs */
     (void)ignored;
@@ -205,7 +219,7 @@ int main(int argc, char **argv)
 {
     int rc;
     hold_signals(); /* first: a signal sent while we start is queued for CMD, not lost nor fatal */
-    pid_t parent = getppid();
+    pid_t parent = parent_at_start();
     if ((rc = parse_runner_args(argc, argv)) != 0)
         return rc == 1 ? 0 : rc;
     watch_parent(parent);

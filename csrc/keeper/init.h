@@ -34,6 +34,7 @@ int make_tree_cgroup(void);
 
 /* init_events.c: also the keeper.h functions teardown.c calls (queue_signal, reap, forward), with the runner's rules */
 int open_runner_events(void);
+void every_signal(sigset_t *set);
 bool forwardable(int sig);
 
 /* init_report.c */

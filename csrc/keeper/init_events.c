@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,8 +106,15 @@ void forward(void)
  * death wakes us (its pidfd) and, in cgroup mode, so does the cgroup's emptying; or -errno. */
 int open_runner_events(void)
 {
-    sigfillset(&K.blocked);
+    every_signal(&K.blocked);
     return events_open();
+}
+
+/* Returns nothing: *set holds every signal, the C library's own two (32 and 33) too, which sigfillset leaves out:
+ * signalfd passes the set to the kernel as it is, so that one forwarded to us is read, not left pending. */
+void every_signal(sigset_t *set)
+{
+    memset(set, 0xff, sizeof *set);
 }
 
 /* Returns true while our parent is the runner (a child is reparented only once its parent's whole thread group is
