@@ -61,8 +61,8 @@ class ReapReport:
     late:             joined an orphan's tree during the teardown and were ended too
     skipped:          processes and evidence not taken, with the reason
     warnings:         what limited the sweep (unreadable evidence, bounds)
-    cgroups_removed:  leftover proctree cgroups removed
-    receipts_removed: receipts of trees that are entirely gone, removed
+    cgroups_removed:  leftover proctree cgroups removed (dry run: those an empty, dead cgroup would be now)
+    receipts_removed: receipts of trees that are entirely gone, removed (dry run: those that would be now)
     """
 
     candidates: tuple[Orphan, ...] = ()

@@ -172,15 +172,17 @@ def reap_orphans(
     args = _check_selection_args(marker, tag, rules, within, protect)
     t0 = time.monotonic()
     sel, receipts, seen = _find(*args)
+    scoped = args[3] is not None  # within: cgroups and receipts may hold more than the scope
     if dry_run:
         return ReapReport(
             candidates=tuple(sel.orphans),
             skipped=tuple(sel.skipped),
             warnings=tuple(sel.warnings),
+            cgroups_removed=tuple(cg.path for cg in sel.dead_cgroups if _removable(cg, sel, scoped)),
+            receipts_removed=() if scoped else tuple(sorted(p for p in sel.stale_receipts if p in receipts)),
             dry_run=True,
             elapsed=time.monotonic() - t0,
         )
-    scoped = args[3] is not None  # within: cgroups and receipts may hold more than the scope
     warnings = list(sel.warnings)
     candidates = list(sel.orphans)
     skipped = list(sel.skipped)
@@ -249,13 +251,13 @@ def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[
         return pool.submit(asyncio.run, coro).result()
 
 
+def _removable(cg: _leftovers.LeftoverCgroup, sel: Selection, scoped: bool) -> bool:
+    # A scoped sweep removes only what it emptied itself.
+    return cg in sel.whole_cgroups or (cg.path == cg.parent and not scoped)
+
+
 def _remove_cgroups(sel: Selection, reports: list[TeardownReport], scoped: bool) -> list[str]:
-    removed = []
-    for cg in sel.dead_cgroups:
-        # A scoped sweep removes only what it emptied itself.
-        if (cg in sel.whole_cgroups or (cg.path == cg.parent and not scoped)) and _leftovers.remove(cg):
-            removed.append(cg.path)
-    return removed
+    return [cg.path for cg in sel.dead_cgroups if _removable(cg, sel, scoped) and _leftovers.remove(cg)]
 
 
 def _remove_receipts(

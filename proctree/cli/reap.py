@@ -100,10 +100,11 @@ def _print_text(r, out, err, verbose=False):
         )
         for p in r.survivors:
             out.write(f"  SURVIVOR {p.pid:>7} {printable(p.name)}\n")
+    removed = "would remove" if r.dry_run else "removed"
     for path in r.cgroups_removed:
-        out.write(f"removed cgroup {printable(path)}\n")
+        out.write(f"{removed} cgroup {printable(path)}\n")
     for path in r.receipts_removed:
-        out.write(f"removed receipt {printable(path)}\n")
+        out.write(f"{removed} receipt {printable(path)}\n")
     groups: dict[str, list] = {}
     for s in r.skipped:
         groups.setdefault(s.reason if verbose else kind_of(s.reason), []).append(s)

@@ -6,6 +6,7 @@ cgroup; never one that holds a process, nor where a process's namespace cannot b
 The real cases read the process table and remove only the directory the test made: no reaper is run here, so
 nothing is signalled."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -160,3 +161,38 @@ def test_the_cgroup_of_a_pid1_killed_with_its_namespace_is_found_dead_and_remove
                 os.rmdir(os.path.join(top, d))
         if os.path.isdir(parent):
             os.rmdir(parent)
+
+
+DRY_RUN = r"""
+import json, os, subprocess, sys
+import proctree
+from proctree._containment import cgroup as _cgroup
+from proctree._table import binding as _binding
+
+mount = _cgroup.find_mount()
+child = subprocess.Popen(["true"])
+start = _binding.proc(child.pid).start_time
+child.wait()  # reaped: its pid names nobody now
+ns = os.stat("/proc/self/ns/pid").st_ino, os.stat("/proc/self/ns/time").st_ino
+leftover = os.path.join(mount, f"proctree-{child.pid}-{start}-{ns[0]}-{ns[1]}")
+os.mkdir(leftover)
+env = dict(os.environ)
+dry = subprocess.run([sys.executable, "-m", "proctree", "reap", "--dry-run"], capture_output=True, text=True, env=env)
+kept = os.path.isdir(leftover)
+real = subprocess.run([sys.executable, "-m", "proctree", "reap"], capture_output=True, text=True, env=env)
+print(json.dumps({"path": leftover, "dry": dry.stdout, "kept": kept, "real": real.stdout,
+                  "gone": not os.path.exists(leftover)}))
+"""
+
+
+def test_a_dry_run_names_the_cgroups_it_would_remove_and_removes_none():
+    from support.sandbox import run_sandboxed
+
+    r = run_sandboxed(DRY_RUN)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    if not got["path"]:
+        pytest.skip("no cgroup v2 mount in the sandbox")
+    assert f"would remove cgroup {got['path']}" in got["dry"], got
+    assert got["kept"], "a dry run removed a cgroup"
+    assert f"removed cgroup {got['path']}" in got["real"] and got["gone"], got
