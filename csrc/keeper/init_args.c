@@ -79,6 +79,7 @@ static int parse_contain(const char *s, enum contain *out)
 int parse_runner_args(int argc, char **argv)
 {
     int i = 1;
+    bool quiet = false, verbose = false;
     K.grace = 2.0;
     K.stop_sig = SIGTERM;
     for (; i < argc; i++) {
@@ -97,6 +98,8 @@ int parse_runner_args(int argc, char **argv)
         bool pdeath = strcmp(a, "-p") == 0 || strcmp(a, "--parent-death-signal") == 0;
         bool takes =
             strcmp(a, "--contain") == 0 || strcmp(a, "--grace") == 0 || strcmp(a, "--stop-signal") == 0 || pdeath;
+        if (!takes && eq != NULL)
+            return usage_error("argument %s: ignored explicit argument", a); /* --group=1, as argparse says */
         if (takes && val == NULL)
             return usage_error("argument %s: expected one argument", a);
         if (strcmp(a, "--") == 0) {
@@ -125,8 +128,10 @@ int parse_runner_args(int argc, char **argv)
             R.group = true;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             R.verbosity = -1;
+            quiet = true;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             R.verbosity = 1;
+            verbose = true;
         } else if (a[0] == '-') {
             return usage_error("unrecognized argument '%s'", a);
         } else {
@@ -137,6 +142,8 @@ int parse_runner_args(int argc, char **argv)
     }
     if (i >= argc)
         return usage_error("no command given%s", "");
+    if (quiet && verbose)
+        return usage_error("argument %s: not allowed with argument -q/--quiet", "-v/--verbose");
     K.argv = argv + i;
     K.exe = argv[i];
     return 0;

@@ -401,3 +401,12 @@ def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
     os.kill(p.pid, signal.SIGTERM)  # always the group's: both end
     assert p.wait(timeout=30) == 0
     assert sorted(p.stdout.read().split()) == (["child", "parent"] if group else ["parent"])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--group=1"], ["-q", "-v"], ["--quiet", "--verbose"], ["--no-pty=1"], ["-p", "STOP"]]
+)
+def test_the_runner_refuses_what_proctree_run_refuses(argv):
+    # Run directly; `proctree run` refuses each of these too (argparse), and never hands them over.
+    r = subprocess.run(native(*argv, "--", "true"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.startswith("proctree run: "), r
