@@ -96,8 +96,8 @@ def test_a_reader_that_cannot_see_every_namespace_proves_nothing():
         text=True,
         timeout=60,
     )
-    if "Permission denied" in r.stderr and "python" in r.stderr:
-        pytest.skip("the unprivileged user cannot run this interpreter")
+    if ("Permission denied" in r.stderr and "python" in r.stderr) or "No module named 'proctree'" in r.stderr:
+        pytest.skip("the unprivileged user cannot run this interpreter or read this installation")
     assert r.returncode == 0, r.stderr
 
 
@@ -196,3 +196,17 @@ def test_a_dry_run_names_the_cgroups_it_would_remove_and_removes_none():
     assert f"would remove cgroup {got['path']}" in got["dry"], got
     assert got["kept"], "a dry run removed a cgroup"
     assert f"removed cgroup {got['path']}" in got["real"] and got["gone"], got
+
+
+@pytest.mark.skipif(not LINUX, reason="pid namespaces are Linux's")
+def test_one_namespace_that_cannot_be_read_proves_no_namespace_dead(monkeypatch):
+    real = os.stat
+
+    def denied_for_one(path, *args, **kwargs):
+        if path == "/proc/2/ns/pid":
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_namespaces.os, "stat", denied_for_one)
+    assert _namespaces.dead_pid_namespaces({DEAD}, [2, 3]) == frozenset()
+    assert _namespaces.dead_pid_namespaces({DEAD}, [3]) == frozenset({DEAD})  # pid 3: gone, or in another one
