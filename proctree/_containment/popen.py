@@ -205,11 +205,13 @@ class Popen(_Base):
 
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
+    _proctree_pid = 0  # the process that made this Popen: the only one where proctree acts for it
 
     def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
         self._proctree_keep = keep_orphans
+        self._proctree_pid = os.getpid()
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
@@ -278,6 +280,10 @@ class Popen(_Base):
         # Also reached from __del__ (at interpreter exit too): nothing here may raise.
         super()._handle_exitstatus(*args, **kwargs)
         path = self._proctree_cgroup
+        if os.getpid() != self._proctree_pid:
+            # A forked child that inherited this Popen: its wait() took ECHILD for an exit, as the
+            # stdlib's does, but the command runs on in the parent, whose cgroup this is.
+            return
         if path is not None and self.returncode is not None:
             self._proctree_cgroup = None
             try:

@@ -13,21 +13,35 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import threading
+import types
 from typing import Any, cast
 
 _lock = threading.Lock()
 _private: Any = None  # a copy of the subprocess module of our own, loaded only if the real class is hidden
+_NAMESPACE = vars(subprocess)  # the genuine module's namespace, as imported: what CPython's methods run in
+_FILE = subprocess.__file__
+# Methods CPython's class defines itself, on every platform and version this supports.
+_OWN_METHODS = ("__init__", "_execute_child", "wait", "poll", "communicate")
 
 
 def _is_genuine(cls: Any) -> bool:
-    return isinstance(cls, type) and cls.__module__ == "subprocess" and cls.__qualname__ == "Popen"
+    """cls is CPython's own Popen: its own methods run in the subprocess module's namespace, from its file.
 
-
-def _in_the_real_module(cls: Any) -> bool:
-    # Its methods run in subprocess's own namespace: its CompletedProcess, CalledProcessError and
-    # TimeoutExpired are the ones callers catch.
-    init = getattr(cls, "__init__", None)
-    return _is_genuine(cls) and getattr(init, "__globals__", None) is vars(subprocess)
+    Never by name: a subclass (a counting or logging wrapper in a test
+    harness) can set __module__ = "subprocess" and __qualname__ = "Popen",
+    but its own methods' globals are its own module's, and one that defines
+    none has none of these in its own __dict__.
+    """
+    if not isinstance(cls, type):
+        return False
+    own = cls.__dict__
+    for name in _OWN_METHODS:
+        fn = own.get(name)
+        if not isinstance(fn, types.FunctionType) or fn.__globals__ is not _NAMESPACE:
+            return False
+        if fn.__code__.co_filename != _FILE or fn.__code__.co_name != name:
+            return False
+    return True
 
 
 def genuine_popen() -> type[subprocess.Popen]:
@@ -36,7 +50,8 @@ def genuine_popen() -> type[subprocess.Popen]:
     subprocess.Popen itself when it is that class; else the first class of its
     MRO that is (a subclass swapped in, such as proctree.Popen); else (a mock
     swapped in before anything looked) the class found among object's
-    subclasses by its methods' namespace, the subprocess module's own. Only if
+    subclasses. Each is recognised by its own methods' namespace and code
+    (_is_genuine), never by a name a subclass can carry. Only if
     even that fails, the Popen of a private copy of the subprocess module,
     loaded once and never registered in sys.modules (its exceptions are not
     subprocess's: a last resort).
@@ -48,7 +63,7 @@ def genuine_popen() -> type[subprocess.Popen]:
         if _is_genuine(base):
             return base
     for candidate in object.__subclasses__():
-        if _in_the_real_module(candidate):
+        if _is_genuine(candidate):
             found: Any = candidate
             return cast("type[subprocess.Popen]", found)
     global _private
