@@ -27,7 +27,6 @@ forgotten, as the keepers are the parent's children.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import select
 import signal
@@ -40,7 +39,13 @@ from typing import Any
 from .. import _fds
 from .._teardown import signals as _signals
 
-log = logging.getLogger("proctree")
+
+def _log() -> Any:
+    """proctree's logger, for the rare warning (logging is imported then: a start must not pay for it)."""
+    import logging
+
+    return logging.getLogger("proctree")
+
 
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
@@ -167,7 +172,7 @@ class KeeperWatch:
             # No thread now (a descriptor, thread, memory or pid limit): what is watched stays registered, and
             # the next watch() tries again; until then exits are seen only where their owners reap (Popen's wait).
             self._stop_locked([])
-            log.warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
+            _log().warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
             return
         self._thread = thread
 
@@ -367,6 +372,17 @@ def instance(exited: Callable[[int], bool]) -> KeeperWatch:
     with _instance_lock:
         if _instance is None:
             _instance = KeeperWatch(exited)
-            if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_instance._after_fork_in_child)
         return _instance
+
+
+def _after_fork_in_child() -> None:
+    """A forked child watches nothing of its parent's (see KeeperWatch._after_fork_in_child), and a lock another
+    thread held at the fork would never be released."""
+    global _instance_lock
+    _instance_lock = threading.Lock()
+    if _instance is not None:
+        _instance._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import inspect
 import os
 import subprocess
 import threading
@@ -38,9 +37,10 @@ from . import popenmarked as _marked
 from . import realpopen as _realpopen
 
 _Base: Any = _realpopen.genuine_popen()
-_INIT_SIGNATURE = inspect.signature(_Base.__init__)
 _EXECUTE = _Base._execute_child
-_EXECUTE_SIGNATURE = inspect.signature(_EXECUTE)
+# _execute_child's parameters, all positional-or-keyword (inspect is not imported for them: it costs
+# milliseconds of import time, and everything a start needs is imported with this module).
+_EXECUTE_PARAMS = _EXECUTE.__code__.co_varnames[: _EXECUTE.__code__.co_argcount]
 _SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
 
 # The step each _execute_child call hands to _fork_exec_via_step (per thread: Popens start concurrently).
@@ -182,6 +182,19 @@ def _real_fork_exec() -> Any:
     return _SUBPROCESS_GLOBALS["_posixsubprocess"].fork_exec
 
 
+class _Bound:
+    """_execute_child's arguments by name (the shape of inspect's BoundArguments that is used here)."""
+
+    args = ()
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if len(args) > len(_EXECUTE_PARAMS):
+            raise TypeError(f"_execute_child() takes {len(_EXECUTE_PARAMS)} positional arguments")
+        self.arguments = dict(zip(_EXECUTE_PARAMS, args))
+        self.arguments.update(kwargs)
+        self.kwargs = self.arguments  # the call passes every argument by name
+
+
 class _Step(types.SimpleNamespace):
     cgroup: str
     setsid: bool
@@ -215,7 +228,7 @@ class Popen(_Base):
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
-        bound = _EXECUTE_SIGNATURE.bind(self, *args, **kwargs)
+        bound = _Bound((self, *args), kwargs)
         given = bound.arguments
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
@@ -266,7 +279,7 @@ class Popen(_Base):
             _local.step = None
             _local.interrupted_command = None
 
-    def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
+    def _execute_marked(self, tree: Any, bound: _Bound) -> None:
         """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""
         env, own = _marked.environment(bound.arguments.get("env"), tree)
         bound.arguments["env"] = env
@@ -292,13 +305,26 @@ class Popen(_Base):
                 pass
 
 
+class _InitSignature:
+    """Popen's signature, keep_orphans added, computed when inspect asks for it (inspect.signature(Popen)).
+
+    Lazy: inspect costs milliseconds of import time. Only for proctree.Popen itself and subclasses that
+    keep its __init__; for one with an __init__ of its own, inspect reads that as usual.
+    """
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        cls = owner if owner is not None else type(obj)
+        if getattr(cls, "__init__", None) is not Popen.__init__:
+            raise AttributeError("__signature__")
+        import inspect
+
+        sig = inspect.signature(_Base)
+        keep = inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False)
+        return sig.replace(parameters=[*sig.parameters.values(), keep])
+
+
 Popen.__module__ = "proctree"
-Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-defined]
-    parameters=[
-        *_INIT_SIGNATURE.parameters.values(),
-        inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
-    ]
-)
+Popen.__signature__ = _InitSignature()
 
 
 def popen_for_dropins() -> Any:

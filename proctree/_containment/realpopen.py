@@ -11,6 +11,7 @@ This module must never patch or otherwise change the subprocess module.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import threading
 import types
@@ -20,6 +21,15 @@ _lock = threading.Lock()
 _private: Any = None  # a copy of the subprocess module of our own, loaded only if the real class is hidden
 _NAMESPACE = vars(subprocess)  # the genuine module's namespace, as imported: what CPython's methods run in
 _FILE = subprocess.__file__
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork: it would never be released
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 # Methods CPython's class defines itself, on every platform and version this supports.
 _OWN_METHODS = ("__init__", "_execute_child", "wait", "poll", "communicate")
 

@@ -136,3 +136,81 @@ def test_a_subclass_named_like_cpythons_class_is_not_taken_for_it(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["3", "0", "2", "0", "False"]
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+
+
+def fresh_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_children_forked_during_a_first_start_start_their_own_at_once():
+    # The acceptance run is 200 children (tools/fork_first_start.py, docs/dropin.md); 20 here, every way.
+    tool = os.path.join(ROOT, "tools", "fork_first_start.py")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run(
+        [sys.executable, tool, "--children", "20", "--per-trial", "5", "--patience", "20"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 of 20 children forked during first starts hung" in out.stdout
+
+
+def test_a_start_imports_nothing():
+    # Everything a start needs loads with the name proctree.Popen: a start never holds an import lock.
+    out = fresh_python(
+        "import sys, proctree\n"
+        "Popen = proctree.Popen\n"
+        "before = set(sys.modules)\n"
+        "Popen(['true']).wait()\n"
+        "Popen(['sh', '-c', 'sleep 5 & exit 3']).wait()\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_many_threads_making_their_first_popen_together():
+    out = fresh_python(
+        "import threading, proctree\n"
+        "from proctree._containment import popenhold\n"
+        "results, go = [], threading.Barrier(8)\n"
+        "def first():\n"
+        "    go.wait()\n"
+        "    results.append(proctree.Popen(['sh', '-c', 'exit 5']).wait())\n"
+        "threads = [threading.Thread(target=first) for _ in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join(30)\n"
+        "print(results, len(popenhold.held_pids()))\n"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[5,", "5,", "5,", "5,", "5,", "5,", "5,", "5]", "2"]
+
+
+def test_a_fork_while_another_thread_imports_leaves_the_child_a_fresh_import(tmp_path):
+    # proctree's lazy import of a module (here a stand-in that takes a while) from one thread, os.fork() from
+    # another meanwhile: the child imports it afresh instead of waiting forever for the copied lock.
+    out = fresh_python(
+        "import os, sys, threading, time, proctree\n"
+        "from proctree import _lazyimport\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "open(os.path.join(sys.path[0], 'slowmod.py'), 'w').write('import time\\ntime.sleep(0.5)\\nDONE = 1\\n')\n"
+        "t = threading.Thread(target=_lazyimport.load, args=('slowmod', None))\n"
+        "t.start()\n"
+        "time.sleep(0.2)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    import signal\n"
+        "    signal.alarm(10)\n"
+        "    import slowmod\n"
+        "    os._exit(0 if slowmod.DONE == 1 else 3)\n"
+        "t.join()\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
