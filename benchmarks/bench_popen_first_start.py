@@ -11,7 +11,9 @@ cannot leave the child a held import lock).
 
 Bytecode is compiled first (python -m compileall), as an installed wheel has
 it: without it each import compiles its source, which is not what users pay.
-Linux only. Usage: python benchmarks/bench_popen_first_start.py [--rounds N] [--markdown FILE]
+--before DIR adds a third column, interleaved too: proctree from another
+checkout (its C parts built in place), to show a change side by side.
+Linux only. Usage: python benchmarks/bench_popen_first_start.py [--rounds N] [--before DIR] [--markdown FILE]
 """
 
 import argparse
@@ -51,24 +53,30 @@ print(json.dumps({"import": (t1 - t0) * 1e3, "name": (t2 - t1) * 1e3, "first": (
 """
 
 
-def one(which):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def one(which, root):
+    env = dict(os.environ, PYTHONPATH=root)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, env=env, check=True)
+    argv = [sys.executable, "-c", CHILD, "stdlib" if which == "stdlib" else "proctree"]
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True, cwd=root)
     return json.loads(out.stdout)
 
 
-def run(rounds):
-    rows = {"stdlib": [], "proctree": []}
+def run(rounds, before):
+    roots = {"stdlib": ROOT, "proctree": ROOT}
+    if before:
+        roots["before"] = before
+    rows: dict = {w: [] for w in roots}
     for i in range(rounds):
-        order = ("stdlib", "proctree") if i % 2 == 0 else ("proctree", "stdlib")
+        order = list(roots) if i % 2 == 0 else list(reversed(roots))
         for which in order:
-            rows[which].append(one(which))
+            rows[which].append(one(which, roots[which]))
     return {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in rows.items()}
 
 
 def table(med, rounds):
     s, p = med["stdlib"], med["proctree"]
+    s_total, p_total = (sum(m[k] for k in ("import", "name", "first")) for m in (s, p))
+    b = med.get("before")
     lines = [
         f"### proctree.Popen's first start in a fresh process: median of {rounds} interleaved rounds, "
         f"{os.cpu_count()} CPUs, Linux {platform.release()}, Python {platform.python_version()}, "
@@ -82,19 +90,41 @@ def table(med, rounds):
         f"{p['name']:+.2f} | - |",
         f"| first `Popen(['true']).wait()` (proctree: its holding keeper starts) | {s['first']:.2f} | "
         f"{p['first']:.2f} | {p['first'] - s['first']:+.2f} | {p['first'] / s['first']:.1f}x |",
+        f"| all of it to the first command's end (import, name, first start) | {s_total:.2f} | {p_total:.2f} | "
+        f"{p_total - s_total:+.2f} | {p_total / s_total:.1f}x |",
         f"| later `Popen(['true']).wait()`, median of 20 | {s['later']:.2f} | {p['later']:.2f} | "
         f"{p['later'] - s['later']:+.2f} | {p['later'] / s['later']:.1f}x |",
     ]
+    if b is not None:
+        b_total = sum(b[k] for k in ("import", "name", "first"))
+        lines += [
+            "",
+            "| ms, proctree.Popen | before (--before) | now | change |",
+            "|---|---|---|---|",
+            *(
+                f"| {label} | {b[k]:.2f} | {p[k]:.2f} | {p[k] / b[k]:.2f}x |"
+                for label, k in (
+                    ("`import proctree`", "import"),
+                    ("first use of the name", "name"),
+                    ("first start", "first"),
+                    ("later starts", "later"),
+                )
+            ),
+            f"| all of it to the first command's end | {b_total:.2f} | {p_total:.2f} | {p_total / b_total:.2f}x |",
+        ]
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--before", help="another checkout's root: proctree from there, side by side")
     ap.add_argument("--markdown")
     args = ap.parse_args()
-    compileall.compile_dir(os.path.join(ROOT, "proctree"), quiet=1)
-    out = table(run(args.rounds), args.rounds)
+    for root in (ROOT, args.before):
+        if root:
+            compileall.compile_dir(os.path.join(root, "proctree"), quiet=1)
+    out = table(run(args.rounds, args.before), args.rounds)
     print(out)
     if args.markdown:
         with open(args.markdown, "w") as f:
