@@ -30,28 +30,29 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-# Methods CPython's class defines itself, on every platform and version this supports.
-_OWN_METHODS = ("__init__", "_execute_child", "wait", "poll", "communicate")
 
 
 def _is_genuine(cls: Any) -> bool:
-    """cls is CPython's own Popen: its own methods run in the subprocess module's namespace, from its file.
+    """cls is CPython's own Popen: methods of its own run in the subprocess module's namespace, from its file.
 
     Never by name: a subclass (a counting or logging wrapper in a test
     harness) can set __module__ = "subprocess" and __qualname__ = "Popen",
-    but its own methods' globals are its own module's, and one that defines
-    none has none of these in its own __dict__.
+    but the methods it defines run in its own module's globals, and one that
+    defines none has none in its own __dict__. One such method is enough: a
+    test may patch others on the genuine class (monkeypatch of _execute_child).
+    CPython's class derives from object alone; every subclass has another base.
     """
-    if not isinstance(cls, type):
+    if not isinstance(cls, type) or cls.__bases__ != (object,):
         return False
-    own = cls.__dict__
-    for name in _OWN_METHODS:
-        fn = own.get(name)
-        if not isinstance(fn, types.FunctionType) or fn.__globals__ is not _NAMESPACE:
-            return False
-        if fn.__code__.co_filename != _FILE or fn.__code__.co_name != name:
-            return False
-    return True
+    for fn in cls.__dict__.values():
+        if (
+            isinstance(fn, types.FunctionType)
+            and fn.__globals__ is _NAMESPACE
+            and fn.__code__.co_filename == _FILE
+            and fn.__qualname__.startswith("Popen.")
+        ):
+            return True
+    return False
 
 
 def genuine_popen() -> type[subprocess.Popen]:
