@@ -90,6 +90,7 @@ class KeeperWatch:
         self._ep: Any = None  # Linux: the thread's epoll; a pidfd registered in it is seen at once, unwoken
         self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
         self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
+        self._pid = os.getpid()  # the process whose children these are: a forked child starts afresh
 
     def watch(
         self,
@@ -321,6 +322,7 @@ class KeeperWatch:
 
     def _after_fork_in_child(self) -> None:
         # The keepers are the parent's children, and the thread did not survive the fork.
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         inherited = [w.pidfd for w in self._watched.values() if w.pidfd is not None] + self._closing
         self._watched = {}
@@ -372,6 +374,8 @@ def instance(exited: Callable[[int], bool]) -> KeeperWatch:
     with _instance_lock:
         if _instance is None:
             _instance = KeeperWatch(exited)
+        elif _instance._pid != os.getpid():
+            _instance._after_fork_in_child()  # a fork that ran no at-fork handler (a raw fork(2) from C)
         return _instance
 
 
