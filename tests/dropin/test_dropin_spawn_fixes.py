@@ -310,8 +310,8 @@ def interrupt(signum, frame):
 signal.signal(signal.SIGALRM, interrupt)
 interrupted = 0
 for i in range(150):
-    signal.setitimer(signal.ITIMER_REAL, 0.0005 + (i % 7) * 0.0003)
-    try:
+    try:  # the timer is set inside: on a busy machine it can fire before the next line
+        signal.setitimer(signal.ITIMER_REAL, 0.0005 + (i % 7) * 0.0003)
         p = proctree.Popen(["true"])
         signal.setitimer(signal.ITIMER_REAL, 0)
         p.wait()
