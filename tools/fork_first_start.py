@@ -4,7 +4,9 @@ Each trial is a fresh interpreter (a first start happens once per process):
 one thread makes its first `proctree.Popen(["true"]).wait()` (the name's first
 use imports what a start needs, then the holding keeper starts) while the
 main thread, or a thread of its own, forks children at random moments of that
-span, with os.fork() or multiprocessing's fork start method. Each child makes
+span, with os.fork() or multiprocessing's fork start method (half the trials
+with the name already loaded, so that the forks land in the holding keeper's
+start, where proctree's locks are held). Each child makes
 its own first Popen at once; one that has not finished within --patience
 seconds is counted as hung (and killed: it is this run's own child). Issue 28's
 acceptance: 0 hung out of 200. The stdlib's Popen, the same way, for comparison
@@ -22,14 +24,19 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# argv: how ("fork" or "mp"), who forks ("main" or "thread"), children, patience, module ("proctree" or "subprocess").
+# argv: how ("fork" or "mp"), who forks ("main" or "thread"), children, patience, module ("proctree" or
+# "subprocess"), and "loaded" (the name proctree.Popen used first: the span is the holding keeper's start alone,
+# forks packed into it) or "cold".
 TRIAL = r"""
 import json, os, random, signal, sys, threading, time
 how, who, n, patience, module = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+spacing = 0.001 if sys.argv[6] == "loaded" else 0.012
 import subprocess
 if module == "proctree":
     import proctree
     lib = proctree
+    if sys.argv[6] == "loaded":
+        proctree.Popen
 else:
     lib = subprocess
 if how == "mp":
@@ -45,7 +52,7 @@ def in_child():
 
 def fork_children(out):
     for _ in range(n):
-        time.sleep(random.uniform(0, 0.012))
+        time.sleep(random.uniform(0, spacing))
         if how == "fork":
             pid = os.fork()
             if pid == 0:
@@ -94,7 +101,7 @@ def main() -> int:
     args = ap.parse_args()
     module = "subprocess" if args.stdlib else "proctree"
     env = dict(os.environ, PYTHONPATH=ROOT)
-    ways = [("fork", "main"), ("fork", "thread"), ("mp", "main"), ("mp", "thread")]
+    ways = [(h, w, c) for c in ("cold", "loaded") for h in ("fork", "mp") for w in ("main", "thread")]
     totals = {w: [0, 0] for w in ways}
     done = 0
     i = 0
@@ -102,7 +109,8 @@ def main() -> int:
         way = ways[i % len(ways)]
         i += 1
         n = min(args.per_trial, args.children - done)
-        argv = [sys.executable, "-c", TRIAL, *way, str(n), str(args.patience), module]
+        how, who, cold = way
+        argv = [sys.executable, "-c", TRIAL, how, who, str(n), str(args.patience), module, cold]
         out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120 + 2 * args.patience)
         if out.returncode != 0:
             print(out.stderr, file=sys.stderr)
@@ -112,8 +120,9 @@ def main() -> int:
         totals[way][1] += result["hung"]
         done += result["children"]
     hung = 0
-    for (how, who), (n, h) in totals.items():
+    for (how, who, cold), (n, h) in totals.items():
         name = "os.fork()" if how == "fork" else "multiprocessing fork"
+        name += " during the name's first use and the first start" if cold == "cold" else " during a first start"
         print(
             f"{module}.Popen: {name} from {'the main thread' if who == 'main' else 'another thread'}: {h} of {n} hung"
         )
