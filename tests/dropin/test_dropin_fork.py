@@ -20,8 +20,17 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 containment (root, Linux)"
 )
 
+
+def communicate_to_the_end(p: subprocess.Popen) -> object:
+    """communicate() with no pipe left to read: it goes straight to wait(), as for a command without pipes."""
+    p.stdout.close()
+    p.stdout = None
+    return p.communicate()
+
+
 # What the child calls on the Popen it inherited.
 ACTIONS = {
+    "communicate_to_the_end": communicate_to_the_end,
     "wait": lambda p: p.wait(),
     "wait_timeout": lambda p: p.wait(0.05),
     "poll": lambda p: p.poll(),
