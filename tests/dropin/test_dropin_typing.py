@@ -40,26 +40,26 @@ OURS = {"keep_orphans", "detach"}  # proctree's own keywords, beyond typeshed's
 CHECKER_TIMEOUT = 300
 
 
-def checker(name: str) -> str:
-    """The path of a type checker's command, or skip."""
-    places = []
-    if os.environ.get("PROCTREE_TYPING_VENV"):
-        places.append(Path(os.environ["PROCTREE_TYPING_VENV"]) / "bin" / name)
-    places.append(Path(sys.executable).parent / name)
-    for place in places:
-        if place.exists():
-            return str(place)
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"{name} is not installed (.ci/run installs it into $PROCTREE_TYPING_VENV)")
-    return found
+def checker(*names: str) -> str:
+    """The path of the first of names (one type checker's commands) found; skip, or fail where CI put them."""
+    venv = os.environ.get("PROCTREE_TYPING_VENV")
+    for name in names:
+        if venv:  # CI's typing venv: there it must be, or the typing test proves nothing
+            place = Path(venv) / "bin" / name
+            if place.exists():
+                return str(place)
+            continue
+        place = Path(sys.executable).parent / name
+        found = str(place) if place.exists() else shutil.which(name)
+        if found is not None:
+            return found
+    if venv:
+        pytest.fail(f"none of {names} in $PROCTREE_TYPING_VENV ({venv})")
+    pytest.skip(f"{names[0]} is not installed (.ci/run installs it into $PROCTREE_TYPING_VENV)")
 
 
 def pyright() -> str:
-    try:
-        return checker("basedpyright")
-    except pytest.skip.Exception:
-        return checker("pyright")
+    return checker("basedpyright", "pyright")
 
 
 def test_there_are_samples():
