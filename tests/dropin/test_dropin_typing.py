@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,10 +165,10 @@ def _names(args: ast.arguments) -> list[str]:
     return [a.arg for a in every]
 
 
-def _runtime(fn: object) -> list[str]:
+def _runtime(fn: Any) -> list[str]:
     return [
         p.name
-        for p in inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+        for p in inspect.signature(fn).parameters.values()
         if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name != "self"
     ]
 
