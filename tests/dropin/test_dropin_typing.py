@@ -20,6 +20,7 @@ import ast
 import asyncio
 import importlib.util
 import inspect
+import json
 import os
 import shutil
 import subprocess
@@ -67,32 +68,60 @@ def test_there_are_samples():
     assert len(SAMPLES) >= 4, SAMPLES
 
 
+# The checkout's proctree is checked as its source; an installed one (the wheel CI tests) as a user's
+# checker finds it: in site-packages, by its py.typed and the stub the wheel ships.
+INSTALLED = not Path(proctree.__file__).resolve().is_relative_to(ROOT)
+
+
+def _samples_in(place: Path) -> list[str]:
+    """The samples where the checkers will read them: in place, or copied away from the sources."""
+    if not INSTALLED:
+        return [str(s) for s in SAMPLES]
+    place.mkdir()
+    for s in SAMPLES:
+        shutil.copy(s, place / s.name)
+    return [str(place / s.name) for s in SAMPLES]
+
+
 @pytest.mark.parametrize("version", ["3.10", "{}.{}".format(*sys.version_info[:2])])
 def test_samples_check_clean_under_mypy_strict(version, tmp_path):
     mypy = checker("mypy")
+    samples = _samples_in(tmp_path / "samples")
+    where = ["--python-executable", sys.executable] if INSTALLED else []
     done = subprocess.run(
         [mypy, "--config-file", str(TYPING / "mypy.ini"), "--python-version", version, "--cache-dir", str(tmp_path)]
-        + [str(s) for s in SAMPLES],
+        + where
+        + samples,
         capture_output=True,
         text=True,
-        cwd=ROOT,
-        env={**os.environ, "MYPYPATH": str(ROOT)},  # proctree as its source: its stubs and annotations
+        cwd=tmp_path if INSTALLED else ROOT,
+        env={**os.environ, "MYPYPATH": "" if INSTALLED else str(ROOT)},
         timeout=CHECKER_TIMEOUT,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"Success: no issues found in {len(SAMPLES)} source files"), done.stdout
 
 
-def test_samples_check_clean_under_pyright_strict():
+def test_samples_check_clean_under_pyright_strict(tmp_path):
+    config = TYPING / "pyrightconfig.json"
+    if INSTALLED:
+        _samples_in(tmp_path / "samples")
+        settings = json.loads(config.read_text())
+        del settings["extraPaths"]  # the installed package, from site-packages
+        settings["include"] = ["samples"]
+        config = tmp_path / "pyrightconfig.json"
+        config.write_text(json.dumps(settings))
     done = subprocess.run(
-        [pyright(), "-p", str(TYPING / "pyrightconfig.json"), "--pythonpath", sys.executable],
+        [pyright(), "-p", str(config), "--pythonpath", sys.executable, "--outputjson"],
         capture_output=True,
         text=True,
-        cwd=TYPING,
+        cwd=config.parent,
         timeout=CHECKER_TIMEOUT,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 errors, 0 warnings" in done.stdout, done.stdout
+    report = json.loads(done.stdout)
+    found = [f"{d['file']}:{d['range']['start']['line'] + 1}: {d['message']}" for d in report["generalDiagnostics"]]
+    assert (done.returncode, found) == (0, []), done.stderr
+    assert report["summary"]["filesAnalyzed"] == len(SAMPLES)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
