@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,8 @@ TYPING = ROOT / "tests" / "typing"
 SAMPLES = sorted(TYPING.glob("sample_*.py"))
 GENERATOR = ROOT / "tools" / "gen_dropin_types.py"
 STUB = Path(dropintypes.__file__).with_suffix(".pyi")  # the one the imported package ships
+CI_SCRIPT = ROOT / ".ci" / "run"
+PINNED_MYPY = re.compile(r"^MYPY_VERSION=(\S+)$", re.MULTILINE)
 OURS = {"keep_orphans", "detach"}  # proctree's own keywords, beyond typeshed's
 CHECKER_TIMEOUT = 300
 
@@ -141,12 +144,20 @@ def test_the_stub_is_what_the_generator_makes_from_typeshed():
     python = Path(checker("mypy")).parent / "python"
     if not python.exists():
         pytest.skip("mypy's interpreter is not beside it: its typeshed cannot be found")
-    where = subprocess.run(
-        [str(python), "-c", "import mypy, os; print(os.path.dirname(mypy.__file__))"],
+    where, version = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import mypy, mypy.version, os; print(os.path.dirname(mypy.__file__), mypy.version.__version__)",
+        ],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.strip()
+    ).stdout.split()
+    pinned = PINNED_MYPY.search(CI_SCRIPT.read_text()).group(1) if CI_SCRIPT.exists() else None  # type: ignore[union-attr]
+    if not os.environ.get("PROCTREE_TYPING_VENV") and version != pinned:
+        # The stub follows the typeshed of the mypy CI pins; another mypy's typeshed may be newer or older.
+        pytest.skip(f"mypy {version} is not the one .ci/run pins ({pinned})")
     spec = importlib.util.spec_from_file_location("gen_dropin_types", GENERATOR)
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
