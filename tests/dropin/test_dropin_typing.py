@@ -8,10 +8,13 @@ pyright strict, with assert_type on what each call returns; each keyword
 typo they hold is marked as an expected error, and an expected error that
 vanishes fails too (warn_unused_ignores, reportUnnecessaryTypeIgnoreComment).
 The checkers are found in $PROCTREE_TYPING_VENV (.ci/run installs them
-there), beside this interpreter, or on PATH; without them those tests skip.
-The samples also run, for real. The stub (_containment/dropintypes.pyi) is
-compared with what tools/gen_dropin_types.py makes from the checker's
-typeshed, and with the running interpreter's own signatures.
+there, and there a missing one fails), beside this interpreter, or on PATH;
+without them those tests skip. The checkout's proctree is checked as source;
+an installed one (CI's wheel runs) from site-packages, as users' checkers
+find it. The samples also run, for real. The stub
+(_containment/dropintypes.pyi) is compared with what tools/gen_dropin_types.py
+makes from the typeshed of the mypy .ci/run pins, and with the running
+interpreter's own signatures.
 """
 
 from __future__ import annotations
