@@ -178,7 +178,7 @@ def __getattr__(name: str) -> Any:
         value = globals()["__version__"] = installed_version()
         return value
     if name == "subprocess":  # the submodule proctree.subprocess: importing it binds it here
-        return _importlib.import_module(".subprocess", __name__)
+        return _lazyimport.load(".subprocess", __name__)  # fork-safe, as the other names
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")

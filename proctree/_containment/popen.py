@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import inspect
 import os
 import subprocess
 import threading
@@ -37,9 +38,10 @@ from . import popenmarked as _marked
 from . import realpopen as _realpopen
 
 _Base: Any = _realpopen.genuine_popen()
+_INIT_SIGNATURE = inspect.signature(_Base.__init__)
 _EXECUTE = _Base._execute_child
-# _execute_child's parameters, all positional-or-keyword (inspect is not imported for them: it costs
-# milliseconds of import time, and everything a start needs is imported with this module).
+# _execute_child's parameters, all positional-or-keyword: bound by name without inspect's bind(), which
+# costs every start microseconds.
 _EXECUTE_PARAMS = _EXECUTE.__code__.co_varnames[: _EXECUTE.__code__.co_argcount]
 _SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
 
@@ -305,26 +307,13 @@ class Popen(_Base):
                 pass
 
 
-class _InitSignature:
-    """Popen's signature, keep_orphans added, computed when inspect asks for it (inspect.signature(Popen)).
-
-    Lazy: inspect costs milliseconds of import time. Only for proctree.Popen itself and subclasses that
-    keep its __init__; for one with an __init__ of its own, inspect reads that as usual.
-    """
-
-    def __get__(self, obj: Any, owner: Any = None) -> Any:
-        cls = owner if owner is not None else type(obj)
-        if getattr(cls, "__init__", None) is not Popen.__init__:
-            raise AttributeError("__signature__")
-        import inspect
-
-        sig = inspect.signature(_Base)
-        keep = inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False)
-        return sig.replace(parameters=[*sig.parameters.values(), keep])
-
-
 Popen.__module__ = "proctree"
-Popen.__signature__ = _InitSignature()
+Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[
+        *_INIT_SIGNATURE.parameters.values(),
+        inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+    ]
+)
 
 
 def popen_for_dropins() -> Any:
