@@ -20,8 +20,7 @@ first use, so `import proctree` stays cheap for code that only reads the table.
 
 from __future__ import annotations
 
-import importlib as _importlib
-
+from . import _lazyimport
 from ._errors import AccessDenied, Error, NoSuchProcess, ReceiptWarning
 from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
@@ -179,11 +178,11 @@ def __getattr__(name: str) -> Any:
         value = globals()["__version__"] = installed_version()
         return value
     if name == "subprocess":  # the submodule proctree.subprocess: importing it binds it here
-        return _importlib.import_module(".subprocess", __name__)
+        return _lazyimport.load(".subprocess", __name__)  # fork-safe, as the other names
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
+    value = getattr(_lazyimport.load(module, __name__), name)  # fork-safe: see _lazyimport
     globals()[name] = value
     return value
 

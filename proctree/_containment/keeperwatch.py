@@ -27,7 +27,6 @@ forgotten, as the keepers are the parent's children.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import select
 import signal
@@ -40,7 +39,13 @@ from typing import Any
 from .. import _fds
 from .._teardown import signals as _signals
 
-log = logging.getLogger("proctree")
+
+def _log() -> Any:
+    """proctree's logger, for the rare warning (logging is imported then: a start must not pay for it)."""
+    import logging
+
+    return logging.getLogger("proctree")
+
 
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
@@ -85,6 +90,7 @@ class KeeperWatch:
         self._ep: Any = None  # Linux: the thread's epoll; a pidfd registered in it is seen at once, unwoken
         self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
         self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
+        self._pid = os.getpid()  # the process whose children these are: a forked child starts afresh
 
     def watch(
         self,
@@ -167,7 +173,7 @@ class KeeperWatch:
             # No thread now (a descriptor, thread, memory or pid limit): what is watched stays registered, and
             # the next watch() tries again; until then exits are seen only where their owners reap (Popen's wait).
             self._stop_locked([])
-            log.warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
+            _log().warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
             return
         self._thread = thread
 
@@ -316,6 +322,7 @@ class KeeperWatch:
 
     def _after_fork_in_child(self) -> None:
         # The keepers are the parent's children, and the thread did not survive the fork.
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         inherited = [w.pidfd for w in self._watched.values() if w.pidfd is not None] + self._closing
         self._watched = {}
@@ -367,6 +374,19 @@ def instance(exited: Callable[[int], bool]) -> KeeperWatch:
     with _instance_lock:
         if _instance is None:
             _instance = KeeperWatch(exited)
-            if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_instance._after_fork_in_child)
+        elif _instance._pid != os.getpid():
+            _instance._after_fork_in_child()  # a fork that ran no at-fork handler (a raw fork(2) from C)
         return _instance
+
+
+def _after_fork_in_child() -> None:
+    """A forked child watches nothing of its parent's (see KeeperWatch._after_fork_in_child), and a lock another
+    thread held at the fork would never be released."""
+    global _instance_lock
+    _instance_lock = threading.Lock()
+    if _instance is not None:
+        _instance._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

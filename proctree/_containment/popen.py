@@ -40,7 +40,9 @@ from . import realpopen as _realpopen
 _Base: Any = _realpopen.genuine_popen()
 _INIT_SIGNATURE = inspect.signature(_Base.__init__)
 _EXECUTE = _Base._execute_child
-_EXECUTE_SIGNATURE = inspect.signature(_EXECUTE)
+# _execute_child's parameters, all positional-or-keyword: bound by name without inspect's bind(), which
+# costs every start microseconds.
+_EXECUTE_PARAMS = _EXECUTE.__code__.co_varnames[: _EXECUTE.__code__.co_argcount]
 _SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
 
 # The step each _execute_child call hands to _fork_exec_via_step (per thread: Popens start concurrently).
@@ -182,6 +184,19 @@ def _real_fork_exec() -> Any:
     return _SUBPROCESS_GLOBALS["_posixsubprocess"].fork_exec
 
 
+class _Bound:
+    """_execute_child's arguments by name (the shape of inspect's BoundArguments that is used here)."""
+
+    args = ()
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if len(args) > len(_EXECUTE_PARAMS):
+            raise TypeError(f"_execute_child() takes {len(_EXECUTE_PARAMS)} positional arguments")
+        self.arguments = dict(zip(_EXECUTE_PARAMS, args))
+        self.arguments.update(kwargs)
+        self.kwargs = self.arguments  # the call passes every argument by name
+
+
 class _Step(types.SimpleNamespace):
     cgroup: str
     setsid: bool
@@ -205,15 +220,17 @@ class Popen(_Base):
 
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
+    _proctree_pid = 0  # the process that made this Popen: the only one where proctree acts for it
 
     def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
         self._proctree_keep = keep_orphans
+        self._proctree_pid = os.getpid()
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
-        bound = _EXECUTE_SIGNATURE.bind(self, *args, **kwargs)
+        bound = _Bound((self, *args), kwargs)
         given = bound.arguments
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
@@ -264,7 +281,7 @@ class Popen(_Base):
             _local.step = None
             _local.interrupted_command = None
 
-    def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
+    def _execute_marked(self, tree: Any, bound: _Bound) -> None:
         """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""
         env, own = _marked.environment(bound.arguments.get("env"), tree)
         bound.arguments["env"] = env
@@ -278,6 +295,10 @@ class Popen(_Base):
         # Also reached from __del__ (at interpreter exit too): nothing here may raise.
         super()._handle_exitstatus(*args, **kwargs)
         path = self._proctree_cgroup
+        if os.getpid() != self._proctree_pid:
+            # A forked child that inherited this Popen: its wait() took ECHILD for an exit, as the
+            # stdlib's does, but the command runs on in the parent, whose cgroup this is.
+            return
         if path is not None and self.returncode is not None:
             self._proctree_cgroup = None
             try:

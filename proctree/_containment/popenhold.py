@@ -24,15 +24,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import secrets
 import subprocess
 import threading
+import time
 from typing import Any
 
+# Everything a start uses is imported here, with proctree.Popen, never during a start: a fork while
+# another thread imports leaves the child an import lock nobody will release (and a start costs no import).
 from .._errors import ContainmentUnavailable
+from .._table import binding as _binding
 from . import cgroup as _cgroup
 from . import owner as _owner
+from .keeperproc import _keeper_watch
 from .launch import _LINUX
+from .spawn import spawn
 
 # proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
 ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
@@ -50,6 +55,7 @@ _holder_pid = 0  # the process that spawned it (a forked child needs a holder of
 _unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
 _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
+_parents: list[Any] = []  # in a forked child: the holding trees of its parent (never used, never ended here)
 _force_session = False  # tests: the marked fallback even where cgroups work
 _why_marked: dict[int, str | None] = {}  # owner pid -> why its commands are marked, not in cgroups (None: they are)
 
@@ -59,6 +65,8 @@ def _after_fork_in_child() -> None:
     lock another thread held at the fork would never be released."""
     global _lock, _holder, _holder_pid
     _lock = threading.Lock()
+    if _holder is not None:
+        _parents.append(_holder)  # kept, inert: nothing of it runs here (Popen's __del__ would poll its keeper)
     _holder, _holder_pid = None, 0
     _kept.clear()
     _ending.clear()
@@ -90,8 +98,6 @@ def holder():
             return tree
         if _unavailable is not None and _unavailable[0] == pid:
             return None
-        from .spawn import spawn
-
         hold = [ENTER, "hold"] if os.access(ENTER, os.X_OK) else ["sleep", "2147483647"]
         kw: dict[str, Any] = dict(
             grace=GRACE, tag="popen", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -156,7 +162,7 @@ def new_cgroup_path(tree) -> str:
     the try that removes it again: an interrupt right after the mkdir must not lose its name)."""
     if _kept:
         _remove_empty_kept()
-    return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
+    return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{os.urandom(3).hex()}")
 
 
 def discard(path: str, command: int | None = None) -> None:
@@ -170,8 +176,6 @@ def discard(path: str, command: int | None = None) -> None:
     child) is reaped, and the cgroup removed. So is any exec step of ours
     left a zombie by an interrupt that came as fork_exec returned.
     """
-    from .._table import binding as _binding
-
     me = os.getpid()
     with contextlib.suppress(Exception):
         ours = {command} if command else set()
@@ -197,10 +201,6 @@ def reap_steps(wait: float = 0.0) -> None:
     lost may not have exited yet). A live one may also be another thread's,
     mid-start: that thread's own reap then finds it gone and carries on.
     """
-    import time
-
-    from .._table import binding as _binding
-
     me = os.getpid()
     deadline = time.monotonic() + wait
     with contextlib.suppress(Exception):
@@ -230,15 +230,11 @@ def watch(pid: int, left: Any, keep_orphans: bool) -> None:
     without waking the thread for each start; elsewhere the thread takes it
     up at its next look (within half a second).
     """
-    from .keeperproc import _keeper_watch
-
     _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False, wake=False)
 
 
 def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
-    from .keeperproc import _keeper_watch
-
     _keeper_watch().forget(pid, wake=False)
     if isinstance(left, str):
         after_exit(left, keep_orphans)

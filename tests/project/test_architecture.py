@@ -24,6 +24,7 @@ LAYERS = [
     ("proctree._validate", 0),
     ("proctree._fds", 0),
     ("proctree._version", 0),
+    ("proctree._lazyimport", 0),
     ("proctree._core", 1),
     ("proctree._table", 2),
     ("proctree._teardown", 3),
