@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import _fds
 from .._errors import ContainmentUnavailable
+from . import detach as _detach
 from . import popenhold as _hold
 from . import popenmarked as _marked
 from . import realpopen as _realpopen
@@ -205,11 +206,18 @@ class Popen(_Base):
 
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
+    _proctree_detach = False
+    _proctree_detach_rule = ""
 
-    def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_orphans: bool = False, detach: bool = False, **kwargs: Any) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
+        if not isinstance(detach, bool):
+            raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
         self._proctree_keep = keep_orphans
+        # Detached starts (detach.py): decided before anything is made, so a bad PROCTREE_DETACH raises here.
+        self._proctree_detach = detach
+        self._proctree_detach_rule = _detach.rule()
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
@@ -217,6 +225,9 @@ class Popen(_Base):
         given = bound.arguments
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
+        if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
+            _EXECUTE(*bound.args, **bound.kwargs)  # subprocess.Popen's own start: it outlives us as the stdlib's does
+            return
         tree = _hold.holder()
         if tree is None:
             raise ContainmentUnavailable(
@@ -242,7 +253,7 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        path = _hold.new_cgroup_path(tree)
+        path = _detach.named_for_rule(_hold.new_cgroup_path(tree), self._proctree_detach_rule)
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
             os.mkdir(path)
             step.cgroup = path
@@ -291,6 +302,7 @@ Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-def
     parameters=[
         *_INIT_SIGNATURE.parameters.values(),
         inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+        inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False),
     ]
 )
 

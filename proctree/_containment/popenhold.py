@@ -31,6 +31,7 @@ from typing import Any
 
 from .._errors import ContainmentUnavailable
 from . import cgroup as _cgroup
+from . import detach as _detach
 from . import owner as _owner
 from .launch import _LINUX
 
@@ -301,6 +302,12 @@ def end_now(path: str, grace: float) -> None:
         if path in _ending:
             return
         _ending.add(path)
+    if not _detach.release_daemons(path):  # PROCTREE_DETACH=session: a daemon it could not let go is kept
+        with _lock:
+            _ending.discard(path)
+            if path not in _kept:
+                _kept.append(path)
+        return
     try:
         with contextlib.suppress(OSError, ValueError):
             _owner.end_cgroup(path, grace)
