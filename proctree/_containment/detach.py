@@ -13,8 +13,9 @@ each start, so os.environ set at run time counts too) names a rule:
   out of its terminal's Ctrl+C, not a sign that it must outlive it. And a
   contained command's own daemons, which it put in a session of their own
   (a launcher that starts the daemon with setsid and exits, as plumbum's
-  NOHUP does), are let go when it exits: they leave its cgroup for the
-  owner's own cgroup, where the stdlib's would be (release_daemons).
+  NOHUP does), are let go when it exits (the variable as it is then): they
+  leave its cgroup for the owner's own cgroup, where the stdlib's would be
+  (release_daemons).
 
 This module never signals anything; it only moves processes of a command
 cgroup of ours into the cgroup the owner itself runs in.
@@ -30,11 +31,6 @@ from . import cgroup as _cgroup
 ENV = "PROCTREE_DETACH"
 SESSION = "session"
 _VALID = ("", SESSION)  # "" (or unset): only detach=True detaches
-
-# The end of a command cgroup's name whose command was started under PROCTREE_DETACH=session: its own daemons
-# leave at its exit. (In the name, not in a table: nothing to forget, to reset after a fork, or to leak.)
-DAEMONS_GO = "-d"
-
 
 def rule() -> str:
     """The PROCTREE_DETACH rule now: "" or "session". ValueError naming the variable for any other value."""
@@ -52,23 +48,22 @@ def is_detached(detach: bool, start_new_session: bool, current_rule: str) -> boo
     return detach or (current_rule == SESSION and start_new_session)
 
 
-def named_for_rule(path: str, current_rule: str) -> str:
-    """The command cgroup path to make for a start under current_rule (its daemons go at its exit under session)."""
-    return path + DAEMONS_GO if current_rule == SESSION else path
-
-
 def release_daemons(path: str, rounds: int = 10) -> bool:
     """Move what the exited command left in a session of its own out of its cgroup, into the owner's cgroup.
 
-    Returns True when nothing of that kind is left in the cgroup (or the
-    command was not started under PROCTREE_DETACH=session); False when one
+    Returns True when nothing of that kind is left in the cgroup (or
+    PROCTREE_DETACH is not session as it exits: read then, so that nothing
+    per command is remembered); False when one
     could not be moved (no write access to the owner's cgroup): the caller then
     keeps the cgroup as keep_orphans does rather than end a daemon.
     Members still in the owner's session are left for the caller to end.
     Repeated (up to rounds) because a daemon may fork while it is moved.
     """
-    if not path.endswith(DAEMONS_GO):
-        return True
+    try:
+        if rule() != SESSION:
+            return True
+    except ValueError:
+        return True  # a bad value is refused at the next start; it asks for nothing here
     try:
         mount, own = _cgroup.find_mount(), _cgroup.own_cgroup()
         if mount is None or own is None:

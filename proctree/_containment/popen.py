@@ -253,7 +253,7 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        path = _detach.named_for_rule(_hold.new_cgroup_path(tree), self._proctree_detach_rule)
+        path = _hold.new_cgroup_path(tree)
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
             os.mkdir(path)
             step.cgroup = path
