@@ -22,6 +22,7 @@ import sys
 import types
 from typing import Any
 
+from . import popenhold as _hold
 from .popen import popen_for_dropins
 
 if sys.platform == "win32":  # pragma: no cover - proctree is POSIX-only
@@ -101,6 +102,10 @@ _LIMIT: int = streams._DEFAULT_LIMIT  # type: ignore[attr-defined]
 async def _contained(start: Any, what: tuple[Any, ...], limit: int, kwds: dict[str, Any]) -> asyncio.subprocess.Process:
     """asyncio's own start (BaseEventLoop.subprocess_exec or _shell), run on the loop's view, and its Process."""
     loop = asyncio.get_running_loop()
+    if not kwds.get("detach") and not _hold.prepared():
+        # The holding tree (the first start) and the command's cgroup are made on a worker thread: the start
+        # on the loop's thread then makes neither (cgrouppool.py).
+        await loop.run_in_executor(None, _hold.prepare)
     transport, protocol = await start(
         _view(loop), lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop), *what, **kwds
     )

@@ -32,6 +32,7 @@ ENV = "PROCTREE_DETACH"
 SESSION = "session"
 _VALID = ("", SESSION)  # "" (or unset): only detach=True detaches
 
+
 def rule() -> str:
     """The PROCTREE_DETACH rule now: "" or "session". ValueError naming the variable for any other value."""
     value = os.environ.get(ENV, "")

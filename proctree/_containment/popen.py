@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import _fds
 from .._errors import ContainmentUnavailable
+from . import cgrouppool as _pool
 from . import detach as _detach
 from . import popenhold as _hold
 from . import popenmarked as _marked
@@ -253,9 +254,13 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        path = _hold.new_cgroup_path(tree)
+        path = ""
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
-            os.mkdir(path)
+            # Made ahead of need by a worker thread (cgrouppool.py): no mkdir on an event loop's thread.
+            path = _pool.take(tree.cgroup, lambda: _hold.new_cgroup_path(tree)) or ""
+            if not path:
+                path = _hold.new_cgroup_path(tree)
+                os.mkdir(path)
             step.cgroup = path
             self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
             _local.step = step
@@ -265,13 +270,18 @@ class Popen(_Base):
         except BaseException:
             if not getattr(self, "_child_created", False):
                 self._proctree_cgroup = None
-                _hold.discard(path, getattr(_local, "interrupted_command", None))
+                for taken in _pool.empty_hand():  # taken from the pool, and interrupted before path held it
+                    if taken != path:
+                        _hold.discard(taken)
+                if path:
+                    _hold.discard(path, getattr(_local, "interrupted_command", None))
             elif self.returncode is None:
                 # Interrupted once Popen had the command (reading its error pipe): Popen's __del__ reaps it
                 # later, as it does its own; its exit still ends what it left and removes its cgroup.
                 _hold.watch(self.pid, path, self._proctree_keep)
             raise
         finally:
+            _pool.empty_hand()
             _local.step = None
             _local.interrupted_command = None
 
