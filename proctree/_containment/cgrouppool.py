@@ -4,8 +4,8 @@ or reaped on an event loop's thread makes no filesystem call there.
 A mkdir or rmdir in cgroupfs is a syscall that can take milliseconds (it
 waits on the cgroup mutex the whole machine shares). A start takes a
 cgroup this thread made earlier (take(): a deque pop, no syscall) and wakes
-it to make the next, so up to READY empty cgroups wait below the holding
-tree; only when none is ready (the holding tree's first start, or a burst
+it to make more once half are taken, so up to READY empty cgroups wait
+below the holding tree; only when none is ready (the holding tree's first start, or a burst
 faster than the thread) does the start make one itself. The async drop-ins
 fill it on a worker thread before their first start (fill()). A command's
 exit seen on a loop's thread (poll() reaping it) hands the rmdir here
@@ -67,9 +67,11 @@ def take(parent: str, name: Callable[[], str]) -> str | None:
             path = candidate
             break
         hand.remove(candidate)  # below an old holding tree: its end removes it
-    _state["parent"], _state["name"] = parent, name
-    _start()
-    _wake.set()
+    if len(_ready) < READY // 2 or _state["parent"] != parent:
+        # Woken for a batch, not for each start: each wake costs the start a GIL hand-over.
+        _state["parent"], _state["name"] = parent, name
+        _start()
+        _wake.set()
     return path
 
 
