@@ -66,7 +66,9 @@ def test_starts_and_ends_on_a_loops_thread_make_no_blocking_call(tmp_path):
 
 def test_the_detector_sees_a_blocking_call_here(tmp_path):
     """The probe's detector is live: a mkdir on the loop's thread is caught (so a pass above means something)."""
-    script = PROBE.replace("for i in range(n):", "for i in range(n):\n        __import__('os').mkdir('/tmp/proctree-probe-never')")
+    script = PROBE.replace(
+        "for i in range(n):", "for i in range(n):\n        __import__('os').mkdir('/tmp/proctree-probe-never')"
+    )
     done = _run(tmp_path, script, "1")
     assert done.returncode != 0 and "BlockingError" in done.stderr and "os.mkdir" in done.stderr
 
