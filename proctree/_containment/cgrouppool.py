@@ -5,9 +5,11 @@ A mkdir or rmdir in cgroupfs is a syscall that can take milliseconds (it
 waits on the cgroup mutex the whole machine shares). A start takes a
 cgroup this thread made earlier (take(): a deque pop, no syscall) and wakes
 it to make more once half are taken, so up to READY empty cgroups wait
-below the holding tree; only when none is ready (the holding tree's first start, or a burst
-faster than the thread) does the start make one itself. The async drop-ins
-fill it on a worker thread before their first start (fill()). A command's
+below the holding tree; when none is ready (the holding tree's first start,
+or a burst faster than the thread), the exec step makes it in the forked
+child, as it does when a ready one went missing (an empty cgroup is anyone's
+to remove: a reaper that cannot see our owner removes them). The async
+drop-ins fill it on a worker thread before their first start (fill()). A command's
 exit seen on a loop's thread (poll() reaping it) hands the rmdir here
 (later()); elsewhere the rmdir stays inline, so wait() returns with the
 cgroup gone. Everything here is one holding tree's (cgroups under another

@@ -256,11 +256,11 @@ class Popen(_Base):
             given["process_group"] = -1
         path = ""
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
-            # Made ahead of need by a worker thread (cgrouppool.py): no mkdir on an event loop's thread.
+            # Made ahead of need by a worker thread (cgrouppool.py), or else by the step in the forked child
+            # (which also makes it again if it went missing): never a mkdir on the caller's thread.
             path = _pool.take(tree.cgroup, lambda: _hold.new_cgroup_path(tree)) or ""
             if not path:
                 path = _hold.new_cgroup_path(tree)
-                os.mkdir(path)
             step.cgroup = path
             self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
             _local.step = step

@@ -32,21 +32,23 @@ PROBE = textwrap.dedent(r"""
             assert await p.wait() == 0
             p = await proctree.create_subprocess_shell("echo hi", stdout=subprocess.PIPE)
             assert (await p.communicate())[0] == b"hi\n"
-            # The global swap: asyncio's own create_subprocess_exec with subprocess.Popen = proctree.Popen.
-            subprocess.Popen = proctree.Popen
-            try:
-                p = await asyncio.create_subprocess_exec("sh", "-c", "echo hi", stdout=subprocess.PIPE)
-            finally:
-                subprocess.Popen = stock
-            assert (await p.communicate())[0] == b"hi\n"
+            if sys.argv[2] == "asyncio":
+                # The global swap: asyncio's own create_subprocess_exec with subprocess.Popen = proctree.Popen.
+                subprocess.Popen = proctree.Popen
+                try:
+                    p = await asyncio.create_subprocess_exec("sh", "-c", "echo hi", stdout=subprocess.PIPE)
+                finally:
+                    subprocess.Popen = stock
+                assert (await p.communicate())[0] == b"hi\n"
             # Started elsewhere, reaped by poll() on the loop's thread (its cgroup's rmdir goes elsewhere).
             q = await asyncio.to_thread(proctree.Popen, ["sh", "-c", "sleep 30 & exit 3"])
             while q.poll() is None:
                 await asyncio.sleep(0.005)
             assert q.returncode == 3
 
+    run = __import__("uvloop").run if sys.argv[2] == "uvloop" else asyncio.run
     with blockbuster_ctx("__main__"):
-        asyncio.run(rounds(int(sys.argv[1])))
+        run(rounds(int(sys.argv[1])))
     print("ok")
 """)
 
@@ -58,8 +60,11 @@ def _run(tmp_path, script: str, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_starts_and_ends_on_a_loops_thread_make_no_blocking_call(tmp_path):
-    done = _run(tmp_path, PROBE, "15")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_starts_and_ends_on_a_loops_thread_make_no_blocking_call(tmp_path, loop):
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+    done = _run(tmp_path, PROBE, "15", loop)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
 
@@ -69,7 +74,7 @@ def test_the_detector_sees_a_blocking_call_here(tmp_path):
     script = PROBE.replace(
         "for i in range(n):", "for i in range(n):\n        __import__('os').mkdir('/tmp/proctree-probe-never')"
     )
-    done = _run(tmp_path, script, "1")
+    done = _run(tmp_path, script, "1", "asyncio")
     assert done.returncode != 0 and "BlockingError" in done.stderr and "os.mkdir" in done.stderr
 
 
@@ -84,12 +89,11 @@ CLEANUP = textwrap.dedent(r"""
     if holder.mode != "cgroup":
         print("skip")
         raise SystemExit(0)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and len(cgrouppool._ready) < cgrouppool.READY:
-        time.sleep(0.01)
+    time.sleep(0.2)  # the pool's thread is done with its last batch
+    ready = set(cgrouppool._ready)
     entries = {os.path.join(holder.cgroup, d) for d in os.listdir(holder.cgroup) if d.startswith("cmd-")}
-    assert entries == set(cgrouppool._ready), (entries, list(cgrouppool._ready))  # only the ready ones, all empty
-    assert len(entries) == cgrouppool.READY
+    assert entries == ready, (holder.cgroup, entries, ready)  # only the ready ones
+    assert cgrouppool.READY // 2 <= len(entries) <= cgrouppool.READY
     popenhold.release(grace=0)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and os.path.exists(holder.cgroup):
