@@ -22,6 +22,7 @@ import sys
 import types
 from typing import Any
 
+from . import detach as _detach
 from . import exitwatch as _exitwatch
 from . import popenhold as _hold
 from .popen import popen_for_dropins
@@ -144,10 +145,19 @@ def _view(loop: asyncio.AbstractEventLoop) -> _LoopView:
 _LIMIT: int = streams._DEFAULT_LIMIT  # type: ignore[attr-defined]
 
 
+def _detached(kwds: dict[str, Any]) -> bool:
+    """Whether the start will be detached (detach.py): then no holding tree is made for it."""
+    try:
+        rule = _detach.rule()
+    except ValueError:
+        return False  # proctree.Popen raises it, at the start
+    return _detach.is_detached(bool(kwds.get("detach")), bool(kwds.get("start_new_session")), rule)
+
+
 async def _contained(start: Any, what: tuple[Any, ...], limit: int, kwds: dict[str, Any]) -> asyncio.subprocess.Process:
     """asyncio's own start (BaseEventLoop.subprocess_exec or _shell), run on the loop's view, and its Process."""
     loop = asyncio.get_running_loop()
-    if not kwds.get("detach") and not _hold.prepared():
+    if not _detached(kwds) and not _hold.prepared():
         # The holding tree (the first start) and the command's cgroup are made on a worker thread: the start
         # on the loop's thread then makes neither (cgrouppool.py).
         await loop.run_in_executor(None, _hold.prepare)

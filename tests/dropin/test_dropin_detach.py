@@ -208,3 +208,26 @@ def test_detach_async(started):
 )
 def test_is_detached_table(detach_kw, new_session, rule, expected):
     assert detach.is_detached(detach_kw, new_session, rule) is expected
+
+
+def test_a_program_that_only_detaches_never_starts_a_holding_tree():
+    script = textwrap.dedent(r"""
+        import asyncio, os, subprocess
+        import proctree
+        from proctree._containment import popenhold
+
+        os.environ["PROCTREE_DETACH"] = "session"  # read at each start: set at run time, it counts
+        assert proctree.run(["true"], detach=True).returncode == 0
+        assert proctree.run(["true"], start_new_session=True).returncode == 0
+
+        async def main():
+            p = await proctree.create_subprocess_exec("true", start_new_session=True)
+            return await p.wait()
+
+        assert asyncio.run(main()) == 0
+        print("holder" if popenhold._holder is not None else "none")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != detach.ENV}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none"
