@@ -357,6 +357,14 @@ call = _with_our_popen(_SUBPROCESS_GLOBALS["call"], _helper_names)
 check_call = _with_our_popen(_SUBPROCESS_GLOBALS["check_call"], _helper_names)
 check_output = _with_our_popen(_SUBPROCESS_GLOBALS["check_output"], _helper_names)
 _helper_names.update(run=run, call=call, check_call=check_call, check_output=check_output)
+# proctree.subprocess's: subprocess's own, their command run by the check_output above.
+getstatusoutput = _with_our_popen(_SUBPROCESS_GLOBALS["getstatusoutput"], _helper_names)
+_helper_names["getstatusoutput"] = getstatusoutput
+getoutput = _with_our_popen(_SUBPROCESS_GLOBALS["getoutput"], _helper_names)
+for _shell_helper in (getstatusoutput, getoutput):
+    _shell_helper.__module__ = "proctree.subprocess"
+    _shell_helper.__doc__ = f"subprocess.{_shell_helper.__name__}, with the command contained as proctree.run's is."
+del _shell_helper
 
 # Keep subprocess's own names for what proctree re-exports, so code can catch them from either.
 CompletedProcess = subprocess.CompletedProcess
