@@ -33,6 +33,8 @@ from typing import Any
 
 from .. import _fds
 from .._errors import ContainmentUnavailable
+from . import cgrouppool as _pool
+from . import detach as _detach
 from . import popenhold as _hold
 from . import popenmarked as _marked
 from . import realpopen as _realpopen
@@ -221,12 +223,19 @@ class Popen(_Base):
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
     _proctree_pid = 0  # the process that made this Popen: the only one where proctree acts for it
+    _proctree_detach = False
+    _proctree_detach_rule = ""
 
-    def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_orphans: bool = False, detach: bool = False, **kwargs: Any) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
+        if not isinstance(detach, bool):
+            raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
         self._proctree_keep = keep_orphans
         self._proctree_pid = os.getpid()
+        # Detached starts (detach.py): decided before anything is made, so a bad PROCTREE_DETACH raises here.
+        self._proctree_detach = detach
+        self._proctree_detach_rule = _detach.rule()
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
@@ -234,6 +243,9 @@ class Popen(_Base):
         given = bound.arguments
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
+        if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
+            _EXECUTE(*bound.args, **bound.kwargs)  # subprocess.Popen's own start: it outlives us as the stdlib's does
+            return
         tree = _hold.holder()
         if tree is None:
             raise ContainmentUnavailable(
@@ -259,9 +271,13 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        path = _hold.new_cgroup_path(tree)
+        path = ""
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
-            os.mkdir(path)
+            # Made ahead of need by a worker thread (cgrouppool.py), or else by the step in the forked child
+            # (which also makes it again if it went missing): never a mkdir on the caller's thread.
+            path = _pool.take(tree.cgroup, lambda: _hold.new_cgroup_path(tree)) or ""
+            if not path:
+                path = _hold.new_cgroup_path(tree)
             step.cgroup = path
             self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
             _local.step = step
@@ -271,13 +287,18 @@ class Popen(_Base):
         except BaseException:
             if not getattr(self, "_child_created", False):
                 self._proctree_cgroup = None
-                _hold.discard(path, getattr(_local, "interrupted_command", None))
+                for taken in _pool.empty_hand():  # taken from the pool, and interrupted before path held it
+                    if taken != path:
+                        _hold.discard(taken)
+                if path:
+                    _hold.discard(path, getattr(_local, "interrupted_command", None))
             elif self.returncode is None:
                 # Interrupted once Popen had the command (reading its error pipe): Popen's __del__ reaps it
                 # later, as it does its own; its exit still ends what it left and removes its cgroup.
                 _hold.watch(self.pid, path, self._proctree_keep)
             raise
         finally:
+            _pool.empty_hand()
             _local.step = None
             _local.interrupted_command = None
 
@@ -312,6 +333,7 @@ Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-def
     parameters=[
         *_INIT_SIGNATURE.parameters.values(),
         inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+        inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False),
     ]
 )
 

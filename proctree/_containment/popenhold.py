@@ -34,6 +34,8 @@ from typing import Any
 from .._errors import ContainmentUnavailable
 from .._table import binding as _binding
 from . import cgroup as _cgroup
+from . import cgrouppool as _pool
+from . import detach as _detach
 from . import owner as _owner
 from .keeperproc import _keeper_watch
 from .launch import _LINUX
@@ -125,6 +127,21 @@ def holder():
         return tree
 
 
+def prepare() -> None:
+    """Make the holding tree and the ready command cgroups now (on a worker thread an async start awaits)."""
+    tree = holder()
+    if tree is not None and tree.mode == "cgroup":
+        _pool.fill(tree.cgroup, lambda: new_cgroup_path(tree))
+
+
+def prepared() -> bool:
+    """True when a start on a loop's thread would make nothing: a live holding tree here, and a cgroup ready."""
+    tree = _holder
+    if tree is None or _holder_pid != os.getpid():
+        return False
+    return tree.mode != "cgroup" or (tree.cgroup is not None and _pool.has_ready(tree.cgroup))
+
+
 def release(grace: float = GRACE) -> None:
     """End this process's holding tree, and with it every command proctree.Popen started here that still runs.
 
@@ -161,7 +178,10 @@ def new_cgroup_path(tree) -> str:
     """The path of a fresh cgroup for one command, nested in the holding tree's cgroup (the caller makes it, inside
     the try that removes it again: an interrupt right after the mkdir must not lose its name)."""
     if _kept:
-        _remove_empty_kept()
+        if _pool.on_loop_thread():
+            _pool.later(_remove_empty_kept)  # rmdirs: never on an event loop's thread
+        else:
+            _remove_empty_kept()
     return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{os.urandom(3).hex()}")
 
 
@@ -237,7 +257,10 @@ def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
     _keeper_watch().forget(pid, wake=False)
     if isinstance(left, str):
-        after_exit(left, keep_orphans)
+        if _pool.on_loop_thread():
+            _pool.later(after_exit, left, keep_orphans)  # its rmdir: never on an event loop's thread
+        else:
+            after_exit(left, keep_orphans)
     else:
         left.reaped(GRACE)
 
@@ -297,6 +320,12 @@ def end_now(path: str, grace: float) -> None:
         if path in _ending:
             return
         _ending.add(path)
+    if not _detach.release_daemons(path):  # PROCTREE_DETACH=session: a daemon it could not let go is kept
+        with _lock:
+            _ending.discard(path)
+            if path not in _kept:
+                _kept.append(path)
+        return
     try:
         with contextlib.suppress(OSError, ValueError):
             _owner.end_cgroup(path, grace)
