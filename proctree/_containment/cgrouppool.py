@@ -21,10 +21,10 @@ the cleanups it is handed; it never signals anything.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -41,8 +41,13 @@ _making: set[str] = set()  # the cgroup being made now (a test that counts what 
 
 
 def on_loop_thread() -> bool:
-    """True when the calling thread runs an event loop (a blocking call here would stall it)."""
-    return asyncio._get_running_loop() is not None
+    """True when the calling thread runs an event loop (a blocking call here would stall it).
+
+    Read from asyncio's events module only if something imported it (a loop, uvloop's too, runs through it):
+    importing asyncio here would cost a plain program's first Popen ~10 ms, inside the start.
+    """
+    events = sys.modules.get("asyncio.events")
+    return events is not None and events._get_running_loop() is not None
 
 
 def take(parent: str, name: Callable[[], str]) -> str | None:
