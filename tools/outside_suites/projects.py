@@ -28,6 +28,8 @@ class Project:
     leak_dir: str | None = None
     # extra environment per mode
     env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # tests whose outcome varies from run to run stock (test ids containing these): not compared
+    flaky: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,13 @@ PROJECTS: dict[str, Project] = {
             "testing/test_gateway.py",
             ("stock", "stock-n2", *ALL_PROCTREE_MODES, "plugin-leak"),
             leak_dir="testing",
+            flaky=(
+                # imports a module from a tmp_path that a later parametrization deleted: which ones fail
+                # depends on the order (and so on xdist's distribution)
+                "test_remote_exec_module_is_removed",
+                # a race in the test between the channel's close and the remote's send
+                "test_channel_passing_over_channel",
+            ),
         ),
         Project(
             "anyio",
@@ -127,25 +136,25 @@ PROJECTS: dict[str, Project] = {
 # for is merged (see docs/outside_suites.md for what each waits for).
 REQUIRED: dict[tuple[str, str], bool] = {
     ("plumbum", "swap"): False,  # NOHUP daemon test: waits for PROCTREE_DETACH=session
-    ("plumbum", "swap-asyncio"): False,  # the same daemon test
+    ("plumbum", "swap-asyncio"): True,
     ("plumbum", "plugin"): False,  # the subreaper breaks two tests (issue 29, point 6)
     ("plumbum", "plugin-n2"): False,  # xdist's workers are reported as leaks (issue 29, point 1)
-    ("plumbum", "plugin-leak"): False,
+    ("plumbum", "plugin-leak"): False,  # the same two tests as plugin
     ("sarge", "swap"): True,
     ("sarge", "plugin"): True,
-    ("sarge", "plugin-n2"): False,
+    ("sarge", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
     ("execnet", "swap"): True,
-    ("execnet", "plugin"): True,
-    ("execnet", "plugin-n2"): False,
-    ("execnet", "plugin-leak"): True,
+    ("execnet", "plugin"): False,  # gateways a session fixture's group holds are ended (issue 29, point 3)
+    ("execnet", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
+    ("execnet", "plugin-leak"): False,  # the same as plugin
     ("anyio", "swap"): False,  # blockbuster: blocking calls on the loop (issue 28, point 11)
     ("anyio", "swap-asyncio"): True,
     ("anyio", "plugin"): True,
-    ("anyio", "plugin-n2"): False,
+    ("anyio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
     ("anyio", "plugin-leak"): True,
-    ("trio", "swap"): True,
+    ("trio", "swap"): False,  # test_for_leaking_fds: one more fd open after run_process (docs/outside_suites.md)
     ("trio", "plugin"): True,
-    ("trio", "plugin-n2"): False,
+    ("trio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
 }
 
 

@@ -27,6 +27,7 @@ from suite_env import build_proctree_wheel, ensure_venv, fetch_sdist, install_pr
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+SHOWN = 25  # worse tests listed per mode
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,6 +42,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--test-timeout", type=int, default=120, help="pytest-timeout per test, seconds")
     parser.add_argument("--run-timeout", type=int, default=900, help="one suite run's limit, seconds")
     parser.add_argument("--json", type=Path, help="write every run's results here")
+    parser.add_argument("--markdown", type=Path, help="write the results table here (docs/outside_suites.md's form)")
+    parser.add_argument(
+        "--rejudge", type=Path, nargs="+", metavar="JSON", help="run nothing: judge and report earlier --json files"
+    )
     return parser.parse_args(argv)
 
 
@@ -78,7 +83,7 @@ def run_mode(project: Project, mode: str, python: Path, sdist: Path, work: Path,
     results = work / project.name / f"{mode}.json"
     results.unlink(missing_ok=True)
     tests = list(project.tests)
-    if spec.leak and tests and not tests[0].startswith("-"):
+    if spec.leak and tests and project.leak_dir not in tests:  # a selection of files: add the leak's
         tests.append(f"{project.leak_dir}/{LEAK_TEST_FILE}")
     cmd = [str(python), "-m", "pytest", "-p", "outside_results", "-p", "no:cacheprovider"]
     cmd += [f"--timeout={args.test_timeout}", *spec.pytest_args, *tests]
@@ -110,6 +115,7 @@ def judge(result: dict, base: dict) -> Verdict:
         "leftovers": len(result["leftovers"]),
         "base_leftovers": len(base["leftovers"]),
         "timed_out": result["timed_out"],
+        "flaky": PROJECTS[result["project"]].flaky,
     }
     if MODES[result["mode"]].leak:
         text = Path(result["log"]).read_text(errors="replace")
@@ -138,15 +144,50 @@ def report(results: list[dict]) -> bool:
         if v is None or v["ok"]:
             continue
         print(f"\n{r['project']} {r['mode']}: worse than {MODES[r['mode']].baseline} ({r['log']})")
-        for test_id, outcome in v["new_bad"].items():
+        shown_bad = list(v["new_bad"].items())
+        for test_id, outcome in shown_bad[:SHOWN]:
             print(f"    {outcome.upper():<6} {test_id}")
+        if len(shown_bad) > SHOWN:
+            print(f"    ... and {len(shown_bad) - SHOWN} more (the --json file has them all)")
         for problem in v["problems"]:
             print(f"    {problem}")
     return all_ok
 
 
+def markdown_table(results: list[dict]) -> str:
+    """The report's table as docs/outside_suites.md shows it (after report() filled in the verdicts)."""
+    by_key = {(r["project"], r["mode"]): r for r in results}
+    lines = [
+        "| project | mode | exit | passed | failed | errors | skipped | wall s | ratio | new failures or problems |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r["counts"]
+        base_name = MODES[r["mode"]].baseline
+        base = by_key.get((r["project"], base_name)) if base_name else None
+        ratio = f"{r['wall'] / base['wall']:.2f}" if base and base["wall"] > 0 else "-"
+        v = r["verdict"]
+        if v is None:
+            what = "baseline"
+        elif v["ok"]:
+            what = "none"
+        else:
+            what = "; ".join([f"{o} `{t}`" for t, o in v["new_bad"].items()][:6] + v["problems"])
+        label = f"{r['project']} {r['version']}"
+        passed = c.get("passed", 0) + c.get("xpassed", 0)
+        skipped = c.get("skipped", 0) + c.get("xfailed", 0)
+        lines.append(
+            f"| {label} | {r['mode']} | {r['returncode']} | {passed} | {c.get('failed', 0)} | {c.get('error', 0)} "
+            f"| {skipped} | {r['wall']:.1f} | {ratio} | {what} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rejudge:
+        results = [r for path in args.rejudge for r in json.loads(path.read_text())]
+        return finish(results, args)
     cache = args.cache.resolve()
     work = cache / "work"
     wheel = args.proctree_wheel or build_proctree_wheel(ROOT, cache / "proctree-wheel")
@@ -162,9 +203,16 @@ def main(argv: list[str] | None = None) -> int:
         install_proctree(python, wheel.resolve())
         for mode in modes:
             results.append(run_mode(project, mode, python, sdist, work, args))
+    return finish(results, args)
+
+
+def finish(results: list[dict], args: argparse.Namespace) -> int:
+    """Report, write the --json and --markdown files; the exit status."""
     ok = report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
+    if args.markdown:
+        args.markdown.write_text(markdown_table(results))
     print("\noutside suites:", "no proctree mode is worse than its baseline" if ok else "SOME PROCTREE MODE IS WORSE")
     return 0 if ok else 1
 

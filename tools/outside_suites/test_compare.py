@@ -28,6 +28,13 @@ def test_compare(mode, base, rc, base_rc, new_bad, ok):
     assert verdict.ok is ok
 
 
+def test_flaky_tests_are_not_compared():
+    verdict = compare(
+        {"t[a]": "failed", "u": "passed"}, {"t[a]": "passed", "u": "passed"}, rc=1, base_rc=1, flaky=("t[",), **CLEAN
+    )
+    assert verdict.ok and not verdict.new_bad
+
+
 def test_leftovers_and_timeouts_are_worse():
     same = {"a": "passed"}
     assert not compare(same, same, rc=0, base_rc=0, leftovers=1, base_leftovers=0, timed_out=False).ok
