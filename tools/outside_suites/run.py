@@ -186,8 +186,7 @@ def markdown_table(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rejudge:
-        results = [r for path in args.rejudge for r in json.loads(path.read_text())]
-        return finish(results, args)
+        return finish([r for path in args.rejudge for r in json.loads(path.read_text())], args)
     cache = args.cache.resolve()
     work = cache / "work"
     wheel = args.proctree_wheel or build_proctree_wheel(ROOT, cache / "proctree-wheel")
