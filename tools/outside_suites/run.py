@@ -172,7 +172,10 @@ def markdown_table(results: list[dict]) -> str:
         elif v["ok"]:
             what = "none"
         else:
-            what = "; ".join([f"{o} `{t}`" for t, o in v["new_bad"].items()][:6] + v["problems"])
+            bad = [f"{o} `{t}`" for t, o in v["new_bad"].items()]
+            if len(bad) > 3:
+                bad = [*bad[:3], f"and {len(bad) - 3} more"]
+            what = "; ".join(bad + v["problems"])
         label = f"{r['project']} {r['version']}"
         passed = c.get("passed", 0) + c.get("xpassed", 0)
         skipped = c.get("skipped", 0) + c.get("xfailed", 0)
