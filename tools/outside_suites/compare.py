@@ -29,6 +29,7 @@ class Verdict:
     fixed: list[str] = field(default_factory=list)  # bad in the baseline only
     missing: list[str] = field(default_factory=list)  # run by the baseline, absent here
     problems: list[str] = field(default_factory=list)  # exit status, leftovers, blame
+    notes: list[str] = field(default_factory=list)  # what was checked and held, worth printing
 
 
 def counts(outcomes: dict[str, str]) -> dict[str, int]:
@@ -113,14 +114,14 @@ def compare_leak(
         if mode[leak_id] != "error":
             verdict.problems.append(f"the leaking test's outcome is {mode[leak_id]}, not error")
         names = blamed(log_text)
-        if names != {leak_id}:
-            others_blamed = sorted(names - {leak_id})
-            listed = ", ".join(others_blamed[:3]) + (
-                f" and {len(others_blamed) - 3} more" if len(others_blamed) > 3 else ""
-            )
-            if leak_id not in names:
-                verdict.problems.append(f"the plugin did not blame the leaking test {leak_id}")
-            if others_blamed:
-                verdict.problems.append(f"the plugin blamed {len(others_blamed)} other(s): {listed}")
+        others_blamed = sorted(names - {leak_id})
+        if leak_id not in names:
+            verdict.problems.append(f"the plugin did not blame the leaking test {leak_id}")
+        if others_blamed:
+            more = f" and {len(others_blamed) - 3} more" if len(others_blamed) > 3 else ""
+            listed = ", ".join(others_blamed[:3]) + more
+            verdict.problems.append(f"the plugin blamed {len(others_blamed)} other(s): {listed}")
+        if names == {leak_id}:
+            verdict.notes.append(f"the plugin blamed exactly the leaking test, {leak_id}")
     verdict.ok = not verdict.new_bad and not verdict.problems
     return verdict

@@ -141,6 +141,8 @@ def report(results: list[dict]) -> bool:
         all_ok = all_ok and (verdict is None or verdict.ok)
     for r in results:
         v = r["verdict"]
+        for note in [] if v is None else v["notes"]:
+            print(f"{r['project']} {r['mode']}: {note}")
         if v is None or v["ok"]:
             continue
         print(f"\n{r['project']} {r['mode']}: worse than {MODES[r['mode']].baseline} ({r['log']})")

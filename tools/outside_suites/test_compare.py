@@ -68,7 +68,8 @@ def test_blamed(text, names):
 
 def test_leak_verdict():
     base = {"a": "passed"}
-    assert compare_leak({"a": "passed", LEAK: "error"}, base, log_text=REPORT, **CLEAN).ok
+    exact = compare_leak({"a": "passed", LEAK: "error"}, base, log_text=REPORT, **CLEAN)
+    assert exact.ok and exact.notes == [f"the plugin blamed exactly the leaking test, {LEAK}"]
     blamed_more = REPORT + "  pid 7 (python), running 2.0 s: 'python -u -c import sys', left by test t.py::a\n"
     assert not compare_leak({"a": "passed", LEAK: "error"}, base, log_text=blamed_more, **CLEAN).ok
     assert not compare_leak({"a": "passed", LEAK: "passed"}, base, log_text="", **CLEAN).ok
