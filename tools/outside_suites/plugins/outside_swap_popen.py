@@ -7,7 +7,14 @@ swap a user would make at the top of their program.
 """
 
 import subprocess
+from typing import Any
 
 import proctree
 
 subprocess.Popen = proctree.Popen  # type: ignore[misc]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # A test that restores subprocess.Popen (monkeypatch's undo, a mock) would end the swap for the tests after it.
+    held = subprocess.Popen is proctree.Popen
+    terminalreporter.write_line(f"outside_suites swap: subprocess.Popen is proctree.Popen at the end: {held}")
