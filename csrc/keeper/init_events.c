@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,13 @@ bool forwardable(int sig)
 {
     return !(sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
              sig == SIGTRAP || sig == SIGSYS || sig == SIGABRT || sig == SIGCHLD);
+}
+
+/* Returns nothing: with -w (or -vvv) a line on stderr for an orphan reaped, in tini's words. */
+void note_reaped(pid_t pid)
+{
+    if (R.warn_reap || R.verbosity >= 3)
+        fprintf(stderr, "%s: reaped zombie process with pid=%d\n", R.prog, (int)pid);
 }
 
 /* Returns nothing: queues sig for forward() if it is forwardable. */
@@ -40,6 +48,8 @@ bool reap(void)
         if (pid == K.cmd && !K.cmd_done) {
             K.cmd_done = true;
             K.cmd_status = status;
+        } else {
+            note_reaped(pid);
         }
     }
 }

@@ -391,10 +391,13 @@ if who == "parent":
 """
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["cmd-alone", "dash-g"])
+@pytest.mark.parametrize("group", [False, True, "env"], ids=["cmd-alone", "dash-g", "TINI_KILL_PROCESS_GROUP"])
 def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
-    argv = (["-g"] if group else []) + ["--", sys.executable, "-c", GROUP]
-    p = subprocess.Popen(native(*argv), stdout=subprocess.PIPE, text=True)
+    argv = (["-g"] if group is True else []) + ["--", sys.executable, "-c", GROUP]
+    env = {k: v for k, v in os.environ.items() if k != "TINI_KILL_PROCESS_GROUP"}
+    if group == "env":
+        env["TINI_KILL_PROCESS_GROUP"] = "1"  # tini's -g
+    p = subprocess.Popen(native(*argv), stdout=subprocess.PIPE, text=True, env=env)
     procs.append(p)
     assert sorted(p.stdout.readline() for _ in range(2)) == ["child ready\n", "parent ready\n"]
     os.kill(p.pid, signal.SIGALRM)  # not one of the group's by default: CMD alone, or its group with -g
@@ -409,4 +412,4 @@ def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
 def test_the_runner_refuses_what_proctree_run_refuses(argv):
     # Run directly; `proctree run` refuses each of these too (argparse), and never hands them over.
     r = subprocess.run(native(*argv, "--", "true"), capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and r.stderr.startswith("proctree run: "), r
+    assert r.returncode == 2 and r.stderr.startswith("proctree-init: "), r
