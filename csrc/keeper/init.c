@@ -1,8 +1,8 @@
 /* proctree-init: `proctree run` in native code, an init about as small and fast as tini that contains what it runs.
  *
  * `proctree-init [tini's options: -s -g -w -v... -e CODE -p SIG] [--contain MODE] [--grace S] [--stop-signal SIG] [-q]
- * -- CMD` (init_args.c) runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL, STOP, CHLD and the
- * synchronous ones) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
+ * -- CMD` (init_args.c) runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL,
+ * STOP, CHLD, and the synchronous ones unless another process sent them) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
  * exits ends what CMD left behind (the stop signal once, SIGKILL after the grace: the keeper's teardown.c), says so
  * in one line on stderr, removes its cgroup and exits with CMD's status (128+N for a signal N, as tini; 127: not
  * found, 126: cannot run it, 2: bad input, 125: its keeper half was killed, CMD's status unknown).
@@ -214,7 +214,10 @@ static int run_owner(pid_t keeper)
             continue;
         int sig = r == (ssize_t)sizeof si ? (int)si.ssi_signo : SIGCHLD; /* no signalfd: wait for the child */
         if (sig != SIGCHLD) {
-            if (forwardable(sig))
+            /* kill, sigqueue, tgkill (si_code <= 0): another process's, passed on even when synchronous by number;
+             * one the kernel raised (si_code > 0) about a process of ours is not CMD's business. */
+            bool sent = si.ssi_code <= 0;
+            if (forwardable(sig) && (sent || !synchronous(sig)))
                 kill(keeper, sig); /* our unreaped child: its pid is its own */
             if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && !R.pid1)
                 kill(K.self, SIGSTOP); /* the caller's shell sees a stopped job; its SIGCONT is passed on too */

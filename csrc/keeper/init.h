@@ -53,6 +53,7 @@ int make_tree_cgroup(void);
 int open_runner_events(void);
 void every_signal(sigset_t *set);
 bool forwardable(int sig);
+bool synchronous(int sig);
 void note_reaped(pid_t pid);
 
 /* init_report.c */

@@ -169,6 +169,8 @@ static int long_option(const char *a, const char *val, bool *quiet, int *verbose
         return parent_death(val);
     } else if (strcmp(a, "--group") == 0) {
         R.group = true;
+    } else if (strcmp(a, "--no-pty") == 0) {
+        /* `proctree run`'s: this program never gives CMD a pseudo-terminal */
     } else if (strcmp(a, "--quiet") == 0) {
         *quiet = true;
     } else if (strcmp(a, "--verbose") == 0) {

@@ -31,9 +31,18 @@ ALL_MODES = [
     "subreaper",
     "session",
 ]
-# Never forwarded: uncatchable, synchronous (about the runner itself), SIGCHLD; job control is tested on its own.
-NOT_FORWARDED = {"SIGKILL", "SIGSTOP", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP", "SIGSYS", "SIGABRT"}
-NOT_FORWARDED |= {"SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT"}
+# Never forwarded: uncatchable, SIGCHLD; job control is tested on its own. The synchronous ones (SEGV, BUS, ILL,
+# FPE, TRAP, SYS, ABRT) are forwarded when another process sent them (kill, sigqueue, tgkill), as dumb-init does.
+NOT_FORWARDED = {"SIGKILL", "SIGSTOP", "SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT"}
+SYNCHRONOUS = [
+    signal.SIGSEGV,
+    signal.SIGBUS,
+    signal.SIGILL,
+    signal.SIGFPE,
+    signal.SIGTRAP,
+    signal.SIGSYS,
+    signal.SIGABRT,
+]
 _SKIP = {getattr(signal, n) for n in NOT_FORWARDED if hasattr(signal, n)} | {signal.SIGPWR}  # PWR: ends CMD
 FORWARDABLE = sorted(s for s in signal.valid_signals() if s not in _SKIP)  # real-time ones included
 
@@ -179,6 +188,51 @@ def test_every_forwardable_signal_reaches_cmd(procs, pid1):
     assert p.stdout.readline() == "armed\n"
     os.kill(runner, signal.SIGPWR)
     assert p.wait(timeout=30) == 128 + signal.SIGPWR
+
+
+def _send_as_another_process(pid, sig, how):
+    """sig to pid (a single-threaded process) by kill(), sigqueue() or tgkill(): si_code SI_USER, SI_QUEUE, SI_TKILL."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if how == "kill":
+        os.kill(pid, sig)
+        return
+    if how == "sigqueue":
+        rc = libc.sigqueue(ctypes.c_int(pid), ctypes.c_int(sig), ctypes.c_void_p(0))
+    else:
+        rc = libc.tgkill(ctypes.c_int(pid), ctypes.c_int(pid), ctypes.c_int(sig))
+    assert rc == 0, os.strerror(ctypes.get_errno())
+
+
+FAULT = r"""
+import ctypes, sys
+print("ready", flush=True)
+sys.stdin.read()
+ctypes.string_at(0)  # a real fault: SIGSEGV from the kernel, about CMD itself
+"""
+
+
+@pytest.mark.parametrize("pid1", [pytest.param(True, marks=needs_ns), False], ids=["pid1", "not-pid1"])
+def test_a_synchronous_signal_sent_with_sigqueue_or_tgkill_is_forwarded(procs, pid1):
+    argv = ["--", sys.executable, "-c", CATCHER, *(str(int(s)) for s in SYNCHRONOUS)]
+    p = subprocess.Popen(as_pid1(*argv) if pid1 else native(*argv), stdout=subprocess.PIPE, text=True)
+    procs.append(p)
+    runner = _only_child(p.pid) if pid1 else p.pid
+    assert p.stdout.readline() == "ready\n"
+    for i, sig in enumerate(SYNCHRONOUS):
+        _send_as_another_process(runner, sig, ("kill", "sigqueue", "tgkill")[i % 3])
+        assert p.stdout.readline() == f"{int(sig)}\n"
+    assert p.stdout.readline() == "armed\n"
+    os.kill(runner, signal.SIGPWR)
+    assert p.wait(timeout=30) == 128 + signal.SIGPWR
+
+
+def test_cmds_own_fault_is_cmds_status():
+    r = subprocess.run(
+        native("--", sys.executable, "-c", FAULT), input="go\n", capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGPWR, signal.SIGRTMIN])
