@@ -141,7 +141,7 @@ def hidden_output(plan, quiet) -> frozenset[str]:
     try:
         return hidden_instances(quiet, plan)
     except ValueError as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
 
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
@@ -152,13 +152,13 @@ def service_specs(plan, stop_signal=None) -> list[Any]:
     try:
         return specs_of(plan, stop_signal)
     except (TypeError, ValueError) as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
 
 
 def run(args):
     plan = load_plan(args)
     for warning in plan.warnings:  # what honcho would skip silently, said (--strict refuses it)
-        sys.stderr.write(f"proctree: up: warning: {warning}\n")
+        sys.stderr.write(f"proctree up: warning: {warning}\n")
     if not plan.services:  # an empty Procfile: honcho runs nothing and exits 0
         return 0
     specs = service_specs(plan, args.stop_signal)

@@ -118,7 +118,7 @@ def test_kill_with_a_bad_pid_signals_nothing(text, recorder, capsys):
     assert main(["kill", "--", text]) == 2
     assert recorder == []
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("proctree: ") and "Traceback" not in err
+    assert out == "" and err.startswith("proctree kill: ") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("text", BAD_PIDS, ids=[repr(t)[:20] for t in BAD_PIDS])
