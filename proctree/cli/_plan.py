@@ -71,7 +71,7 @@ def _env_files(values, command):
         return None
     files = [f.strip() for value in values for f in value.split(",")]
     if any(not f for f in files):
-        raise CliError(f"{command}: -e: an empty file name")
+        raise CliError("-e: an empty file name")
     return files
 
 
@@ -98,9 +98,24 @@ def load_plan(args) -> Any:
             base_port=args.port,
         )
     except ValueError as exc:
-        raise CliError(f"{command}: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
     if exit_with is not None and not plan.instances_of(exit_with):
         known = {e.name for e in plan.entries}
         why = "is scaled to 0" if exit_with in known else "is not an entry of the Procfile"
-        raise CliError(f"{command}: --exit-with {shown(exit_with)} {why}")
+        raise CliError(f"--exit-with {shown(exit_with)} {why}")
     return plan
+
+
+def read_env_files(paths) -> dict[str, str]:
+    """The assignments of these .env files (honcho's reading, as `proctree up -e` reads them), later files winning,
+    values expanded against the environment and the earlier files: `proctree run --env-file` (honcho's `run`).
+    CliError for a file that cannot be read or a line that is not an assignment."""
+    from proctree._procfile.dotenv import read_dotenv
+
+    values: dict[str, str] = {}
+    for path in paths:
+        try:
+            values.update(read_dotenv(path, base=os.environ, known=values))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--env-file: {exc}", kind=type(exc).__name__) from None
+    return values

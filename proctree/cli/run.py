@@ -1,5 +1,5 @@
-"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [--keep-orphans] [-q|-v] [--json]
-[--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [--keep-orphans] [--env-file FILE]
+[-q|-v] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
@@ -136,6 +136,15 @@ def register(sub):
     p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
     )
+    p.add_argument(
+        "--env-file",
+        action="append",
+        nargs="?",
+        const=".env",
+        default=None,
+        metavar="FILE",
+        help="run CMD with this .env file's variables (honcho's `run`; repeatable, later files win; alone: .env)",
+    )
     add_output_options(
         p,
         quiet="say nothing about what CMD left running (errors only)",
@@ -237,6 +246,10 @@ def run(args):
     if not cmd:
         raise CliError("no command given (usage: proctree run [options] -- CMD ARGS...)")
     grace = args.grace
+    if args.env_file:
+        from ._plan import read_env_files
+
+        os.environ.update(read_env_files(args.env_file))  # CMD's environment is ours: spawn() passes it on
     # stdout too: `proctree run -- CMD | grep x` must not hand CMD a terminal (and its CRLFs) for a pipe.
     use_pty = not args.no_pty and os.isatty(0) and os.isatty(1)
 

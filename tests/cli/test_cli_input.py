@@ -246,7 +246,7 @@ def test_usage_errors_under_json_are_one_json_object(argv, recorder, capsys):
 def test_usage_error_without_json_is_argparse_text(capsys):
     assert main(["kill", "5", "6"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("usage: proctree") and "error: unrecognized arguments: 6" in err
+    assert out == "" and err.startswith("usage: proctree") and "proctree kill: unrecognized arguments: 6" in err
 
 
 def test_interrupt_under_json_is_one_json_object(monkeypatch, capsys):
