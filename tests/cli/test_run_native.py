@@ -467,3 +467,22 @@ def test_the_runner_refuses_what_proctree_run_refuses(argv):
     # Run directly; `proctree run` refuses each of these too (argparse), and never hands them over.
     r = subprocess.run(native(*argv, "--", "true"), capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and r.stderr.startswith("proctree-init: "), r
+
+
+@pytest.mark.parametrize(
+    "cmd, code",
+    [(["no-such-command-here"], 127), (["/etc"], 126), (["sh", "-c", "sleep 30 & exit 3"], 3)],
+)
+def test_handed_over_it_speaks_as_proctree_run_in_the_python_commands_words(cmd, code):
+    # The same command line through the native runner (handed over) and the Python runner: the same status and
+    # the same words, each message named `proctree run` (the runner's argv[0] after the hand-over).
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(proctree.__file__))}
+    argv = [sys.executable, "-m", "proctree", "run", "--no-pty", "--", *cmd]
+    said = {}
+    for native_on in ("1", "0"):
+        r = subprocess.run(
+            argv, capture_output=True, text=True, env={**env, "PROCTREE_RUN_NATIVE": native_on}, timeout=60
+        )
+        assert r.returncode == code, r.stderr
+        said[native_on] = r.stderr
+    assert said["1"] == said["0"] and said["1"].startswith("proctree run: "), said
