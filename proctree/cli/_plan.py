@@ -66,7 +66,7 @@ def parse_port(text):
     return port
 
 
-def _env_files(values, command):
+def _env_files(values):
     if values is None:
         return None
     files = [f.strip() for value in values for f in value.split(",")]
@@ -80,14 +80,13 @@ def load_plan(args) -> Any:
     # Imported here, as proctree's own names load on first use: every command builds its parser.
     from proctree._procfile.honchoopts import choose_procfile
 
-    command = getattr(args, "command", None) or "up"
     exit_with = getattr(args, "exit_with", None)
     names = list(args.names)
     if exit_with is not None and exit_with not in names and names:
         names.append(exit_with)  # it must run for the run to end with it
     try:
         procfile, env_files = choose_procfile(
-            args.procfile, _env_files(args.env, command), args.app_root, os.environ, strict=args.strict
+            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
         )
         plan = proctree.load_procfile(
             procfile,
