@@ -40,7 +40,16 @@ KEEPER_PLATFORM = {
 
 
 # The runner is the keeper's sources but its main (keeper.c) and owner events (events.c), plus its own init*.c.
-INIT_OWN = ["init.c", "init_keep.c", "init_report.c", "init_args.c", "init_help.c", "init_cgroup.c", "init_events.c"]
+INIT_OWN = [
+    "init.c",
+    "init_keep.c",
+    "init_report.c",
+    "init_args.c",
+    "init_help.c",
+    "init_receipt.c",
+    "init_cgroup.c",
+    "init_events.c",
+]
 
 
 def init_sources(platform: str = sys.platform) -> list[str]:

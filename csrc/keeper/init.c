@@ -188,11 +188,13 @@ static void end_orphaned_tree(pid_t keeper)
     read_tree_id();     /* session mode: and what carries the tree's marker */
     read_self_start();
     K.sweeping = true;
-    end_tree();
+    bool clean = end_tree();
     while (reap()) {
         if (waitpid(-1, NULL, WNOHANG) == 0)
             break;
     }
+    if (clean)
+        remove_receipt_of(keeper, R.keeper_start);
 }
 
 /* Returns the runner's exit status: the keeper half's (CMD's), or 125 if it was killed (CMD's status unknown; what
@@ -261,6 +263,7 @@ int main(int argc, char **argv)
         cleanup_cgroup();
         return 126;
     }
+    choose_receipt_dir();       /* before the fork: both halves name the same file */
     R.tty = release_terminal(); /* before the fork: the kernel's SIGHUP and SIGCONT reach us alone */
     pid_t keeper = fork();
     if (keeper < 0) {
@@ -269,6 +272,7 @@ int main(int argc, char **argv)
         return 126;
     }
     if (keeper == 0)
-        _exit(keep_tree()); /* the keeper half: CMD's session, parent and teardown */
+        _exit(keep_tree());            /* the keeper half: CMD's session, parent and teardown */
+    R.keeper_start = start_of(keeper); /* its receipt's name, should it be killed */
     return run_owner(keeper);
 }

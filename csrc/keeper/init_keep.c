@@ -104,6 +104,7 @@ static void end_leftovers(bool owned)
     } else {
         cleanup_cgroup();
     }
+    end_receipt(clean); /* a tree that survived keeps it: the reaper's evidence */
     if (owned && R.verbosity >= 0)
         say_leftovers(ended, clean);
 }
@@ -125,6 +126,8 @@ int keep_tree(void)
         return rc;
     if ((rc = launch()) != 0)
         return rc;
+    if ((rc = write_receipt()) < 0 && R.verbosity > 0 && K.receipts)
+        fprintf(stderr, "%s: no receipt for this tree: %s\n", R.prog, strerror(-rc));
     bool owned = supervise();
     end_leftovers(owned);
     if (!owned)

@@ -471,7 +471,7 @@ def test_the_runner_refuses_what_proctree_run_refuses(argv):
 
 @pytest.mark.parametrize(
     "cmd, code",
-    [(["no-such-command-here"], 127), (["/etc"], 126), (["sh", "-c", "sleep 30 & exit 3"], 3)],
+    [(["no-such-command-here"], 127), (["/etc"], 126), (["sh", "-c", "sleep 30 & sleep 0.3; exit 3"], 3)],
 )
 def test_handed_over_it_speaks_as_proctree_run_in_the_python_commands_words(cmd, code):
     # The same command line through the native runner (handed over) and the Python runner: the same status and

@@ -14,12 +14,22 @@ import time
 import pytest
 
 import proctree
+from proctree._containment.evidence import receipt
 from proctree.cli import _native
 from support.reapkit import COMMAND
 from support.spawnkit import ALL_MODES, alive, read_lines, wait_gone
 
 RUNNER = _native.runner_path()
 pytestmark = pytest.mark.skipif(RUNNER is None, reason="proctree-init is not built here (Linux only)")
+
+
+@pytest.fixture
+def receipts(tmp_path, monkeypatch):
+    """A receipt directory of the test's own, for the runner and the reaper alike."""
+    d = tmp_path / "receipts"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("PROCTREE_RECEIPTS_DIR", str(d))
+    return d
 
 
 def _start_detached_runner(mode, w, started):
@@ -61,16 +71,31 @@ def orphaned_native_tree(mode, started):
     for pid in (runner, keeper):
         os.kill(pid, signal.SIGKILL)
     assert wait_gone([runner, keeper], 10)
-    return {pids["cmd"], pids["scrubbed"], pids["daemon"]}
+    return {pids["cmd"], pids["scrubbed"], pids["daemon"]}, (runner, keeper)
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_runner_and_keeper_half_killed_together_leave_nothing_reap_cannot_end(mode, started):
-    members = orphaned_native_tree(mode, started)
+def test_runner_and_keeper_half_killed_together_leave_nothing_reap_cannot_end(mode, started, receipts):
+    members, (runner, keeper) = orphaned_native_tree(mode, started)
     assert all(alive(p) for p in members), "the tree must outlive its runner and keeper half for this test"
+    (left,) = receipt.read_all(str(receipts))[0]  # the keeper half's receipt names the runner as the owner
+    assert (left.owner[0], left.keeper[0], left.mode) == (runner, keeper, mode)
     found = {o.proc.pid for o in proctree.find_orphans(within=members)}
     assert found == members
     report = proctree.reap_orphans(within=members, grace=1.0)
     assert report.ok, report
     assert wait_gone(members, 5)
     assert proctree.find_orphans(within=members) == []
+    assert report.receipts_removed == (left.path,) and os.listdir(receipts) == []
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_receipt_while_the_tree_runs_and_none_after(mode, receipts):
+    script = f"sleep 0.2; ls -A {receipts}; sleep 30 & sleep 0.3"
+    r = subprocess.run(
+        [RUNNER, "--contain", mode, "--", "sh", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    (name,) = r.stdout.split()
+    assert name.endswith(".json") and "proctree-init: ended 1 process CMD left running: sleep" in r.stderr
+    assert os.listdir(receipts) == []  # the tree ended: its receipt too
