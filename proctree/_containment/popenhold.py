@@ -159,8 +159,10 @@ def _on_worker(fn: Any) -> Any:
     try:
         try:
             threading.Thread(target=run, name="proctree-popen-holder", daemon=True).start()
-        except BaseException:
+        except BaseException as exc:
             os.close(w)
+            if isinstance(exc, RuntimeError):  # no thread to be had: made here, as before, rather than not at all
+                return fn()
             raise
         while os.read(r, 64):
             pass
