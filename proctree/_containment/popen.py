@@ -246,7 +246,7 @@ class Popen(_Base):
         if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
             _EXECUTE(*bound.args, **bound.kwargs)  # subprocess.Popen's own start: it outlives us as the stdlib's does
             return
-        tree = _hold.holder()
+        tree = _hold.holder_for_start()
         if tree is None:
             raise ContainmentUnavailable(
                 errno.ENOSYS, f"proctree.Popen cannot contain a command here: {_hold.unavailable_reason()}"

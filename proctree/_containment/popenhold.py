@@ -127,6 +127,53 @@ def holder():
         return tree
 
 
+def holder_for_start():
+    """holder(), for a start: on an event loop's thread, a holding tree not made yet is made on a worker thread.
+
+    Making it is filesystem work (its cgroup, its receipt, the keeper's
+    start) that must not run on the loop's thread. That thread only waits
+    for it, reading a pipe as Popen itself reads its error pipe while the
+    command execs; it waits as long as the first start takes (docs/dropin.md,
+    "What differs"). Later starts find the tree made and make nothing here.
+    """
+    if _pool.on_loop_thread():
+        tree, pid = _holder, os.getpid()
+        if (tree is None or _holder_pid != pid or _exited(tree)) and not (_unavailable and _unavailable[0] == pid):
+            return _on_worker(holder)
+    return holder()
+
+
+def _on_worker(fn: Any) -> Any:
+    """fn() run on a new thread; the caller waits for its end on a pipe (EOF once it closes the write end)."""
+    outcome: list[tuple[bool, Any]] = []
+    r, w = os.pipe()
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            outcome.append((False, exc))
+        finally:
+            os.close(w)
+
+    try:
+        try:
+            threading.Thread(target=run, name="proctree-popen-holder", daemon=True).start()
+        except BaseException as exc:
+            os.close(w)
+            if isinstance(exc, RuntimeError):  # no thread to be had: made here, as before, rather than not at all
+                return fn()
+            raise
+        while os.read(r, 64):
+            pass
+    finally:
+        os.close(r)
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return value
+
+
 def prepare() -> None:
     """Make the holding tree and the ready command cgroups now (on a worker thread an async start awaits)."""
     tree = holder()

@@ -180,7 +180,7 @@ def _open_fds():
     theirs = set()
     if watch is not None:
         with watch._lock:
-            theirs = {watch._wake_r, watch._wake_w, *(w.pidfd for w in watch._watched.values()), *watch._closing}
+            theirs = {watch._wake_r, watch._wake_w, *(w.pidfd for w in watch._watched.values())}
     return set(os.listdir("/proc/self/fd")) - {str(fd) for fd in theirs if fd is not None}
 
 

@@ -147,12 +147,12 @@ REQUIRED: dict[tuple[str, str], bool] = {
     ("execnet", "plugin"): False,  # gateways a session fixture's group holds are ended (issue 29, point 3)
     ("execnet", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
     ("execnet", "plugin-leak"): False,  # the same as plugin
-    ("anyio", "swap"): False,  # blockbuster: blocking calls on the loop (issue 28, point 11)
+    ("anyio", "swap"): True,
     ("anyio", "swap-asyncio"): True,
     ("anyio", "plugin"): True,
     ("anyio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
     ("anyio", "plugin-leak"): True,
-    ("trio", "swap"): False,  # test_for_leaking_fds: one more fd open after run_process (docs/outside_suites.md)
+    ("trio", "swap"): True,
     ("trio", "plugin"): True,
     ("trio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
 }
