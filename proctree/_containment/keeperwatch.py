@@ -81,7 +81,10 @@ class KeeperWatch:
 
     def __init__(self, exited: Callable[[int], bool]) -> None:
         self._exited = exited  # pid -> True once that child of ours has exited (not reaped)
-        self._lock = threading.Lock()
+        # Re-entrant: a Popen collected on a thread that holds it (the collector runs at any allocation) is
+        # reaped by its __del__, whose forget() must not wait for this thread. Every section reads the table
+        # through a copy, so a forget() nested in one leaves it consistent.
+        self._lock = threading.RLock()
         self._watched: dict[int, _Watched] = {}
         self._thread: threading.Thread | None = None
         self._wake_r: int | None = None
@@ -179,7 +182,7 @@ class KeeperWatch:
             elif hasattr(select, "epoll"):
                 self._ep = select.epoll()
                 self._ep.register(self._wake_r, select.EPOLLIN)
-                for watched in self._watched.values():
+                for watched in list(self._watched.values()):
                     if watched.pidfd is not None:
                         self._ep.register(watched.pidfd, select.EPOLLIN)
             thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
@@ -335,7 +338,7 @@ class KeeperWatch:
     def _after_fork_in_child(self) -> None:
         # The keepers are the parent's children, and the thread did not survive the fork.
         self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         inherited = tuple(w.pidfd for w in self._watched.values() if w.pidfd is not None)
         self._watched = {}
         self._stop_locked(inherited)

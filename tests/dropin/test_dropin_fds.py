@@ -81,3 +81,28 @@ def test_closed_pidfd_numbers_reused_at_once_are_never_taken_for_an_exit():
     finally:
         long.kill()
         long.wait()
+
+
+def test_a_popen_collected_while_the_watch_is_locked_does_not_hang_its_thread():
+    # The collector runs __del__ at any allocation, on whatever thread allocates: one holding the watch's lock
+    # too. __del__ reaps the command, and forgetting its watch must not wait for the lock its own thread holds.
+    from proctree._containment import keeperproc, keeperwatch
+
+    p = proctree.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while not os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    watch = keeperwatch.instance(keeperproc._keeper_exited)
+    done = threading.Event()
+
+    def collect_under_the_lock():
+        nonlocal p
+        with watch._lock:
+            p.__del__()  # what the collector would run here
+        done.set()
+
+    t = threading.Thread(target=collect_under_the_lock, daemon=True)
+    t.start()
+    assert done.wait(10), "forget() waited for a lock its own thread holds"
+    t.join()
+    assert p.returncode == 0
