@@ -44,9 +44,14 @@ def _setup_kwargs(monkeypatch: pytest.MonkeyPatch) -> dict:
     command.__path__ = []
     build_ext_module = types.ModuleType("setuptools.command.build_ext")
     build_ext_module.build_ext = type("build_ext", (), {})
+    # build_keeper.py takes build_scripts from a Distribution (setuptools has none of its own).
+    dist_module = types.ModuleType("setuptools.dist")
+    commands = {"build_scripts": type("build_scripts", (), {})}
+    dist_module.Distribution = type("Distribution", (), {"get_command_class": lambda self, name: commands[name]})
     monkeypatch.setitem(sys.modules, "setuptools", fake)
     monkeypatch.setitem(sys.modules, "setuptools.command", command)
     monkeypatch.setitem(sys.modules, "setuptools.command.build_ext", build_ext_module)
+    monkeypatch.setitem(sys.modules, "setuptools.dist", dist_module)
     monkeypatch.delitem(sys.modules, "build_keeper", raising=False)  # bound to the fake on this run only
     monkeypatch.setattr(sys, "path", list(sys.path))
     runpy.run_path(str(ROOT / "setup.py"), run_name="__main__")
@@ -68,6 +73,7 @@ def test_setup_tags_abi3_only_where_the_limited_api_exists(monkeypatch, gil_disa
     assert kwargs["options"] == wheel_options
     assert kwargs["cffi_modules"] == ["build_ffi.py:ffibuilder"]
     assert kwargs["cmdclass"]["build_ext"].__name__ == "build_ext_with_keeper"  # builds the keeper too
+    assert kwargs["cmdclass"]["build_scripts"].__name__ == "build_scripts_with_init"  # proctree-init on the PATH
 
 
 @needs_build_scripts
