@@ -28,6 +28,7 @@ from . import helpers as _helpers
 from . import lineage as _lineage
 from .describe import Identity, describe, identity, settled
 from .settings import Settings, mode_for
+from .watchdog import Watchdog
 
 
 class Owner:
@@ -57,6 +58,7 @@ class Guard:
         self.leakers: list[tuple[str, list[str]]] = []
         self.earlier: list[str] = []
         self.failed_at_end = False
+        self.watchdog: Watchdog | None = None
 
     # -- the containment ------------------------------------------------------------------
 
@@ -66,14 +68,16 @@ class Guard:
             self.box = proctree.Containment.current()
             if self.box is None:
                 s = self.settings
-                self.box = proctree.contain_self(
-                    subreaper=s.subreaper, watchdog=s.watchdog, tag="pytest", grace=s.grace
-                )
+                # The watchdog is the plugin's own (watchdog.py): losing it must end nothing.
+                self.box = proctree.contain_self(subreaper=s.subreaper, watchdog=False, tag="pytest", grace=s.grace)
                 self.owns_box = True
+                if s.watchdog:
+                    self.watchdog = Watchdog(self.box.tree_id, s.grace)
         return self.box
 
     def _skipped(self, members: list[proctree.Proc]) -> set[Identity]:
-        return _helpers.not_counted(members, self.gateways)
+        own = self.gateways | (self.watchdog.idents if self.watchdog is not None else set())
+        return _helpers.not_counted(members, own)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -135,7 +139,11 @@ class Guard:
         yield
         if self.box is not None and self.owns_box:
             # After every other plugin's end (xdist has stopped its workers by now): the helpers and the rest.
-            self.box.close()
+            try:
+                self.box.close()
+            finally:
+                if self.watchdog is not None:
+                    self.watchdog.stop()
 
     def _at_end(self, session: pytest.Session, lines: list[str]) -> None:
         self.leakers.append(("the session's end", lines))
@@ -246,6 +254,8 @@ class Guard:
         self.item = item.nodeid
         if mode_for(item, self.mode) != "off" or self.box is not None:
             self.marks[item.nodeid] = self.last_mark = self.ensure().mark()
+            if self.watchdog is not None:
+                self.watchdog.check(f"the setup of {item.nodeid}")
         yield
         self.last_mark = None
 
@@ -278,6 +288,8 @@ class Guard:
     def _check(self, item: pytest.Item, mark: Any, mode: str) -> list[tuple[str, list[str]]]:
         """What the test (and the fixtures finalized at its teardown) left running, ended: (owner, lines) each."""
         box = self.box
+        if self.watchdog is not None:
+            self.watchdog.check(f"the end of {item.nodeid}")
         members = box.members()
         skip = self._skipped(members)
         owned = self._claim_for_fixtures(members)
@@ -337,6 +349,14 @@ class Guard:
                 self.leakers.extend((str(who), [str(x) for x in lines]) for who, lines in found)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lost = self.watchdog.lost if self.watchdog is not None else []
+        if lost:
+            terminalreporter.write_line(
+                f"proctree: the watchdog was killed (found gone at {lost[0]}"
+                f"{f' and {len(lost) - 1} more time(s)' if len(lost) > 1 else ''}); nothing was ended for it, "
+                "and a new one was started each time",
+                yellow=True,
+            )
         if self.worker or not (self.leakers or self.earlier):
             return
         tr = terminalreporter

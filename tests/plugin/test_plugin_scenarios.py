@@ -17,9 +17,9 @@ import tempfile
 import textwrap
 
 import pytest
-from test_pytest_plugin import LEAKS, _entry_point_registered, pids_in, run_inner
 
-from support.spawnkit import wait_gone
+from support.pluginrun import LEAKS, _entry_point_registered, pids_in, run_inner, start_inner_until_ready
+from support.spawnkit import alive, wait_gone
 from support.treekit import _PROCTREE_HOME
 
 LINUX = sys.platform.startswith("linux")
@@ -346,3 +346,56 @@ def test_importing_proctree_before_pytest_main_is_no_warning_under_filterwarning
     )
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "INTERNALERROR" not in out and "Warning" not in out, out
+
+
+WATCHDOG_KILLED = r"""
+import os, signal, subprocess, time, pytest, proctree
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def watchdogs():
+    return [p.pid for p in proctree.children(os.getpid()) if "proctree._plugin.sentinel" in " ".join(proctree.cmdline(p.pid))]
+
+@pytest.fixture(scope="session")
+def server():
+    p = subprocess.Popen(["sleep", "300"])
+    open(os.path.join(HERE, "server"), "w").write(str(p.pid))
+    yield p
+    p.terminate(); p.wait()
+
+def test_kills_the_watchdog(server):
+    found = watchdogs()
+    assert found
+    for pid in found:  # as a "kill every child of pytest" cleanup does
+        os.kill(pid, signal.SIGKILL)
+
+def test_after(server):
+    assert server.poll() is None  # losing the watchdog ended nothing
+    time.sleep(0.3)
+    assert server.poll() is None
+
+def test_later(server):
+    assert server.poll() is None
+    assert watchdogs()  # a new one was started (at the first test's end or setup after it was gone)
+    if HANG:
+        p = subprocess.Popen(["setsid", "sleep", "300"])
+        open(os.path.join(HERE, "pids"), "w").write(str(p.pid))
+        open(os.path.join(HERE, "ready"), "w").write("1")
+        time.sleep(300)
+"""
+
+
+def test_a_killed_watchdog_ends_nothing_is_said_once_and_is_restarted(tmp_path):
+    r = run_inner(tmp_path, {"test_w.py": "HANG = False\n" + WATCHDOG_KILLED}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert out.count("the watchdog was killed") == 1, out
+    assert wait_gone(pids_in(tmp_path, "server"), 5)
+
+
+def test_a_pytest_sigkilled_after_its_watchdog_was_lost_still_leaves_nothing(tmp_path):
+    inner = start_inner_until_ready(tmp_path, "HANG = True\n" + WATCHDOG_KILLED)
+    pids = pids_in(tmp_path, "pids") + pids_in(tmp_path, "server")
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    inner.kill()
+    inner.wait()
+    assert wait_gone(pids, 15), [p for p in pids if alive(p)]
