@@ -303,6 +303,7 @@ class Guard:
                 found.append((who, [line]))
             leaks = self._not_held(settled(new, self.settings.settle), members, f"test {item.nodeid}")
             if leaks:
+                leaks = self._with_late_children(leaks, mark, owned | skip)
                 found.append((item.nodeid, [describe(p, f"test {item.nodeid}") for p in leaks]))
                 box.end(leaks, grace=self.settings.grace)
         found.extend(self._released())
@@ -310,6 +311,22 @@ class Guard:
         if not found:
             box.reap_adopted()
         return found
+
+    def _with_late_children(self, leaks: list[proctree.Proc], mark: Any, skip: set[Identity]) -> list[proctree.Proc]:
+        """leaks and what they started meanwhile (a shell's command forked during the settle), read afresh: every
+        mode lists the same processes, whatever was born between the two reads."""
+        members = self.box.members()
+        ids = _helpers.with_descendants({identity(p) for p in leaks}, members)
+        late = [
+            p
+            for p in members
+            if identity(p) in ids
+            and identity(p) not in mark.identities
+            and identity(p) not in skip
+            and identity(p) not in self.held
+        ]
+        known = {identity(p) for p in leaks}
+        return leaks + [p for p in late if identity(p) not in known]
 
     def _not_held(self, leaks: list[proctree.Proc], members: list[proctree.Proc], who: str) -> list[proctree.Proc]:
         """leaks less those a live object still holds (and what they started): remembered, checked later."""

@@ -399,3 +399,21 @@ def test_a_pytest_sigkilled_after_its_watchdog_was_lost_still_leaves_nothing(tmp
     inner.kill()
     inner.wait()
     assert wait_gone(pids, 15), [p for p in pids if alive(p)]
+
+
+def test_warn_mode_under_filterwarnings_error_reports_without_failing_once_its_warning_is_exempt(tmp_path):
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nfilterwarnings =\n    error\n    ignore::ResourceWarning\n    ignore::proctree.pytest_plugin.ProcessLeakWarning\n"
+    )
+    body = """
+        import os, subprocess
+        def test_leak():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(str(p.pid))
+    """
+    r = run_inner(tmp_path, {"test_w.py": body}, "--proctree-leaks=warn")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    (pid,) = pids_in(tmp_path, "pids")
+    assert f"pid {pid} " in out.split("proctree: leaked processes")[-1], out
+    assert wait_gone([pid], 5)
