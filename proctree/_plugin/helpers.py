@@ -71,7 +71,14 @@ def gateway_identity(gateway: Any) -> Identity | None:
     gateway, or one whose process is not our own child)."""
     popen = getattr(getattr(gateway, "_io", None), "popen", None)
     pid = getattr(popen, "pid", None)
-    if not isinstance(pid, int) or getattr(popen, "returncode", None) is not None:
+    if getattr(popen, "returncode", None) is not None:
+        return None
+    if not isinstance(pid, int) and getattr(getattr(gateway, "spec", None), "popen", False):
+        try:  # the worker's own word for its pid (one round trip, once a gateway), checked by lineage below
+            pid = gateway._rinfo().pid
+        except Exception:  # noqa: BLE001 - a gateway that cannot answer is simply not known
+            return None
+    if not isinstance(pid, int):
         return None
     try:
         p = proctree.proc(pid)
