@@ -252,6 +252,7 @@ class Guard:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         self.item = item.nodeid
+        _lineage.clear_stale()
         if mode_for(item, self.mode) != "off" or self.box is not None:
             self.marks[item.nodeid] = self.last_mark = self.ensure().mark()
             if self.watchdog is not None:

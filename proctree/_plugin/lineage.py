@@ -32,6 +32,13 @@ def tagged(tag: str) -> Iterator[None]:
             os.environ[ENV] = before
 
 
+def clear_stale() -> None:
+    """Remove a tag left outside any fixture's setup (a fixture that saved os.environ during its setup and
+    restored it whole at teardown put it back): a test's processes must not carry a fixture's name."""
+    if ENV in os.environ:
+        del os.environ[ENV]
+
+
 def tag_of(pid: int) -> str | None:
     """The fixture tag a process inherited, or None (started by a test, scrubbed, or unreadable)."""
     try:

@@ -476,3 +476,61 @@ def test_a_daemon_a_test_waits_for_behaves_as_without_the_plugin_without_the_sub
 @pytest.mark.xfail(strict=True, reason="not done: with proctree_subreaper (the default) pytest itself adopts orphans")
 def test_a_daemon_a_test_waits_for_behaves_as_without_the_plugin_with_the_subreaper(tmp_path):
     clean_run(run_inner(tmp_path, {"test_d.py": DAEMON_PATTERNS}, "--proctree-leaks=fail", timeout=60))
+
+
+def test_the_popen_holder_started_by_another_plugin_is_nobodys_leak(tmp_path):
+    files = {
+        "myplugin.py": """
+            import proctree
+            def pytest_configure(config):
+                assert proctree.run(["true"]).returncode == 0  # the holder starts before the run's containment
+            def pytest_sessionstart(session):
+                assert proctree.run(["true"]).returncode == 0
+        """,
+        "test_p.py": """
+            import proctree
+            def test_one():
+                assert proctree.run(["true"]).returncode == 0
+        """,
+    }
+    clean_run(run_inner(tmp_path, files, "--proctree-leaks=fail", "-p", "myplugin"))
+
+
+def test_a_server_a_module_global_holds_is_checked_at_the_sessions_end_not_at_its_test(tmp_path):
+    body = """
+        import os, subprocess
+        SERVERS = []
+        def test_starts_it():
+            SERVERS.append(subprocess.Popen(["sleep", "300"]))
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(str(SERVERS[0].pid))
+        def test_uses_it():
+            assert SERVERS[0].poll() is None
+    """
+    r = run_inner(tmp_path, {"test_g.py": body}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    (pid,) = pids_in(tmp_path, "pids")
+    assert "2 passed" in out and "ERROR at teardown" not in out, out
+    assert r.returncode == 1 and "the session's end" in out and f"pid {pid} " in out, out  # never stopped
+    assert "test_g.py::test_starts_it (kept by a live object after it)" in out, out
+    assert wait_gone([pid], 5)
+
+
+def test_a_fixture_that_restores_the_whole_environment_does_not_make_a_tests_leak_its_own(tmp_path):
+    body = """
+        import os, subprocess, pytest
+        @pytest.fixture
+        def saved_env():
+            saved = dict(os.environ)  # taken during the setup
+            yield
+            os.environ.clear(); os.environ.update(saved)
+        def test_env(saved_env):
+            pass
+        def test_leak():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(os.path.dirname(__file__), "pids"), "w").write(str(p.pid))
+    """
+    r = run_inner(tmp_path, {"test_e.py": body}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    (pid,) = pids_in(tmp_path, "pids")
+    assert "ERROR at teardown of test_leak" in out and "left by test test_e.py::test_leak" in out, out
+    assert wait_gone([pid], 5)
