@@ -42,6 +42,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _settings.add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before any conftest loads: hand an enabled run to a pytest below the run's subreaper (pytest then
+    adopts no orphan a test leaves; proctree/_plugin/handoff.py). Returns when the run stays here."""
+    from proctree._plugin.handoff import hand_off
+
+    hand_off(early_config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

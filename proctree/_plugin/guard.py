@@ -23,9 +23,11 @@ import pytest
 import proctree
 from proctree._errors import ProcessLeakWarning
 
+from . import handoff as _handoff
 from . import held as _held
 from . import helpers as _helpers
 from . import lineage as _lineage
+from .adoption import Adoption
 from .describe import Identity, describe, identity, settled
 from .settings import Settings, mode_for
 from .watchdog import Watchdog
@@ -59,6 +61,7 @@ class Guard:
         self.earlier: list[str] = []
         self.failed_at_end = False
         self.watchdog: Watchdog | None = None
+        self.adoption: Adoption | None = None  # pytest runs below the run's subreaper (handoff.py)
 
     # -- the containment ------------------------------------------------------------------
 
@@ -68,12 +71,29 @@ class Guard:
             self.box = proctree.Containment.current()
             if self.box is None:
                 s = self.settings
-                # The watchdog is the plugin's own (watchdog.py): losing it must end nothing.
-                self.box = proctree.contain_self(subreaper=s.subreaper, watchdog=False, tag="pytest", grace=s.grace)
+                # The watchdog is the plugin's own (watchdog.py): losing it must end nothing. Below the run's
+                # subreaper (handoff.py) pytest is none itself: the members are read through the Adoption.
+                helper = _handoff.helper_pid() if s.subreaper else None
+                self.box = proctree.contain_self(
+                    subreaper=s.subreaper and helper is None, watchdog=False, tag="pytest", grace=s.grace
+                )
+                if helper is not None:
+                    self.adoption = Adoption(helper, self.box.tree_id, self.worker)
                 self.owns_box = True
                 if s.watchdog:
                     self.watchdog = Watchdog(self.box.tree_id, s.grace)
         return self.box
+
+    def _members(self) -> list[proctree.Proc]:
+        return self.adoption.members() if self.adoption is not None else self.box.members()
+
+    def _mark(self) -> Any:
+        return self.adoption.mark() if self.adoption is not None else self.box.mark()
+
+    def _close(self) -> None:
+        if self.adoption is not None:  # what scrubbed its markers: the box finds members by them alone here
+            self.box.end(self._members())
+        self.box.close()
 
     def _skipped(self, members: list[proctree.Proc]) -> set[Identity]:
         own = self.gateways | (self.watchdog.idents if self.watchdog is not None else set())
@@ -96,7 +116,7 @@ class Guard:
 
         def stop(signum: int, frame: Any) -> None:
             try:
-                self.box.close()
+                self._close()
             finally:
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)
@@ -126,7 +146,7 @@ class Guard:
         if self.failed_at_end and session.exitstatus == pytest.ExitCode.OK:  # a worker's end (xdist)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.box is not None and self.owns_box:
-            members = self.box.members()
+            members = self._members()
             skip = self._skipped(members) | self.exempt
             left = [p for p in members if identity(p) not in skip]
             if left:
@@ -140,7 +160,7 @@ class Guard:
         if self.box is not None and self.owns_box:
             # After every other plugin's end (xdist has stopped its workers by now): the helpers and the rest.
             try:
-                self.box.close()
+                self._close()
             finally:
                 if self.watchdog is not None:
                     self.watchdog.stop()
@@ -184,12 +204,12 @@ class Guard:
         tag = f"{os.getpid()}.{len(self.tags) + 1}"
         # The members after the previous setup (or the test's mark) are the members before this one:
         # nothing else runs in between, so one reading per fixture, not two.
-        before = self.last_mark if self.last_mark is not None else box.mark()
+        before = self.last_mark if self.last_mark is not None else self._mark()
         with _lineage.tagged(tag):
             outcome: Any = yield
-        after = box.mark()
+        after = self._mark()
         self.last_mark = after
-        members = box.members_of(after)
+        members = list(after.procs)
         skip = self._skipped(members)
         new = [p for p in members if identity(p) not in before.identities and identity(p) not in skip]
         owner.ids.update(identity(p) for p in new)
@@ -254,7 +274,8 @@ class Guard:
         self.item = item.nodeid
         _lineage.clear_stale()
         if mode_for(item, self.mode) != "off" or self.box is not None:
-            self.marks[item.nodeid] = self.last_mark = self.ensure().mark()
+            self.ensure()
+            self.marks[item.nodeid] = self.last_mark = self._mark()
             if self.watchdog is not None:
                 self.watchdog.check(f"the setup of {item.nodeid}")
         yield
@@ -291,10 +312,10 @@ class Guard:
         box = self.box
         if self.watchdog is not None:
             self.watchdog.check(f"the end of {item.nodeid}")
-        members = box.members()
+        members = self._members()
         skip = self._skipped(members)
         owned = self._claim_for_fixtures(members)
-        new = box.leaks_since(mark, exclude=owned | skip, members=members)
+        new = sorted((p for p in members if identity(p) not in mark.identities | owned | skip), key=lambda p: p.pid)
         found: list[tuple[str, list[str]]] = []
         if mode == "off":
             self.exempt.update(identity(p) for p in new)
@@ -316,7 +337,7 @@ class Guard:
     def _with_late_children(self, leaks: list[proctree.Proc], mark: Any, skip: set[Identity]) -> list[proctree.Proc]:
         """leaks and what they started meanwhile (a shell's command forked during the settle), read afresh: every
         mode lists the same processes, whatever was born between the two reads."""
-        members = self.box.members()
+        members = self._members()
         ids = _helpers.with_descendants({identity(p) for p in leaks}, members)
         late = [
             p
@@ -349,7 +370,7 @@ class Guard:
         """Processes held by a live object when their test ended, that nothing holds any more and still run."""
         if not self.held:
             return []
-        members = {identity(p): p for p in self.box.members()}
+        members = {identity(p): p for p in self._members()}
         for ident in [i for i in self.held if i not in members]:
             del self.held[ident]  # gone on its own
         loose = [members[i] for i, (_, still) in self.held.items() if not still()]

@@ -11,10 +11,12 @@ are, each named with its true owner, in every mode alike.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 import pytest
 
@@ -473,9 +475,26 @@ def test_a_daemon_a_test_waits_for_behaves_as_without_the_plugin_without_the_sub
     )
 
 
-@pytest.mark.xfail(strict=True, reason="not done: with proctree_subreaper (the default) pytest itself adopts orphans")
-def test_a_daemon_a_test_waits_for_behaves_as_without_the_plugin_with_the_subreaper(tmp_path):
-    clean_run(run_inner(tmp_path, {"test_d.py": DAEMON_PATTERNS}, "--proctree-leaks=fail", timeout=60))
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_daemon_a_test_waits_for_behaves_as_without_the_plugin_with_the_subreaper(tmp_path, xdist):
+    # The subreaper is a process of its own above the pytest that runs the tests (handoff.py).
+    if xdist:
+        pytest.importorskip("xdist")
+    clean_run(run_inner(tmp_path, {"test_d.py": DAEMON_PATTERNS}, "--proctree-leaks=fail", *xdist, timeout=60))
+
+
+def test_the_pytest_that_runs_the_tests_is_no_subreaper_and_runs_below_one(tmp_path):
+    body = """
+        import os, proctree
+        def test_where():
+            assert "PROCTREE_PYTEST_HELPER" in os.environ
+            helper = int(os.environ["PROCTREE_PYTEST_HELPER"])
+            assert proctree.proc(os.getpid()).ppid == helper
+            import ctypes
+            flag = ctypes.c_int(0)
+            assert ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 0
+    """
+    clean_run(run_inner(tmp_path, {"test_h.py": body}, "--proctree-leaks=fail"))
 
 
 def test_the_popen_holder_started_by_another_plugin_is_nobodys_leak(tmp_path):
@@ -534,3 +553,41 @@ def test_a_fixture_that_restores_the_whole_environment_does_not_make_a_tests_lea
     (pid,) = pids_in(tmp_path, "pids")
     assert "ERROR at teardown of test_leak" in out and "left by test test_e.py::test_leak" in out, out
     assert wait_gone([pid], 5)
+
+
+def test_ctrl_c_reaches_the_pytest_that_runs_the_tests_and_the_run_ends_as_interrupted(tmp_path):
+    body = """
+        import os, subprocess, time
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        def test_hangs():
+            p = subprocess.Popen(["sleep", "300"])
+            open(os.path.join(HERE, "pids"), "w").write(str(p.pid))
+            open(os.path.join(HERE, "ready"), "w").write("1")
+            time.sleep(300)
+    """
+    (tmp_path / "test_i.py").write_text(textwrap.dedent(body))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    inner = subprocess.Popen(  # its own process group, as a terminal's foreground job
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(inner.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+        out, _ = inner.communicate(timeout=60)
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+    assert inner.returncode == 2 and "KeyboardInterrupt" in out, out
+    assert wait_gone(pids_in(tmp_path, "pids"), 10)

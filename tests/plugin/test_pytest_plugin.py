@@ -185,7 +185,7 @@ def test_leftovers_of_an_earlier_run_whose_watchdog_died_too_are_ended_at_the_ne
     inner = start_inner_until_ready(tmp_path, KILLED)
     pids = pids_in(tmp_path, "pids")
     # As if the machine's OOM killer took pytest and its watchdog at once: stop pytest, kill the keeper, kill pytest.
-    keepers = [p.pid for p in proctree.children(inner.pid) if "proctree._plugin.sentinel" in proctree.cmdline(p.pid)]
+    keepers = [p.pid for p in proctree.descendants(inner.pid) if "proctree._plugin.sentinel" in proctree.cmdline(p.pid)]
     assert keepers
     inner.send_signal(signal.SIGSTOP)
     for k in keepers:
