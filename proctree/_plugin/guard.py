@@ -73,7 +73,7 @@ class Guard:
                 s = self.settings
                 # The watchdog is the plugin's own (watchdog.py): losing it must end nothing. Below the run's
                 # subreaper (handoff.py) pytest is none itself: the members are read through the Adoption.
-                helper = _handoff.helper_pid() if s.subreaper else None
+                helper = _handoff.helper_pid(self.worker) if s.subreaper else None
                 self.box = proctree.contain_self(
                     subreaper=s.subreaper and helper is None, watchdog=False, tag="pytest", grace=s.grace
                 )

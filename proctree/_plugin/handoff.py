@@ -24,13 +24,26 @@ from typing import Any
 
 import proctree
 
+from . import reaper as _reaper
 from .reaper import ENV
 
 
-def helper_pid() -> int | None:
-    """The run's subreaper's pid, when this pytest runs below one."""
+def helper_pid(worker: bool = False) -> int | None:
+    """The run's subreaper's pid, when this pytest is the one it started (or, worker, an xdist worker of
+    that one). A pytest a test starts inherits the variable too: it is not below the subreaper directly."""
     value = os.environ.get(ENV, "")
-    return int(value) if value.isdigit() else None
+    if not value.isdigit():
+        return None
+    helper = int(value)
+    try:
+        me = proctree.proc(os.getpid())
+        if me.ppid == helper:
+            return helper
+        if worker and proctree.proc(me.ppid).ppid == helper:
+            return helper
+    except proctree.NoSuchProcess:
+        pass
+    return None
 
 
 def _command(config: Any) -> list[str] | None:
@@ -70,7 +83,10 @@ def hand_off(config: Any) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        helper = subprocess.Popen([sys.executable, "-m", "proctree._plugin.reaper", *argv], close_fds=False)
+        # Its source, not its module: it runs wherever this interpreter runs, whatever finds proctree here.
+        with open(_reaper.__file__, encoding="utf-8") as f:
+            source = f.read()
+        helper = subprocess.Popen([sys.executable, "-c", source, *argv], close_fds=False)
     except OSError:
         if capman is not None:
             capman.resume_global_capture()

@@ -1,6 +1,6 @@
 """The run's subreaper, a process of its own between the pytest you started and the one that runs the tests.
 
-    python -m proctree._plugin.reaper ARGV...
+    python -c "$(cat reaper.py)" ARGV...      (handoff.py runs its source: no import of proctree)
 
 Started by handoff.py. It becomes a child subreaper, starts ARGV (pytest,
 with PROCTREE_PYTEST_HELPER naming it) as its only child, and then waits for
@@ -70,4 +70,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    os._exit(main(sys.argv[1:]))
+    os._exit(main(sys.argv[1:]))  # with -c, sys.argv[0] is "-c"

@@ -591,3 +591,39 @@ def test_ctrl_c_reaches_the_pytest_that_runs_the_tests_and_the_run_ends_as_inter
             inner.wait()
     assert inner.returncode == 2 and "KeyboardInterrupt" in out, out
     assert wait_gone(pids_in(tmp_path, "pids"), 10)
+
+
+NESTED_OUTER = r"""
+import os, signal, subprocess, sys, time, pytest
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+@pytest.fixture(scope="module")
+def daemon():
+    # An orphan of this run (double-forked): the run's subreaper adopts it.
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b"%d" % os.getpid())
+            os.execvp("sleep", ["sleep", "300"])
+        os._exit(0)
+    os.wait()
+    os.close(w)
+    pid = int(os.read(r, 32))
+    yield pid
+    os.kill(pid, signal.SIGKILL)
+
+def test_runs_a_nested_pytest(daemon):
+    nested = os.path.join(HERE, "nested")
+    os.makedirs(nested, exist_ok=True)
+    with open(os.path.join(nested, "test_n.py"), "w") as f:
+        f.write("def test_ok():\n    pass\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail", nested],
+                       capture_output=True, text=True, cwd=nested, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "leaked" not in r.stdout
+"""
+
+
+def test_a_pytest_a_test_starts_counts_nothing_of_the_run_around_it(tmp_path):
+    clean_run(run_inner(tmp_path, {"test_outer.py": NESTED_OUTER}, "--proctree-leaks=fail"))
