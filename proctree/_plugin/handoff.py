@@ -10,8 +10,9 @@ end a run (SIGTERM, SIGHUP) are passed down; Ctrl-C reaches the inner pytest
 from the terminal.
 
 Only for a run started as a command (``pytest ...``, ``python -m pytest
-...``) on Linux: a pytest.main() call inside a program, an xdist worker and
-an in-process inner run keep the subreaper in pytest itself.
+...``) on Linux, not under a debugger, a profiler or coverage.py: a
+pytest.main() call inside a program, and an in-process inner run keep the
+subreaper in pytest itself.
 """
 
 from __future__ import annotations
@@ -60,11 +61,23 @@ def _command(config: Any) -> list[str] | None:
     return None
 
 
+def _observed() -> bool:
+    """This process runs under a debugger, a profiler or coverage.py (`coverage run -m pytest`): the tests
+    must run here, where they are watched."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return True
+    coverage = sys.modules.get("coverage")
+    current = getattr(getattr(coverage, "Coverage", None), "current", None)
+    return callable(current) and current() is not None
+
+
 def wanted(config: Any) -> list[str] | None:
     """The command to hand the run to, or None to run here."""
     if not sys.platform.startswith("linux") or helper_pid() is not None or "PYTEST_XDIST_WORKER" in os.environ:
         return None
     if hasattr(config, "workerinput") or proctree.Containment.current() is not None:
+        return None
+    if _observed():
         return None
     mode = getattr(config.known_args_namespace, "proctree_leaks", None) or config.getini("proctree_leaks")
     if mode in (None, "", "off") or not config.getini("proctree_subreaper"):
