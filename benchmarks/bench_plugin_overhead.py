@@ -54,7 +54,7 @@ def run(d, *args):
 
 def gone_after_term(argv, ready):
     """Seconds from SIGTERM to the process being gone or a zombie (our own child: not reaped meanwhile)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)  # its group: ended after
     if ready:
         p.stdout.readline()
     else:
@@ -66,6 +66,10 @@ def gone_after_term(argv, ready):
             took = time.perf_counter() - t
             break
         time.sleep(0.0005)
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # what it left (the shell's sleep), by its own process group
+    except ProcessLookupError:
+        pass
     p.wait()
     p.stdout.close()
     return took
