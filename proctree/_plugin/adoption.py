@@ -1,11 +1,14 @@
 """The run's members when pytest runs below the run's subreaper (handoff.py) rather than being one itself.
 
 pytest's own descendants, as always, and the orphans the subreaper adopted:
-its children other than the pytest below it. In the pytest that runs the
-tests (or an xdist controller) every adopted orphan is the run's; an xdist
-worker takes those that carry its own tree id (their PROCTREE_TREE), each
-with what it started. What already ran below pytest when the run began,
-and what that starts, is never a member.
+its children other than the pytest below it, each with what it started,
+that this pytest's containment is the innermost of (their PROCTREE_TREE
+begins with its tree id). An orphan of an xdist worker, or of a tree
+proctree contains itself (its own keeper ends it), or a watchdog, names
+another first. One that scrubbed its environment is the run's, in the
+pytest below the subreaper (a worker cannot tell it is its own). What
+already ran below pytest when the run began, and what that starts, is never
+a member.
 """
 
 from __future__ import annotations
@@ -52,12 +55,14 @@ class Adoption:
         except proctree.NoSuchProcess:
             return []
 
-    def _carries(self, pid: int) -> bool:
+    def _ours(self, pid: int) -> bool:
         try:
-            value = proctree.environ(pid).get(TREE_ENV, "")
+            value = proctree.environ(pid).get(TREE_ENV)
         except (proctree.Error, OSError):
             return False
-        return self.tree_id in value.split(":")
+        if not value:
+            return not self.worker
+        return value.split(":")[0] == self.tree_id
 
     def members(self) -> list[proctree.Proc]:
         outside: set[int] = set()
@@ -72,7 +77,7 @@ class Adoption:
         except proctree.NoSuchProcess:
             adopted = []
         for q in adopted:
-            if self.worker and not self._carries(q.pid):
+            if not self._ours(q.pid):
                 continue
             kept.append(q)
             kept.extend(self._descendants(q.pid))

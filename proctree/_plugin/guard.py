@@ -81,7 +81,7 @@ class Guard:
                     self.adoption = Adoption(helper, self.box.tree_id, self.worker)
                 self.owns_box = True
                 if s.watchdog:
-                    self.watchdog = Watchdog(self.box.tree_id, s.grace)
+                    self.watchdog = Watchdog(self.box.tree_id, s.grace, detached=self.adoption is not None)
         return self.box
 
     def _members(self) -> list[proctree.Proc]:

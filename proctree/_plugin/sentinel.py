@@ -78,6 +78,10 @@ def end_carriers(tree_id: str, grace: float) -> None:
 def main(argv: list[str]) -> int:
     pid, start, tree_id, grace = int(argv[1]), int(argv[2]), argv[3], float(argv[4])
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # asked to stop: end nothing
+    try:
+        os.setsid()  # no terminal signal (Ctrl-C, a hang-up) reaches it
+    except OSError:
+        pass  # a session leader already
     wait_for_exit(pid, start)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # pytest is gone: finish the job
     end_carriers(tree_id, grace)

@@ -355,7 +355,16 @@ import os, signal, subprocess, time, pytest, proctree
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 def watchdogs():
-    return [p.pid for p in proctree.children(os.getpid()) if "proctree._plugin.sentinel" in " ".join(proctree.cmdline(p.pid))]
+    # This pytest's watchdog: its own child, or the run's subreaper's (below one); it names this pytest's pid.
+    found = []
+    for p in proctree.snapshot().procs():
+        try:
+            argv = proctree.cmdline(p.pid)
+        except Exception:
+            continue
+        if "proctree._plugin.sentinel" in argv and argv[argv.index("proctree._plugin.sentinel") + 1] == str(os.getpid()):
+            found.append(p.pid)
+    return found
 
 @pytest.fixture(scope="session")
 def server():
@@ -627,3 +636,26 @@ def test_runs_a_nested_pytest(daemon):
 
 def test_a_pytest_a_test_starts_counts_nothing_of_the_run_around_it(tmp_path):
     clean_run(run_inner(tmp_path, {"test_outer.py": NESTED_OUTER}, "--proctree-leaks=fail"))
+
+
+def test_pytest_has_no_child_of_the_plugins_a_test_could_see(tmp_path):
+    body = """
+        import os, subprocess, proctree
+        def test_counts_its_children():
+            p = subprocess.Popen(["sleep", "30"])
+            try:
+                assert [c.pid for c in proctree.children(os.getpid())] == [p.pid]
+            finally:
+                p.kill(); p.wait()
+        def test_waits_for_any_child():
+            p = subprocess.Popen(["true"])
+            pids = set()
+            while True:
+                try:
+                    pids.add(os.waitpid(-1, 0)[0])
+                except ChildProcessError:
+                    break
+            assert pids == {p.pid}
+            p.returncode = 0
+    """
+    clean_run(run_inner(tmp_path, {"test_c.py": body}, "--proctree-leaks=fail"))
