@@ -61,7 +61,13 @@ class Adoption:
         except (proctree.Error, OSError):
             return False
         if not value:
-            return not self.worker
+            # No tree id: scrubbed (the run's, in the pytest below the subreaper), or exiting (its memory is
+            # gone, its command line with it: a worker's or watchdog's last moment is nobody's leak).
+            try:
+                exiting = not proctree.cmdline(pid)
+            except (proctree.Error, OSError):
+                exiting = True
+            return not self.worker and not exiting
         return value.split(":")[0] == self.tree_id
 
     def members(self) -> list[proctree.Proc]:

@@ -149,6 +149,7 @@ class Guard:
             members = self._members()
             skip = self._skipped(members) | self.exempt
             left = [p for p in members if identity(p) not in skip]
+            left = settled(left, self.settings.settle) if left else []  # one exiting as the run ends is no leak
             if left:
                 lines = [
                     describe(p, self.held.get(identity(p), ("the run (still running at its end)", None))[0])

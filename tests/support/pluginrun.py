@@ -95,3 +95,11 @@ def test_multiprocessing_child():
     proc.start()
     record("mp.pids", proc.pid)
 """
+
+
+def clean_run(r):
+    """The inner run passed, and reported no process."""
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "leaked" not in out and "left running" not in out and "left by" not in out, out
+    return out
