@@ -16,6 +16,10 @@ UnknownServiceError, ProcfileError.
 
 The teardown and containment layers (and asyncio, which they use) load on
 first use, so `import proctree` stays cheap for code that only reads the table.
+
+PYTEST_DONT_REWRITE: the package ships a pytest plugin (an entry point), so pytest marks it for assertion
+rewriting; a program that imports proctree before pytest.main() would otherwise get a
+PytestAssertRewriteWarning (an error under filterwarnings = error). Its asserts are not tests'.
 """
 
 from __future__ import annotations

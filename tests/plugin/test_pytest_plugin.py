@@ -7,7 +7,6 @@ fixture and ended, and that processes the inner run did not start were left
 alone. The leaked processes report their pids through files, never guessed.
 """
 
-import importlib.metadata
 import os
 import re
 import signal
@@ -19,93 +18,12 @@ import time
 import pytest
 
 import proctree
+from support.pluginrun import LEAKS, _entry_point_registered, pids_in, run_inner, start_inner_until_ready
 from support.spawnkit import alive, wait_gone
 from support.treekit import _PROCTREE_HOME
 
 LINUX = sys.platform.startswith("linux")
 pytestmark = pytest.mark.skipif(not LINUX, reason="the subreaper and the tests' leaks are Linux's here")
-
-
-def _entry_point_registered():
-    return any(ep.value == "proctree.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
-
-
-def run_inner(tmp_path, files, *args, timeout=90, env=None):
-    """Write files into tmp_path and run pytest there with the plugin; the CompletedProcess."""
-    for name, body in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(body))
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-    if not _entry_point_registered():
-        argv[3:3] = ["-p", "proctree.pytest_plugin"]
-    full_env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME, PYTHONDONTWRITEBYTECODE="1")
-    full_env.update(env or {})
-    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=full_env)
-
-
-def start_inner_until_ready(tmp_path, suite):
-    """pytest --proctree-leaks=fail on suite (test_k.py) in the background, once its test wrote 'ready'; the Popen."""
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks=fail"]
-    if not _entry_point_registered():
-        argv[3:3] = ["-p", "proctree.pytest_plugin"]
-    (tmp_path / "test_k.py").write_text(suite)
-    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
-    inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (tmp_path / "ready").exists(), "the inner run's test never started"
-    return inner
-
-
-def pids_in(tmp_path, name):
-    path = tmp_path / name
-    if not path.exists():
-        return []
-    return [int(x) for x in path.read_text().split()]
-
-
-LEAKS = r"""
-import multiprocessing, os, subprocess, sys, time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-def record(name, pid):
-    with open(os.path.join(HERE, name), "a") as f:
-        f.write(f"{pid}\n")
-
-def test_popen_server_not_waited():
-    p = subprocess.Popen(["sleep", "300"])
-    record("popen.pids", p.pid)
-
-def test_clean():
-    subprocess.run(["true"], check=True)
-
-def test_setsid_double_fork_daemon():
-    r, w = os.pipe()
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.write(w, b"%d" % os.getpid())
-            os.execvp("sleep", ["sleep", "300"])
-        os._exit(0)
-    os.close(w)
-    record("daemon.pids", int(os.read(r, 32)))
-    os.wait()
-
-def test_scrubbed_environment():
-    p = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE)
-    record("scrubbed.pids", int(p.stdout.readline()))
-    p.wait()
-
-def _sleep():
-    time.sleep(300)
-
-def test_multiprocessing_child():
-    ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=_sleep)
-    proc.start()
-    record("mp.pids", proc.pid)
-"""
 
 
 def test_every_kind_of_leak_is_blamed_on_its_test_and_ended(tmp_path, started_outside):
@@ -267,7 +185,7 @@ def test_leftovers_of_an_earlier_run_whose_watchdog_died_too_are_ended_at_the_ne
     inner = start_inner_until_ready(tmp_path, KILLED)
     pids = pids_in(tmp_path, "pids")
     # As if the machine's OOM killer took pytest and its watchdog at once: stop pytest, kill the keeper, kill pytest.
-    keepers = [p.pid for p in proctree.children(inner.pid) if p.name == "proctree-keeper"]
+    keepers = [p.pid for p in proctree.descendants(inner.pid) if "proctree._plugin.sentinel" in proctree.cmdline(p.pid)]
     assert keepers
     inner.send_signal(signal.SIGSTOP)
     for k in keepers:

@@ -35,6 +35,7 @@ LAYERS = [
     ("proctree.cli", 6),
     ("proctree.demo", 6),
     ("proctree.pytest_plugin", 6),
+    ("proctree._plugin", 6),
 ]
 FACADE = {"proctree", "proctree.__main__", "proctree.subprocess"}  # proctree.subprocess: the public subprocess stand-in
 # The containment layer's mechanisms: only the layer itself uses them (the
@@ -145,6 +146,10 @@ def test_nothing_outside_containment_imports_its_mechanisms():
 # reads, cli/_plan.py) runs the Procfile runner's pure package (foreman's exit rule, honcho's options, the
 # plan's ServiceSpecs), which is no public API of the library.
 CLI_PRIVATE_USES = {m: {"_procfile"} for m in ("proctree.cli.up", "proctree.cli._plan", "proctree.cli.check")}
+# And the pytest plugin's: its entry point runs its own package, and its helpers ask proctree.Popen's holding
+# tree which processes are the holder's (popenhold.held_pids), never a test's leak.
+CLI_PRIVATE_USES["proctree.pytest_plugin"] = {"_plugin"}
+CLI_PRIVATE_USES["proctree._plugin.helpers"] = {"_containment"}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) == 6))
