@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import os
 import secrets
+import signal
 import subprocess
 import threading
 from typing import Any
@@ -105,18 +106,40 @@ def holder():
             reason = "the marked fallback was asked for (tests)"
         else:
             try:
-                tree = spawn(hold, contain="cgroup", **kw)
+                tree = _spawn_unsignalled(spawn, hold, contain="cgroup", **kw)
             except ContainmentUnavailable as exc:
                 reason = str(exc)
         if reason is not None:
             try:
-                tree = spawn(hold, contain="session", **kw)
+                tree = _spawn_unsignalled(spawn, hold, contain="session", **kw)
             except ContainmentUnavailable as exc:
                 _unavailable = (pid, f"{reason}; {exc}")
                 return None
         _holder, _holder_pid = tree, pid
         _why_marked[pid] = reason
         return tree
+
+
+def _spawn_unsignalled(spawn: Any, *args: Any, **kw: Any) -> Any:
+    """spawn(*args, **kw) with every signal blocked in this thread: the holding keeper, forked here, is born with them
+    blocked, so no signal to the owner's process group (a Ctrl+C, a hang-up, an application's killpg) can end it
+    before it has left that group (it keeps them blocked, and so does its hold step). Held signals reach this thread
+    once the keeper runs; a handler's exception then ends the new holder before it propagates. (A thread proctree
+    starts meanwhile, the keeper watch's, keeps the blocked mask: it starts no commands, and takes no signals.)
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        tree = spawn(*args, **kw)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            tree.kill()
+        raise
+    return tree
 
 
 def release(grace: float = GRACE) -> None:
@@ -130,6 +153,8 @@ def release(grace: float = GRACE) -> None:
         tree, mine = _holder, _holder_pid == os.getpid()
         _holder, _holder_pid = None, 0
     if tree is not None and mine:
+        with contextlib.suppress(OSError, ValueError):
+            tree.send_signal(signal.SIGKILL)  # the hold step blocks every other signal: only this ends it at once
         tree.terminate(grace=grace)
 
 
