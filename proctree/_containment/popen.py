@@ -76,7 +76,10 @@ def _groups(gids: Any) -> bytes:
     return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
 
 
-_ALL_SIGNALS = signal.valid_signals()
+_ALL_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
+# The C function under signal.pthread_sigmask: it returns ints, where the wrapper makes each an enum member (~50 µs
+# a start for the 62 of the all-blocked mask).
+_sigmask: Any = getattr(getattr(signal, "_signal", signal), "pthread_sigmask", signal.pthread_sigmask)
 
 
 def _mask_bits(mask: Any) -> bytes:
@@ -110,7 +113,7 @@ def _fork_exec_via_step(*args: Any) -> int:
     try:
         r, w = os.pipe()
         pid_r, pid_w = _fds.above_stdio(r), _fds.above_stdio(w)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
+        mask = _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
         call[0] = [
             _hold.ENTER,
             str(report).encode(),
@@ -132,7 +135,7 @@ def _fork_exec_via_step(*args: Any) -> int:
         try:
             first: int = _real_fork_exec()(*call)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held signal's handler may raise here
+            _sigmask(signal.SIG_SETMASK, mask)  # a held signal's handler may raise here
     except BaseException:
         if pid_r >= 0:
             os.close(pid_r)
