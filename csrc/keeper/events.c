@@ -138,6 +138,13 @@ int setup_events(void)
     if (sigprocmask(SIG_BLOCK, &K.blocked, &K.orig_mask) != 0)
         return -errno;
 #endif
+    if (K.caller_mask_given) { /* we were born with every signal blocked: the command gets the caller's mask */
+        sigemptyset(&K.orig_mask);
+        for (int s = 1; s <= 64 && s < NSIG; s++) {
+            if (K.caller_mask >> (s - 1) & 1)
+                sigaddset(&K.orig_mask, s);
+        }
+    }
     /* An ignored SIGCHLD would reap our children for us, and lose the command's status. */
     struct sigaction sa;
     if (sigaction(SIGCHLD, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)

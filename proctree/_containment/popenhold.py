@@ -106,40 +106,18 @@ def holder():
             reason = "the marked fallback was asked for (tests)"
         else:
             try:
-                tree = _spawn_unsignalled(spawn, hold, contain="cgroup", **kw)
+                tree = spawn(hold, contain="cgroup", **kw)
             except ContainmentUnavailable as exc:
                 reason = str(exc)
         if reason is not None:
             try:
-                tree = _spawn_unsignalled(spawn, hold, contain="session", **kw)
+                tree = spawn(hold, contain="session", **kw)
             except ContainmentUnavailable as exc:
                 _unavailable = (pid, f"{reason}; {exc}")
                 return None
         _holder, _holder_pid = tree, pid
         _why_marked[pid] = reason
         return tree
-
-
-def _spawn_unsignalled(spawn: Any, *args: Any, **kw: Any) -> Any:
-    """spawn(*args, **kw) with every signal blocked in this thread: the holding keeper, forked here, is born with them
-    blocked, so no signal to the owner's process group (a Ctrl+C, a hang-up, an application's killpg) can end it
-    before it has left that group (it keeps them blocked, and so does its hold step). Held signals reach this thread
-    once the keeper runs; a handler's exception then ends the new holder before it propagates. (A thread proctree
-    starts meanwhile, the keeper watch's, keeps the blocked mask: it starts no commands, and takes no signals.)
-    """
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    try:
-        tree = spawn(*args, **kw)
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        raise
-    try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            tree.kill()
-        raise
-    return tree
 
 
 def release(grace: float = GRACE) -> None:
