@@ -82,12 +82,14 @@ print(json.dumps(outcomes))
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGUSR1"])
 def test_group_signal_storm_never_loses_a_spawn_keeper(signame):
     # spawn()'s keeper is forked in the caller's group: it is born with every signal blocked, so none can end it
-    # before it has left that group (KeeperLost in 13 to 21 % of starts before).
+    # before it has left that group (KeeperLost in 13 to 21 % of starts before); and what reached it there was
+    # meant for the owner's group, not the tree: it is dropped, never forwarded to the command (which is never in
+    # the owner's group, so never gets the signal at all).
     args = [sys.executable, "-c", SPAWN_STORM, ROOT, signame]
     out = subprocess.run(args, start_new_session=True, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     outcomes = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(outcomes) <= {"7", str(-getattr(signal, signame))}, outcomes
+    assert outcomes == {"7": 60}, outcomes
 
 
 def test_a_spawn_command_has_the_callers_mask_and_the_keeper_all_blocked():
