@@ -17,6 +17,10 @@ import os
 import sys
 
 from setuptools.command.build_ext import build_ext
+from setuptools.dist import Distribution
+
+# setuptools has no build_scripts of its own: the one it runs is distutils' (its vendored copy).
+build_scripts = Distribution().get_command_class("build_scripts")
 
 KEEPER_NAME = "proctree-keeper"  # spawn() looks for this file in the package directory
 INIT_NAME = "proctree-init"  # `proctree run` in native code (Linux only), beside the keeper; cli/_native.py finds it
@@ -36,7 +40,16 @@ KEEPER_PLATFORM = {
 
 
 # The runner is the keeper's sources but its main (keeper.c) and owner events (events.c), plus its own init*.c.
-INIT_OWN = ["init.c", "init_keep.c", "init_report.c", "init_args.c", "init_cgroup.c", "init_events.c"]
+INIT_OWN = [
+    "init.c",
+    "init_keep.c",
+    "init_report.c",
+    "init_args.c",
+    "init_help.c",
+    "init_receipt.c",
+    "init_cgroup.c",
+    "init_events.c",
+]
 
 
 def init_sources(platform: str = sys.platform) -> list[str]:
@@ -94,7 +107,8 @@ class build_ext_with_keeper(build_ext):
 
     def build_init(self) -> None:
         """`proctree run` in native code: the keeper's sources with the runner's main."""
-        self._build_program(init_sources(), self.init_path(), "init")
+        version = [("PROCTREE_VERSION", f'"{self.distribution.get_version()}"')]  # its --version
+        self._build_program(init_sources(), self.init_path(), "init", macros=version)
 
     def build_keeper(self) -> None:
         self._build_program(keeper_sources(), self.keeper_path(), "keeper")
@@ -125,12 +139,15 @@ class build_ext_with_keeper(build_ext):
                 self.announce("proctree: no freestanding exec step for this target; using the C library", level=2)
         self._build_program(ENTER_SOURCES["linux"], out, "enter")
 
-    def _build_program(self, sources: list[str], out: str, name: str) -> None:
+    def _build_program(
+        self, sources: list[str], out: str, name: str, macros: list[tuple[str, str]] | None = None
+    ) -> None:
         from setuptools.errors import LinkError
 
         objects = self.compiler.compile(
             sources,
             output_dir=os.path.join(self.build_temp, name),
+            macros=macros or [],
             include_dirs=["csrc/include"],
             extra_postargs=FLAGS,
         )
@@ -158,3 +175,28 @@ def _runs(step: str) -> bool:
         return subprocess.run([step], stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 127
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+class build_scripts_with_init(build_scripts):
+    """build_scripts that puts proctree-init, as build_ext compiled it, among the scripts (Linux only).
+
+    setup.py names it as the one script (so that build and install run this step), and the wheel carries it in
+    .data/scripts/: pip installs it beside the `proctree` script, on the PATH, as the program itself (not a
+    wrapper), so that `ENTRYPOINT ["proctree-init", "--"]` works after `pip install proctree`. A compiled program
+    is copied as it is: the base class would read it as text, to rewrite a Python shebang.
+    """
+
+    def get_source_files(self) -> list[str]:
+        return []  # a build product: never in the sdist
+
+    def run(self) -> None:
+        if not self.scripts:
+            return
+        builder = self.get_finalized_command("build_ext")
+        program = builder.init_path()
+        if not os.path.exists(program):
+            self.run_command("build_ext")
+        self.mkpath(self.build_dir)
+        out = os.path.join(self.build_dir, INIT_NAME)
+        self.copy_file(program, out)
+        os.chmod(out, 0o755)

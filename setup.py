@@ -8,7 +8,7 @@ import sysconfig
 from setuptools import setup
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # build_keeper.py, beside this file
-from build_keeper import build_ext_with_keeper  # noqa: E402
+from build_keeper import INIT_NAME, build_ext_with_keeper, build_scripts_with_init  # noqa: E402
 
 # Free-threaded CPython (3.13t, 3.14t) has no limited API, and setuptools
 # refuses py_limited_api there: such a build gets a wheel for its own
@@ -16,8 +16,13 @@ from build_keeper import build_ext_with_keeper  # noqa: E402
 # the module itself.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
+# proctree-init on the PATH beside the `proctree` script (Linux: the only place it is built); build_scripts_with_init
+# copies the compiled program in place of a script of this name.
+SCRIPTS = [INIT_NAME] if sys.platform.startswith("linux") else []
+
 setup(
     cffi_modules=["build_ffi.py:ffibuilder"],
-    cmdclass={"build_ext": build_ext_with_keeper},
+    cmdclass={"build_ext": build_ext_with_keeper, "build_scripts": build_scripts_with_init},
+    scripts=SCRIPTS,
     options={} if FREE_THREADED else {"bdist_wheel": {"py_limited_api": "cp310"}},
 )

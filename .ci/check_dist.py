@@ -54,6 +54,7 @@ def sdist_problems(sdist: str) -> list[str]:
 
 KEEPER = "proctree/proctree-keeper"
 ENTER = "proctree/proctree-enter"  # proctree.Popen's exec step, Linux wheels only
+INIT_SCRIPT = "proctree-init"  # Linux wheels: in <name>.data/scripts/, which pip installs on the PATH
 
 
 def wheel_problems(wheel: str) -> list[str]:
@@ -75,10 +76,15 @@ def wheel_problems(wheel: str) -> list[str]:
 
 def keeper_problems(wheel: str) -> list[str]:
     """The wheel must hold the keeper program, executable, beside the extension module (and, for Linux,
-    proctree.Popen's exec step)."""
-    programs = [KEEPER] + ([ENTER] if "linux" in os.path.basename(wheel) else [])
+    proctree.Popen's exec step, and proctree-init among its scripts)."""
+    linux = "linux" in os.path.basename(wheel)
+    programs = [KEEPER] + ([ENTER] if linux else [])
     problems = []
     with zipfile.ZipFile(wheel) as zf:
+        scripts = [n for n in zf.namelist() if n.endswith(".data/scripts/" + INIT_SCRIPT)]
+        if linux and not scripts:
+            problems.append(f"wheel lacks {INIT_SCRIPT} in its .data/scripts/ (the program on the PATH)")
+        programs += scripts
         for name in programs:
             try:
                 info = zf.getinfo(name)

@@ -4,7 +4,10 @@ Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
 descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
 the drop-ins Popen, run(), call(), check_call(), check_output(),
-create_subprocess_exec(), create_subprocess_shell();
+create_subprocess_exec(), create_subprocess_shell(), typed as typeshed types
+subprocess's; subprocess's constants and exceptions (PIPE, STDOUT, DEVNULL,
+CalledProcessError, CompletedProcess, SubprocessError, TimeoutExpired) and
+the module proctree.subprocess, which stands in for subprocess whole;
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
 Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
 Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
@@ -17,18 +20,26 @@ first use, so `import proctree` stays cheap for code that only reads the table.
 
 from __future__ import annotations
 
-import importlib as _importlib
-
+from . import _lazyimport
 from ._errors import AccessDenied, Error, NoSuchProcess, ReceiptWarning
 from ._table.model import Proc, Snapshot
 from ._validate import check_pid as _check_pid
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from subprocess import DEVNULL, PIPE, STDOUT, CalledProcessError, CompletedProcess, SubprocessError, TimeoutExpired
     from typing import Any
 
-    from ._containment.asyncpopen import create_subprocess_exec, create_subprocess_shell
-    from ._containment.popen import Popen, call, check_call, check_output, run
+    from . import subprocess
+    from ._containment.dropintypes import (  # typed as typeshed types subprocess and asyncio's
+        Popen,
+        call,
+        check_call,
+        check_output,
+        create_subprocess_exec,
+        create_subprocess_shell,
+        run,
+    )
     from ._containment.selfcontain import Containment, contain_self
     from ._containment.spawn import Tree, spawn, spawn_async
     from ._errors import ContainmentUnavailable, KeeperLost, ProcfileError, SupervisorError, UnknownServiceError
@@ -88,12 +99,25 @@ _LAZY = {
     "ProcfilePlan": "._procfile.config",
     "ProcfileService": "._procfile.config",
     "ProcfileError": "._errors",
+    # subprocess's own constants and exceptions (no leading dot: the standard module), for the one-import swap.
+    "PIPE": "subprocess",
+    "STDOUT": "subprocess",
+    "DEVNULL": "subprocess",
+    "CalledProcessError": "subprocess",
+    "CompletedProcess": "subprocess",
+    "SubprocessError": "subprocess",
+    "TimeoutExpired": "subprocess",
 }
 
 __all__ = [
     "DEFAULT_RULES",
+    "DEVNULL",
+    "PIPE",
+    "STDOUT",
     "AccessDenied",
     "Backoff",
+    "CalledProcessError",
+    "CompletedProcess",
     "Containment",
     "ContainmentUnavailable",
     "Error",
@@ -114,10 +138,12 @@ __all__ = [
     "ServiceSnapshot",
     "ServiceSpec",
     "Snapshot",
+    "SubprocessError",
     "Supervisor",
     "SupervisorError",
     "SyncSupervisor",
     "TeardownReport",
+    "TimeoutExpired",
     "Tree",
     "UnknownServiceError",
     "call",
@@ -138,6 +164,7 @@ __all__ = [
     "snapshot",
     "spawn",
     "spawn_async",
+    "subprocess",
     "terminate_tree",
     "terminate_tree_async",
 ]
@@ -150,10 +177,12 @@ def __getattr__(name: str) -> Any:
 
         value = globals()["__version__"] = installed_version()
         return value
+    if name == "subprocess":  # the submodule proctree.subprocess: importing it binds it here
+        return _lazyimport.load(".subprocess", __name__)  # fork-safe, as the other names
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
+    value = getattr(_lazyimport.load(module, __name__), name)  # fork-safe: see _lazyimport
     globals()[name] = value
     return value
 

@@ -1,8 +1,8 @@
 /* proctree-init: `proctree run` in native code, an init about as small and fast as tini that contains what it runs.
  *
- * `proctree-init [--contain auto|cgroup|subreaper|session] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [-q|-v] -- CMD`
- * runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL, STOP, CHLD and the
- * synchronous ones) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
+ * `proctree-init [tini's options: -s -g -w -v... -e CODE -p SIG] [--contain MODE] [--grace S] [--stop-signal SIG] [-q]
+ * -- CMD` (init_args.c) runs CMD in the foreground: it forwards every signal that can be forwarded (all but KILL,
+ * STOP, CHLD, and the synchronous ones unless another process sent them) to CMD or its group, reaps every child (as PID 1, every orphan of the namespace), and when CMD
  * exits ends what CMD left behind (the stop signal once, SIGKILL after the grace: the keeper's teardown.c), says so
  * in one line on stderr, removes its cgroup and exits with CMD's status (128+N for a signal N, as tini; 127: not
  * found, 126: cannot run it, 2: bad input, 125: its keeper half was killed, CMD's status unknown).
@@ -39,6 +39,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -95,7 +96,7 @@ static int choose_mode(void)
     if (R.contain == CONTAIN_AUTO || R.contain == CONTAIN_CGROUP)
         rc = make_tree_cgroup();
     if (rc < 0 && R.contain == CONTAIN_CGROUP) {
-        fprintf(stderr, "proctree run: cannot contain CMD in a cgroup: %s\n", strerror(-rc));
+        fprintf(stderr, "%s: cannot contain CMD in a cgroup: %s\n", R.prog, strerror(-rc));
         return 126;
     }
     K.mode = rc == 0 ? M_CGROUP : R.contain == CONTAIN_SESSION ? M_SESSION : M_SUBREAPER;
@@ -154,6 +155,31 @@ static int mark_tree(void)
     return setenv(TREE_KEY, value, 1) == 0 ? 0 : -errno;
 }
 
+/* Returns 0 once CMD's environment will carry PROCTREE_OWNER=<our pid>:<our start time>@<pid ns>.<time ns>.<euid>
+ * (marker.py's format_marker, as spawn() gives its trees), by which `proctree reap` proves a member's owner is gone
+ * when the runner and its keeper half were both killed; or -errno. A marker we inherited names another owner: ours
+ * replaces it, as spawn()'s does. */
+static int mark_owner(void)
+{
+    struct pt_proc me;
+    int rc = -EBUSY;
+    for (int i = 0; i < 20 && rc == -EBUSY; i++) { /* busy: our own entry changing as we read it (start.c's retry) */
+        if ((rc = pt_proc(getpid(), &me)) == -EBUSY)
+            usleep(1000);
+    }
+    if (rc < 0)
+        return rc;
+    struct stat pidns, timens = {0};
+    if (stat("/proc/self/ns/pid", &pidns) != 0)
+        return -errno;
+    if (stat("/proc/self/ns/time", &timens) != 0 && errno != ENOENT)
+        return -errno; /* none before Linux 5.6: 0, as marker.py writes it */
+    char value[128];
+    snprintf(value, sizeof value, "%d:%llu@%llu.%llu.%u", (int)me.pid, (unsigned long long)me.start_time,
+             (unsigned long long)pidns.st_ino, (unsigned long long)timens.st_ino, (unsigned)geteuid());
+    return setenv("PROCTREE_OWNER", value, 1) == 0 ? 0 : -errno;
+}
+
 /* Returns nothing: ends what the killed keeper half left (all of it came to us: we are a subreaper), as its owner
  * would, and removes the cgroup. */
 static void end_orphaned_tree(pid_t keeper)
@@ -162,11 +188,13 @@ static void end_orphaned_tree(pid_t keeper)
     read_tree_id();     /* session mode: and what carries the tree's marker */
     read_self_start();
     K.sweeping = true;
-    end_tree();
+    bool clean = end_tree();
     while (reap()) {
         if (waitpid(-1, NULL, WNOHANG) == 0)
             break;
     }
+    if (clean)
+        remove_receipt_of(keeper, R.keeper_start);
 }
 
 /* Returns the runner's exit status: the keeper half's (CMD's), or 125 if it was killed (CMD's status unknown; what
@@ -188,7 +216,10 @@ static int run_owner(pid_t keeper)
             continue;
         int sig = r == (ssize_t)sizeof si ? (int)si.ssi_signo : SIGCHLD; /* no signalfd: wait for the child */
         if (sig != SIGCHLD) {
-            if (forwardable(sig))
+            /* kill, sigqueue, tgkill (si_code <= 0): another process's, passed on even when synchronous by number;
+             * one the kernel raised (si_code > 0) about a process of ours is not CMD's business. */
+            bool sent = si.ssi_code <= 0;
+            if (forwardable(sig) && (sent || !synchronous(sig)))
                 kill(keeper, sig); /* our unreaped child: its pid is its own */
             if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && !R.pid1)
                 kill(K.self, SIGSTOP); /* the caller's shell sees a stopped job; its SIGCONT is passed on too */
@@ -199,6 +230,8 @@ static int run_owner(pid_t keeper)
         while ((pid = waitpid(-1, &st, K.sig_fd >= 0 ? WNOHANG : 0)) > 0) { /* as PID 1, every orphan */
             if (pid == keeper)
                 status = st;
+            else
+                note_reaped(pid);
             if (K.sig_fd < 0 && status >= 0)
                 break;
         }
@@ -207,7 +240,7 @@ static int run_owner(pid_t keeper)
         cleanup_cgroup(); /* the keeper half removed it: as PID 1 nothing may stay behind on the host either way */
         return WEXITSTATUS(status);
     }
-    fprintf(stderr, "proctree run: the keeper was killed (signal %d): CMD's status cannot be known\n",
+    fprintf(stderr, "%s: the keeper was killed (signal %d): CMD's status cannot be known\n", R.prog,
             WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     end_orphaned_tree(keeper);
     return 125;
@@ -225,19 +258,21 @@ int main(int argc, char **argv)
     watch_parent(parent);
     if ((rc = choose_mode()) != 0) /* cgroup made, or subreaper or session chosen; we take orphans */
         return rc;
-    if ((rc = mark_tree()) < 0) {
-        fprintf(stderr, "proctree run: cannot mark the tree: %s\n", strerror(-rc));
+    if ((rc = mark_tree()) < 0 || (rc = mark_owner()) < 0) {
+        fprintf(stderr, "%s: cannot mark the tree: %s\n", R.prog, strerror(-rc));
         cleanup_cgroup();
         return 126;
     }
+    choose_receipt_dir();       /* before the fork: both halves name the same file */
     R.tty = release_terminal(); /* before the fork: the kernel's SIGHUP and SIGCONT reach us alone */
     pid_t keeper = fork();
     if (keeper < 0) {
-        fprintf(stderr, "proctree run: cannot start its keeper: %s\n", strerror(errno));
+        fprintf(stderr, "%s: cannot start its keeper: %s\n", R.prog, strerror(errno));
         cleanup_cgroup();
         return 126;
     }
     if (keeper == 0)
-        _exit(keep_tree()); /* the keeper half: CMD's session, parent and teardown */
+        _exit(keep_tree());            /* the keeper half: CMD's session, parent and teardown */
+    R.keeper_start = start_of(keeper); /* its receipt's name, should it be killed */
     return run_owner(keeper);
 }

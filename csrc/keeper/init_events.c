@@ -7,16 +7,32 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Returns true if sig is passed on to CMD: all but the uncatchable, the synchronous ones (a fault, abort: about the
- * process itself, as dumb-init and tini) and SIGCHLD (ours). */
+/* Returns true for the signals that are synchronous by number: a fault (SEGV, BUS, ILL, FPE), a trap, a bad system
+ * call, abort. */
+bool synchronous(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS ||
+           sig == SIGABRT;
+}
+
+/* Returns true if sig is passed on to CMD: all but the uncatchable and SIGCHLD (ours). A synchronous one is passed
+ * on too, as dumb-init does: one that is read at all was sent by a process (kill, sigqueue, tgkill: the runner reads
+ * si_code to be sure), since a real fault of ours is forced through the mask by the kernel and ends us. */
 bool forwardable(int sig)
 {
-    return !(sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
-             sig == SIGTRAP || sig == SIGSYS || sig == SIGABRT || sig == SIGCHLD);
+    return !(sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD);
+}
+
+/* Returns nothing: with -w (or -vvv) a line on stderr for an orphan reaped, in tini's words. */
+void note_reaped(pid_t pid)
+{
+    if (R.warn_reap || R.verbosity >= 3)
+        fprintf(stderr, "%s: reaped zombie process with pid=%d\n", R.prog, (int)pid);
 }
 
 /* Returns nothing: queues sig for forward() if it is forwardable. */
@@ -40,6 +56,8 @@ bool reap(void)
         if (pid == K.cmd && !K.cmd_done) {
             K.cmd_done = true;
             K.cmd_status = status;
+        } else {
+            note_reaped(pid);
         }
     }
 }

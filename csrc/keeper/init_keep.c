@@ -28,7 +28,7 @@ static int contain(void)
         K.pty = true;
     if (K.mode == M_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         if (R.contain == CONTAIN_SUBREAPER) {
-            fprintf(stderr, "proctree run: cannot become a subreaper: %s\n", strerror(errno));
+            fprintf(stderr, "%s: cannot become a subreaper: %s\n", R.prog, strerror(errno));
             return 126;
         }
         K.mode = M_SESSION;
@@ -39,9 +39,13 @@ static int contain(void)
         prctl(PR_SET_CHILD_SUBREAPER, 1);
     K.session = K.mode == M_SESSION ? K.self : 0;
     read_tree_id(); /* session mode: what carries the runner's PROCTREE_TREE is the tree's too */
+    if (R.verbosity >= 2) {
+        static const char *const MODES[] = {MODE_NAMES};
+        fprintf(stderr, "%s: CMD runs in a %s tree\n", R.prog, MODES[K.mode]);
+    }
     int rc = open_runner_events();
     if (rc < 0) {
-        fprintf(stderr, "proctree run: cannot read signals: %s\n", strerror(-rc));
+        fprintf(stderr, "%s: cannot read signals: %s\n", R.prog, strerror(-rc));
         return 126;
     }
     return 0;
@@ -56,9 +60,9 @@ static int launch(void)
         bool exec = strcmp(stage, STAGE_EXEC) == 0;
         const char *why = rc == -ENOENT ? "command not found" : rc == -EACCES ? "permission denied" : strerror(-rc);
         if (!exec)
-            fprintf(stderr, "proctree run: %s: cannot start it (%s): %s\n", K.exe, stage, strerror(-rc));
+            fprintf(stderr, "%s: %s: cannot start it (%s): %s\n", R.prog, K.exe, stage, strerror(-rc));
         else
-            fprintf(stderr, "proctree run: %s: %s\n", K.exe, why);
+            fprintf(stderr, "%s: %s: %s\n", R.prog, K.exe, why);
         return rc == -ENOENT && exec ? 127 : 126;
     }
     /* CMD has its cwd now: ours must not keep that directory busy (an umount under a container init). */
@@ -100,16 +104,17 @@ static void end_leftovers(bool owned)
     } else {
         cleanup_cgroup();
     }
+    end_receipt(clean); /* a tree that survived keeps it: the reaper's evidence */
     if (owned && R.verbosity >= 0)
         say_leftovers(ended, clean);
 }
 
-/* Returns CMD's exit status as tini's: its code, or 128+N for a signal N. */
+/* Returns CMD's exit status as tini's: its code, or 128+N for a signal N (0 to 255). */
 static int cmd_status(void)
 {
     int status = K.cmd_status;
     if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
+        return (128 + WTERMSIG(status)) & 0xff;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
@@ -121,7 +126,12 @@ int keep_tree(void)
         return rc;
     if ((rc = launch()) != 0)
         return rc;
+    if ((rc = write_receipt()) < 0 && R.verbosity > 0 && K.receipts)
+        fprintf(stderr, "%s: no receipt for this tree: %s\n", R.prog, strerror(-rc));
     bool owned = supervise();
     end_leftovers(owned);
-    return owned ? cmd_status() : 1;
+    if (!owned)
+        return 1;
+    int code = cmd_status();
+    return R.expect[code / 32] & (1u << (code % 32)) ? 0 : code; /* -e CODE: returned as 0, as tini */
 }

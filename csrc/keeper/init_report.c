@@ -5,31 +5,57 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LISTED 8 /* names (or name groups) written at most */
+#define LISTED 8   /* names (or name groups) written at most */
+#define NAMES  256 /* distinct names counted; a name past them is counted in g_unnamed */
 
-static struct {
-    pid_t pid;
+struct left {
+    pid_t pid; /* the first one seen of this name */
     char name[PT_NAME_MAX];
     int count;
-} g_left[MAX_PROCS > 256 ? 256 : MAX_PROCS];
-static int g_nleft;
+};
+static struct left g_names[NAMES];  /* by name, first seen first: every one counted, however many */
+static struct left g_first[LISTED]; /* the first processes seen, for -v's "name (pid)" */
+static int g_nnames, g_nfirst, g_unnamed, g_total;
 
-/* Returns nothing: remembers who is in the tree now (names and pids), before the teardown ends them. */
+/* Returns nothing: name, a process's own, made printable ('?' for a control character: no terminal escapes). */
+static void printable(char *name)
+{
+    for (char *c = name; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    }
+}
+
+/* Returns nothing: p counted under its name (a new name while fewer than NAMES are known). */
+static void count_name(const struct left *p)
+{
+    for (int j = 0; j < g_nnames; j++) {
+        if (strcmp(g_names[j].name, p->name) == 0) {
+            g_names[j].count++;
+            return;
+        }
+    }
+    if (g_nnames < NAMES)
+        g_names[g_nnames++] = *p;
+    else
+        g_unnamed++;
+}
+
+/* Returns nothing: remembers who is in the tree now (names, counts, the first pids), before the teardown ends them. */
 void note_leftovers(void)
 {
     g_tgen++; /* a scan of its own: the teardown starts afresh */
     g_nset = 0;
     scan(false);
-    g_nleft = 0;
-    for (int i = 0; i < g_ncur && g_nleft < (int)(sizeof g_left / sizeof g_left[0]); i++) {
-        g_left[g_nleft].pid = g_cur[i].pid;
-        g_left[g_nleft].count = 1;
-        snprintf(g_left[g_nleft].name, sizeof g_left[0].name, "%s", g_cur[i].name);
-        for (char *c = g_left[g_nleft].name; *c; c++) {
-            if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                *c = '?'; /* a process names itself: no terminal escapes through us */
-        }
-        g_nleft++;
+    g_nnames = g_nfirst = g_unnamed = 0;
+    g_total = g_ncur;
+    for (int i = 0; i < g_ncur; i++) {
+        struct left p = {.pid = g_cur[i].pid, .count = 1};
+        snprintf(p.name, sizeof p.name, "%s", g_cur[i].name);
+        printable(p.name);
+        if (g_nfirst < LISTED)
+            g_first[g_nfirst++] = p;
+        count_name(&p);
     }
 }
 
@@ -39,31 +65,21 @@ void say_leftovers(int ended, bool clean)
 {
     if (ended == 0 && clean) {
         if (R.verbosity > 0)
-            fputs("proctree run: CMD left nothing running\n", stderr);
+            fprintf(stderr, "%s: CMD left nothing running\n", R.prog);
         return;
     }
-    int groups = 0;
-    for (int i = 0; i < g_nleft && R.verbosity <= 0; i++) { /* counts by name, first seen first */
-        int j = 0;
-        while (j < groups && strcmp(g_left[j].name, g_left[i].name) != 0)
-            j++;
-        if (j < groups) {
-            g_left[j].count++;
-        } else {
-            g_left[groups] = g_left[i];
-            g_left[groups++].count = 1;
-        }
-    }
-    int n = R.verbosity > 0 ? g_nleft : groups;
-    fprintf(stderr, "proctree run: ended %d process%s CMD left running", ended, ended == 1 ? "" : "es");
+    bool verbose = R.verbosity > 0;
+    int n = verbose ? g_total : g_nnames + (g_unnamed > 0);
+    fprintf(stderr, "%s: ended %d process%s CMD left running", R.prog, ended, ended == 1 ? "" : "es");
     for (int i = 0; i < n && i < LISTED; i++) {
+        const struct left *p = verbose ? &g_first[i] : &g_names[i];
         fputs(i == 0 ? ": " : ", ", stderr);
-        if (R.verbosity > 0)
-            fprintf(stderr, "%s (%d)", g_left[i].name, (int)g_left[i].pid);
-        else if (g_left[i].count > 1)
-            fprintf(stderr, "%s x%d", g_left[i].name, g_left[i].count);
+        if (verbose)
+            fprintf(stderr, "%s (%d)", p->name, (int)p->pid);
+        else if (p->count > 1)
+            fprintf(stderr, "%s x%d", p->name, p->count);
         else
-            fputs(g_left[i].name, stderr);
+            fputs(p->name, stderr);
     }
     if (n > LISTED)
         fprintf(stderr, " and %d more", n - LISTED);

@@ -13,24 +13,31 @@
 
 /* Returns true if sig reached a member of this scan that had not had it yet in this teardown (flag records it).
  * The stop signal (SENT_TERM) is sent at most once per member: never to one a forwarded stop-type signal reached, and
- * none at all while the owner holds the tree (it sent its own); it is followed by SIGCONT, so that a stopped member
- * can act on it. */
+ * none at all while the owner holds the tree (it sent its own). Only a stop signal that was sent is followed by
+ * SIGCONT, so that a stopped member can act on it: a CONT alone would reach a member first. A send that failed (its
+ * identity could not be read) is not recorded, so the next scan tries it again. */
 static bool signal_new(int sig, uint8_t flag)
 {
     bool any = false;
     for (int i = 0; i < g_ncur; i++) {
+        pid_t pid = g_cur[i].pid;
+        uint64_t start = g_cur[i].start_time;
         bool isnew = false;
-        struct ident *e = ident_get(g_cur[i].pid, g_cur[i].start_time, &isnew);
+        struct ident *e = ident_get(pid, start, &isnew);
         if (e && (e->sent & flag))
             continue;
-        if (e)
-            e->sent |= flag;
-        if (flag == SENT_TERM && (K.held || stopped_has(g_cur[i].pid, g_cur[i].start_time, false)))
+        if (flag == SENT_TERM && (K.held || stopped_has(pid, start, false))) {
+            if (e)
+                e->sent |= flag;
             continue;
-        if (send_sig(g_cur[i].pid, g_cur[i].start_time, sig) > 0)
+        }
+        int rc = send_sig(pid, start, sig);
+        if (e && rc >= 0)
+            e->sent |= flag;
+        if (rc > 0)
             any = true;
-        if (flag == SENT_TERM)
-            send_sig(g_cur[i].pid, g_cur[i].start_time, SIGCONT);
+        if (flag == SENT_TERM && rc > 0)
+            send_sig(pid, start, SIGCONT);
     }
     return any;
 }

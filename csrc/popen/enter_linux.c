@@ -52,6 +52,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -250,7 +251,11 @@ int main(int argc, char **argv)
         return 127;
     int fd = (int)errfd;
 
+    /* The command's cgroup is made here when the caller left that to us (none made ahead of need) or it went
+     * missing (an empty cgroup is anyone's to remove): here, in the forked child, never on the caller's thread. */
     int dir = open(argv[3], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 && errno == ENOENT && (mkdir(argv[3], 0755) == 0 || errno == EEXIST))
+        dir = open(argv[3], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int born_inside = 0;
     long pid = dir < 0 ? -errno : clone_sibling(dir, &born_inside);
     if (pid < 0) {

@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
@@ -146,6 +147,12 @@ int openat(int dir, const char *path, int flags, ...)
 int open(const char *path, int flags, ...)
 {
     return openat(AT_FDCWD, path, flags);
+}
+
+/* Returns 0, or -1 with errno set (mkdirat: aarch64 has no mkdir system call). */
+int mkdir(const char *path, mode_t mode)
+{
+    return (int)ret(raw(__NR_mkdirat, AT_FDCWD, (long)path, (long)mode, 0, 0, 0));
 }
 
 /* Returns fcntl's result, or -1 with errno set (every command the step uses takes an int or nothing). */

@@ -22,6 +22,9 @@ import sys
 import types
 from typing import Any
 
+from . import detach as _detach
+from . import exitwatch as _exitwatch
+from . import popenhold as _hold
 from .popen import popen_for_dropins
 
 if sys.platform == "win32":  # pragma: no cover - proctree is POSIX-only
@@ -84,13 +87,57 @@ class _LoopView:
         return _make_transport(self._view_of, *args, **kwargs)
 
 
+class _OtherLoopView(_LoopView):
+    """Another loop (uvloop), which starts subprocesses its own way: asyncio's own transport over its pipes.
+
+    uvloop forks in its own C code, so no Popen can be put in its place; the
+    transport is asyncio's _UnixSubprocessTransport (proctree.Popen for its
+    start; its pipes through the loop's connect_read_pipe/connect_write_pipe,
+    which every loop has) and the command's exit is seen by exitwatch, not by
+    asyncio's child watcher. base_events' subprocess_exec/_shell read
+    _debug and call _log_subprocess, which are BaseEventLoop's own.
+    """
+
+    @property
+    def _debug(self) -> bool:
+        return self._view_of.get_debug()
+
+    def _log_subprocess(self, *args: Any) -> None:
+        base_events.BaseEventLoop._log_subprocess(self, *args)  # type: ignore[attr-defined]
+
+    async def _make_subprocess_transport(
+        self,
+        protocol: Any,
+        args: Any,
+        shell: bool,
+        stdin: Any,
+        stdout: Any,
+        stderr: Any,
+        bufsize: int,
+        extra: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        loop = self._view_of
+        waiter = loop.create_future()
+        transport = _ProctreeTransport(
+            loop, protocol, args, shell, stdin, stdout, stderr, bufsize, waiter=waiter, extra=extra, **kwargs
+        )
+        _exitwatch.on_exit(loop, transport.get_pid(), transport._process_exited, lambda: transport._proc.returncode)
+        try:
+            await waiter
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:  # as asyncio's own: a failed or cancelled start leaves nothing running
+            transport.close()
+            await transport._wait()
+            raise
+        return transport
+
+
 def _view(loop: asyncio.AbstractEventLoop) -> _LoopView:
     make = getattr(type(loop), "_make_subprocess_transport", None)
     if make is not unix_events._UnixSelectorEventLoop._make_subprocess_transport:  # type: ignore[attr-defined]
-        raise RuntimeError(
-            f"proctree's asyncio drop-ins need asyncio's own Unix event loop; {type(loop).__name__} "
-            "starts subprocesses its own way (use proctree.spawn_async)"
-        )
+        return _OtherLoopView(loop)
     return _LoopView(loop)
 
 
@@ -98,9 +145,22 @@ def _view(loop: asyncio.AbstractEventLoop) -> _LoopView:
 _LIMIT: int = streams._DEFAULT_LIMIT  # type: ignore[attr-defined]
 
 
+def _detached(kwds: dict[str, Any]) -> bool:
+    """Whether the start will be detached (detach.py): then no holding tree is made for it."""
+    try:
+        rule = _detach.rule()
+    except ValueError:
+        return False  # proctree.Popen raises it, at the start
+    return _detach.is_detached(bool(kwds.get("detach")), bool(kwds.get("start_new_session")), rule)
+
+
 async def _contained(start: Any, what: tuple[Any, ...], limit: int, kwds: dict[str, Any]) -> asyncio.subprocess.Process:
     """asyncio's own start (BaseEventLoop.subprocess_exec or _shell), run on the loop's view, and its Process."""
     loop = asyncio.get_running_loop()
+    if not _detached(kwds) and not _hold.prepared():
+        # The holding tree (the first start) and the command's cgroup are made on a worker thread: the start
+        # on the loop's thread then makes neither (cgrouppool.py).
+        await loop.run_in_executor(None, _hold.prepare)
     transport, protocol = await start(
         _view(loop), lambda: _aio_subprocess.SubprocessStreamProtocol(limit=limit, loop=loop), *what, **kwds
     )

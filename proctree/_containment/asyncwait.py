@@ -13,13 +13,13 @@ Being a TimeoutError makes it an OSError, with errno and strerror None.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._teardown import trioface as _trioface
+# asyncio and the trio face are imported by wait() itself (it runs on a loop, which has them): a Tree,
+# which imports this module, is made by blocking spawns too, which must not pay their import time.
 
 if TYPE_CHECKING:
     from .tree import Tree
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 if sys.version_info >= (3, 11):
     _ASYNC_TIMEOUTS: tuple[type[BaseException], ...] = (TimeoutError,)
 else:  # pragma: no cover - 3.10's asyncio.TimeoutError is not the builtin
+    import asyncio
+
     _ASYNC_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 
 
@@ -44,6 +46,10 @@ class WaitTimeout(subprocess.TimeoutExpired, *_ASYNC_TIMEOUTS):  # type: ignore[
 
 async def wait(tree: Tree, timeout: float | None) -> int:
     """Tree.wait() awaited: the command's returncode; WaitTimeout once timeout has passed."""
+    import asyncio
+
+    from .._teardown import trioface as _trioface
+
     then = None if tree.keep_orphans else 2 * tree.grace + 5  # the keeper's end of what the command left
     if _trioface.running_library() == "trio":
         try:

@@ -27,7 +27,6 @@ forgotten, as the keepers are the parent's children.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import select
 import signal
@@ -40,7 +39,13 @@ from typing import Any
 from .. import _fds
 from .._teardown import signals as _signals
 
-log = logging.getLogger("proctree")
+
+def _log() -> Any:
+    """proctree's logger, for the rare warning (logging is imported then: a start must not pay for it)."""
+    import logging
+
+    return logging.getLogger("proctree")
+
 
 _LINUX = sys.platform.startswith("linux")
 _POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
@@ -83,8 +88,8 @@ class KeeperWatch:
         self._wake_w: int | None = None
         self._kq: Any = None
         self._ep: Any = None  # Linux: the thread's epoll; a pidfd registered in it is seen at once, unwoken
-        self._closing: list[int] = []  # pidfds of forgotten keepers: the thread closes them, after its select
         self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
+        self._pid = os.getpid()  # the process whose children these are: a forked child starts afresh
 
     def watch(
         self,
@@ -126,18 +131,34 @@ class KeeperWatch:
     def forget(self, pid: int, wake: bool = True) -> None:
         """Stop watching pid (its tree ended through its owner): called before the keeper is reaped.
 
-        wake=False: its pidfd is closed on the thread's next look instead of at once.
+        Its pidfd is closed here, before this returns (a caller that reaps the
+        process then holds nothing for it): out of the epoll set first, so the
+        thread's epoll_wait never reports the closed file under a number a new
+        descriptor may take. An event the thread already took for it names a
+        keeper that is no longer watched, which it drops (_fire), and the
+        thread only looks at pidfds of keepers still watched under the lock.
+        wake=False: the thread is not woken for it.
         """
         with self._lock:
             w = self._watched.pop(pid, None)
-            if w is not None and w.pidfd is not None:
-                if self._ep is not None:
-                    with contextlib.suppress(OSError, ValueError):
-                        self._ep.unregister(w.pidfd)
-                self._closing.append(w.pidfd)  # the thread may be selecting on it right now
+            if w is not None:
+                self._release_locked(w)
             wake = wake or not self._bounded
         if w is not None and wake:
             self._wake()
+
+    def _release_locked(self, w: _Watched) -> None:
+        """Close w's pidfd (w no longer watched), under the lock: out of the epoll set first, so that no event of
+        it is reported under a number that a new descriptor may take once closed (a forked child's copy keeps
+        the file, and a registration of a closed descriptor, alive). The thread may still hold w from its last
+        look: an event under w's old number (its own, or a new descriptor's) then finds w no longer watched."""
+        fd = w.pidfd
+        if fd is None:
+            return
+        if self._ep is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._ep.unregister(fd)
+        _close(fd)
 
     def watching(self) -> list[int]:
         with self._lock:
@@ -166,8 +187,8 @@ class KeeperWatch:
         except (OSError, RuntimeError) as exc:
             # No thread now (a descriptor, thread, memory or pid limit): what is watched stays registered, and
             # the next watch() tries again; until then exits are seen only where their owners reap (Popen's wait).
-            self._stop_locked([])
-            log.warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
+            self._stop_locked()
+            _log().warning("proctree could not start its watch thread (%s); it will try again at the next start", exc)
             return
         self._thread = thread
 
@@ -193,14 +214,13 @@ class KeeperWatch:
         checked = time.monotonic()  # the last look for stopped keepers: at most one per _STOP_CHECK
         while True:
             with self._lock:
-                closing, self._closing = self._closing, []
                 watched = list(self._watched.values())
                 if watched:
                     idle_since = None
                 elif idle_since is None:
                     idle_since = time.monotonic()
                 elif time.monotonic() - idle_since >= _LINGER:
-                    self._stop_locked(closing)
+                    self._stop_locked()
                     return
                 can_resume = _CAN_RESUME and any(w.pidfd is not None and w.resume for w in watched)
                 timeout = _STOP_CHECK if can_resume else None if watched else _LINGER
@@ -209,8 +229,6 @@ class KeeperWatch:
                 # kqueue: a process that exited before its event was registered is found only when woken
                 # An epoll or kqueue sees a new registration without a wake; poll() only within its timeout.
                 self._bounded = self._kq is None and timeout is not None and timeout <= _STOP_CHECK
-            for fd in closing:
-                _close(fd)
             proven, maybe = self._wait(watched, timeout)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
@@ -277,9 +295,9 @@ class KeeperWatch:
     def _fire(self, w: _Watched) -> None:
         with self._lock:
             if self._watched.get(w.pid) is not w:
-                return  # forgotten meanwhile
+                return  # forgotten meanwhile (forget() closed its pidfd)
             del self._watched[w.pid]
-        _close(w.pidfd)
+            self._release_locked(w)
         if w.settled is not None:
             try:
                 if w.settled(w.owner):
@@ -302,7 +320,7 @@ class KeeperWatch:
         except Exception as exc:  # a callback's failure must not pass silently, nor reach anything else
             sys.unraisablehook(_Unraisable(exc, w.callback))  # type: ignore[arg-type]
 
-    def _stop_locked(self, closing: list[int]) -> None:
+    def _stop_locked(self, closing: tuple[int, ...] = ()) -> None:
         for fd in (self._wake_r, self._wake_w, *closing):
             _close(fd)
         if self._kq is not None:
@@ -316,10 +334,10 @@ class KeeperWatch:
 
     def _after_fork_in_child(self) -> None:
         # The keepers are the parent's children, and the thread did not survive the fork.
+        self._pid = os.getpid()
         self._lock = threading.Lock()
-        inherited = [w.pidfd for w in self._watched.values() if w.pidfd is not None] + self._closing
+        inherited = tuple(w.pidfd for w in self._watched.values() if w.pidfd is not None)
         self._watched = {}
-        self._closing = []
         self._stop_locked(inherited)
 
 
@@ -367,6 +385,19 @@ def instance(exited: Callable[[int], bool]) -> KeeperWatch:
     with _instance_lock:
         if _instance is None:
             _instance = KeeperWatch(exited)
-            if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_instance._after_fork_in_child)
+        elif _instance._pid != os.getpid():
+            _instance._after_fork_in_child()  # a fork that ran no at-fork handler (a raw fork(2) from C)
         return _instance
+
+
+def _after_fork_in_child() -> None:
+    """A forked child watches nothing of its parent's (see KeeperWatch._after_fork_in_child), and a lock another
+    thread held at the fork would never be released."""
+    global _instance_lock
+    _instance_lock = threading.Lock()
+    if _instance is not None:
+        _instance._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -6,7 +6,6 @@ import dataclasses
 import errno
 import itertools
 import os
-import secrets
 import signal
 import sys
 import warnings
@@ -107,7 +106,8 @@ def _choose(contain, owner_pid, owner_start, tag):
                 raise ContainmentUnavailable(errno.ENOSYS, f"contain='cgroup' is unavailable: {why}")
             reasons.append(why)
         else:
-            name = f"{tag or 'tree'}-{next(_counter)}-{secrets.token_hex(3)}"
+            # os.urandom(3).hex() is secrets.token_hex(3), without the hmac and hashlib imports of secrets.
+            name = f"{tag or 'tree'}-{next(_counter)}-{os.urandom(3).hex()}"
             try:
                 return "cgroup", None, _cgroup.create(owner_pid, owner_start, name)
             except _cgroup.Unavailable as exc:

@@ -36,6 +36,8 @@ from typing import Any
 
 from .. import _fds
 from .._errors import ContainmentUnavailable
+from . import cgrouppool as _pool
+from . import detach as _detach
 from . import popenhold as _hold
 from . import popenmarked as _marked
 from . import realpopen as _realpopen
@@ -43,7 +45,9 @@ from . import realpopen as _realpopen
 _Base: Any = _realpopen.genuine_popen()
 _INIT_SIGNATURE = inspect.signature(_Base.__init__)
 _EXECUTE = _Base._execute_child
-_EXECUTE_SIGNATURE = inspect.signature(_EXECUTE)
+# _execute_child's parameters, all positional-or-keyword: bound by name without inspect's bind(), which
+# costs every start microseconds.
+_EXECUTE_PARAMS = _EXECUTE.__code__.co_varnames[: _EXECUTE.__code__.co_argcount]
 _SUBPROCESS_GLOBALS = _EXECUTE.__globals__  # the genuine module's namespace (live: tests patch it)
 
 # The step each _execute_child call hands to _fork_exec_via_step (per thread: Popens start concurrently).
@@ -237,6 +241,19 @@ def _real_fork_exec() -> Any:
     return _SUBPROCESS_GLOBALS["_posixsubprocess"].fork_exec
 
 
+class _Bound:
+    """_execute_child's arguments by name (the shape of inspect's BoundArguments that is used here)."""
+
+    args = ()
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if len(args) > len(_EXECUTE_PARAMS):
+            raise TypeError(f"_execute_child() takes {len(_EXECUTE_PARAMS)} positional arguments")
+        self.arguments = dict(zip(_EXECUTE_PARAMS, args))
+        self.arguments.update(kwargs)
+        self.kwargs = self.arguments  # the call passes every argument by name
+
+
 class _Step(types.SimpleNamespace):
     cgroup: str
     setsid: bool
@@ -260,19 +277,31 @@ class Popen(_Base):
 
     _proctree_cgroup: Any = None  # the command's cgroup path, or its popenmarked.MarkedLeft
     _proctree_keep = False
+    _proctree_pid = 0  # the process that made this Popen: the only one where proctree acts for it
+    _proctree_detach = False
+    _proctree_detach_rule = ""
 
-    def __init__(self, *args: Any, keep_orphans: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_orphans: bool = False, detach: bool = False, **kwargs: Any) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
+        if not isinstance(detach, bool):
+            raise TypeError(f"detach must be a bool, not {type(detach).__name__}")
         self._proctree_keep = keep_orphans
+        self._proctree_pid = os.getpid()
+        # Detached starts (detach.py): decided before anything is made, so a bad PROCTREE_DETACH raises here.
+        self._proctree_detach = detach
+        self._proctree_detach_rule = _detach.rule()
         super().__init__(*args, **kwargs)
 
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
-        bound = _EXECUTE_SIGNATURE.bind(self, *args, **kwargs)
+        bound = _Bound((self, *args), kwargs)
         given = bound.arguments
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
-        tree = _hold.holder()
+        if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
+            _EXECUTE(*bound.args, **bound.kwargs)  # subprocess.Popen's own start: it outlives us as the stdlib's does
+            return
+        tree = _hold.holder_for_start()
         if tree is None:
             raise ContainmentUnavailable(
                 errno.ENOSYS, f"proctree.Popen cannot contain a command here: {_hold.unavailable_reason()}"
@@ -297,9 +326,13 @@ class Popen(_Base):
                 given[name] = unchanged
         if "process_group" in given:
             given["process_group"] = -1
-        path = _hold.new_cgroup_path(tree)
+        path = ""
         try:  # from the cgroup's making on, an interrupt (Ctrl+C) at any point leaves neither it nor the command
-            os.mkdir(path)
+            # Made ahead of need by a worker thread (cgrouppool.py), or else by the step in the forked child
+            # (which also makes it again if it went missing): never a mkdir on the caller's thread.
+            path = _pool.take(tree.cgroup, lambda: _hold.new_cgroup_path(tree)) or ""
+            if not path:
+                path = _hold.new_cgroup_path(tree)
             step.cgroup = path
             self._proctree_cgroup = path  # a failed exec is reaped inside _execute_child: that ends the cgroup
             _local.step = step
@@ -309,17 +342,22 @@ class Popen(_Base):
         except BaseException:
             if not getattr(self, "_child_created", False):
                 self._proctree_cgroup = None
-                _hold.discard(path, getattr(_local, "interrupted_command", None))
+                for taken in _pool.empty_hand():  # taken from the pool, and interrupted before path held it
+                    if taken != path:
+                        _hold.discard(taken)
+                if path:
+                    _hold.discard(path, getattr(_local, "interrupted_command", None))
             elif self.returncode is None:
                 # Interrupted once Popen had the command (reading its error pipe): Popen's __del__ reaps it
                 # later, as it does its own; its exit still ends what it left and removes its cgroup.
                 _hold.watch(self.pid, path, self._proctree_keep)
             raise
         finally:
+            _pool.empty_hand()
             _local.step = None
             _local.interrupted_command = None
 
-    def _execute_marked(self, tree: Any, bound: inspect.BoundArguments) -> None:
+    def _execute_marked(self, tree: Any, bound: _Bound) -> None:
         """The marked fallback (no cgroups here): Popen's own start, the environment marked (popenmarked.py)."""
         env, own = _marked.environment(bound.arguments.get("env"), tree)
         bound.arguments["env"] = env
@@ -333,6 +371,10 @@ class Popen(_Base):
         # Also reached from __del__ (at interpreter exit too): nothing here may raise.
         super()._handle_exitstatus(*args, **kwargs)
         path = self._proctree_cgroup
+        if os.getpid() != self._proctree_pid:
+            # A forked child that inherited this Popen: its wait() took ECHILD for an exit, as the
+            # stdlib's does, but the command runs on in the parent, whose cgroup this is.
+            return
         if path is not None and self.returncode is not None:
             self._proctree_cgroup = None
             try:
@@ -346,6 +388,7 @@ Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-def
     parameters=[
         *_INIT_SIGNATURE.parameters.values(),
         inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
+        inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False),
     ]
 )
 
@@ -390,6 +433,14 @@ call = _with_our_popen(_SUBPROCESS_GLOBALS["call"], _helper_names)
 check_call = _with_our_popen(_SUBPROCESS_GLOBALS["check_call"], _helper_names)
 check_output = _with_our_popen(_SUBPROCESS_GLOBALS["check_output"], _helper_names)
 _helper_names.update(run=run, call=call, check_call=check_call, check_output=check_output)
+# proctree.subprocess's: subprocess's own, their command run by the check_output above.
+getstatusoutput = _with_our_popen(_SUBPROCESS_GLOBALS["getstatusoutput"], _helper_names)
+_helper_names["getstatusoutput"] = getstatusoutput
+getoutput = _with_our_popen(_SUBPROCESS_GLOBALS["getoutput"], _helper_names)
+for _shell_helper in (getstatusoutput, getoutput):
+    _shell_helper.__module__ = "proctree.subprocess"
+    _shell_helper.__doc__ = f"subprocess.{_shell_helper.__name__}, with the command contained as proctree.run's is."
+del _shell_helper
 
 # Keep subprocess's own names for what proctree re-exports, so code can catch them from either.
 CompletedProcess = subprocess.CompletedProcess

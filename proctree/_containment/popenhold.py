@@ -24,16 +24,23 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import secrets
 import signal
 import subprocess
 import threading
+import time
 from typing import Any
 
+# Everything a start uses is imported here, with proctree.Popen, never during a start: a fork while
+# another thread imports leaves the child an import lock nobody will release (and a start costs no import).
 from .._errors import ContainmentUnavailable
+from .._table import binding as _binding
 from . import cgroup as _cgroup
+from . import cgrouppool as _pool
+from . import detach as _detach
 from . import owner as _owner
+from .keeperproc import _keeper_watch
 from .launch import _LINUX
+from .spawn import spawn
 
 # proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
 ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
@@ -51,6 +58,7 @@ _holder_pid = 0  # the process that spawned it (a forked child needs a holder of
 _unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
 _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
+_parents: list[Any] = []  # in a forked child: the holding trees of its parent (never used, never ended here)
 _force_session = False  # tests: the marked fallback even where cgroups work
 _why_marked: dict[int, str | None] = {}  # owner pid -> why its commands are marked, not in cgroups (None: they are)
 
@@ -60,6 +68,8 @@ def _after_fork_in_child() -> None:
     lock another thread held at the fork would never be released."""
     global _lock, _holder, _holder_pid
     _lock = threading.Lock()
+    if _holder is not None:
+        _parents.append(_holder)  # kept, inert: nothing of it runs here (Popen's __del__ would poll its keeper)
     _holder, _holder_pid = None, 0
     _kept.clear()
     _ending.clear()
@@ -91,8 +101,6 @@ def holder():
             return tree
         if _unavailable is not None and _unavailable[0] == pid:
             return None
-        from .spawn import spawn
-
         hold = [ENTER, "hold"] if os.access(ENTER, os.X_OK) else ["sleep", "2147483647"]
         kw: dict[str, Any] = dict(
             grace=GRACE, tag="popen", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -118,6 +126,68 @@ def holder():
         _holder, _holder_pid = tree, pid
         _why_marked[pid] = reason
         return tree
+
+
+def holder_for_start():
+    """holder(), for a start: on an event loop's thread, a holding tree not made yet is made on a worker thread.
+
+    Making it is filesystem work (its cgroup, its receipt, the keeper's
+    start) that must not run on the loop's thread. That thread only waits
+    for it, reading a pipe as Popen itself reads its error pipe while the
+    command execs; it waits as long as the first start takes (docs/dropin.md,
+    "What differs"). Later starts find the tree made and make nothing here.
+    """
+    if _pool.on_loop_thread():
+        tree, pid = _holder, os.getpid()
+        if (tree is None or _holder_pid != pid or _exited(tree)) and not (_unavailable and _unavailable[0] == pid):
+            return _on_worker(holder)
+    return holder()
+
+
+def _on_worker(fn: Any) -> Any:
+    """fn() run on a new thread; the caller waits for its end on a pipe (EOF once it closes the write end)."""
+    outcome: list[tuple[bool, Any]] = []
+    r, w = os.pipe()
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            outcome.append((False, exc))
+        finally:
+            os.close(w)
+
+    try:
+        try:
+            threading.Thread(target=run, name="proctree-popen-holder", daemon=True).start()
+        except BaseException as exc:
+            os.close(w)
+            if isinstance(exc, RuntimeError):  # no thread to be had: made here, as before, rather than not at all
+                return fn()
+            raise
+        while os.read(r, 64):
+            pass
+    finally:
+        os.close(r)
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return value
+
+
+def prepare() -> None:
+    """Make the holding tree and the ready command cgroups now (on a worker thread an async start awaits)."""
+    tree = holder()
+    if tree is not None and tree.mode == "cgroup":
+        _pool.fill(tree.cgroup, lambda: new_cgroup_path(tree))
+
+
+def prepared() -> bool:
+    """True when a start on a loop's thread would make nothing: a live holding tree here, and a cgroup ready."""
+    tree = _holder
+    if tree is None or _holder_pid != os.getpid():
+        return False
+    return tree.mode != "cgroup" or (tree.cgroup is not None and _pool.has_ready(tree.cgroup))
 
 
 def release(grace: float = GRACE) -> None:
@@ -158,8 +228,11 @@ def new_cgroup_path(tree) -> str:
     """The path of a fresh cgroup for one command, nested in the holding tree's cgroup (the caller makes it, inside
     the try that removes it again: an interrupt right after the mkdir must not lose its name)."""
     if _kept:
-        _remove_empty_kept()
-    return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{secrets.token_hex(3)}")
+        if _pool.on_loop_thread():
+            _pool.later(_remove_empty_kept)  # rmdirs: never on an event loop's thread
+        else:
+            _remove_empty_kept()
+    return os.path.join(tree.cgroup, f"{COMMAND_PREFIX}{next(_counter)}-{os.urandom(3).hex()}")
 
 
 def discard(path: str, command: int | None = None) -> None:
@@ -173,8 +246,6 @@ def discard(path: str, command: int | None = None) -> None:
     child) is reaped, and the cgroup removed. So is any exec step of ours
     left a zombie by an interrupt that came as fork_exec returned.
     """
-    from .._table import binding as _binding
-
     me = os.getpid()
     with contextlib.suppress(Exception):
         ours = {command} if command else set()
@@ -200,10 +271,6 @@ def reap_steps(wait: float = 0.0) -> None:
     lost may not have exited yet). A live one may also be another thread's,
     mid-start: that thread's own reap then finds it gone and carries on.
     """
-    import time
-
-    from .._table import binding as _binding
-
     me = os.getpid()
     deadline = time.monotonic() + wait
     with contextlib.suppress(Exception):
@@ -233,18 +300,17 @@ def watch(pid: int, left: Any, keep_orphans: bool) -> None:
     without waking the thread for each start; elsewhere the thread takes it
     up at its next look (within half a second).
     """
-    from .keeperproc import _keeper_watch
-
     _keeper_watch().watch(pid, (left, keep_orphans), _end_left, _settled, resume=False, wake=False)
 
 
 def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
-    from .keeperproc import _keeper_watch
-
     _keeper_watch().forget(pid, wake=False)
     if isinstance(left, str):
-        after_exit(left, keep_orphans)
+        if _pool.on_loop_thread():
+            _pool.later(after_exit, left, keep_orphans)  # its rmdir: never on an event loop's thread
+        else:
+            after_exit(left, keep_orphans)
     else:
         left.reaped(GRACE)
 
@@ -304,6 +370,12 @@ def end_now(path: str, grace: float) -> None:
         if path in _ending:
             return
         _ending.add(path)
+    if not _detach.release_daemons(path):  # PROCTREE_DETACH=session: a daemon it could not let go is kept
+        with _lock:
+            _ending.discard(path)
+            if path not in _kept:
+                _kept.append(path)
+        return
     try:
         with contextlib.suppress(OSError, ValueError):
             _owner.end_cgroup(path, grace)

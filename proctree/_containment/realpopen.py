@@ -11,23 +11,48 @@ This module must never patch or otherwise change the subprocess module.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import threading
+import types
 from typing import Any, cast
 
 _lock = threading.Lock()
 _private: Any = None  # a copy of the subprocess module of our own, loaded only if the real class is hidden
+_NAMESPACE = vars(subprocess)  # the genuine module's namespace, as imported: what CPython's methods run in
+_FILE = subprocess.__file__
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork: it would never be released
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_genuine(cls: Any) -> bool:
-    return isinstance(cls, type) and cls.__module__ == "subprocess" and cls.__qualname__ == "Popen"
+    """cls is CPython's own Popen: methods of its own run in the subprocess module's namespace, from its file.
 
-
-def _in_the_real_module(cls: Any) -> bool:
-    # Its methods run in subprocess's own namespace: its CompletedProcess, CalledProcessError and
-    # TimeoutExpired are the ones callers catch.
-    init = getattr(cls, "__init__", None)
-    return _is_genuine(cls) and getattr(init, "__globals__", None) is vars(subprocess)
+    Never by name: a subclass (a counting or logging wrapper in a test
+    harness) can set __module__ = "subprocess" and __qualname__ = "Popen",
+    but the methods it defines run in its own module's globals, and one that
+    defines none has none in its own __dict__. One such method is enough: a
+    test may patch others on the genuine class (monkeypatch of _execute_child).
+    CPython's class derives from object alone; every subclass has another base.
+    """
+    if not isinstance(cls, type) or cls.__bases__ != (object,):
+        return False
+    for fn in cls.__dict__.values():
+        if (
+            isinstance(fn, types.FunctionType)
+            and fn.__globals__ is _NAMESPACE
+            and fn.__code__.co_filename == _FILE
+            and fn.__qualname__.startswith("Popen.")
+        ):
+            return True
+    return False
 
 
 def genuine_popen() -> type[subprocess.Popen]:
@@ -36,7 +61,8 @@ def genuine_popen() -> type[subprocess.Popen]:
     subprocess.Popen itself when it is that class; else the first class of its
     MRO that is (a subclass swapped in, such as proctree.Popen); else (a mock
     swapped in before anything looked) the class found among object's
-    subclasses by its methods' namespace, the subprocess module's own. Only if
+    subclasses. Each is recognised by its own methods' namespace and code
+    (_is_genuine), never by a name a subclass can carry. Only if
     even that fails, the Popen of a private copy of the subprocess module,
     loaded once and never registered in sys.modules (its exceptions are not
     subprocess's: a last resort).
@@ -48,7 +74,7 @@ def genuine_popen() -> type[subprocess.Popen]:
         if _is_genuine(base):
             return base
     for candidate in object.__subclasses__():
-        if _in_the_real_module(candidate):
+        if _is_genuine(candidate):
             found: Any = candidate
             return cast("type[subprocess.Popen]", found)
     global _private

@@ -26,6 +26,16 @@ _lock = threading.Lock()
 _held: list[int] = []
 
 
+def _after_fork_in_child() -> None:
+    """A lock another thread held at the fork would never be released in the child (its spares are its own)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def hold() -> None:
     """Top the spare descriptors up to SIZE (as many as can be had: never raises)."""
     with _lock:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import os
 import threading
 
-from .._teardown import trioface as _trioface
 from .keeperproc import _close_fds
+
+# asyncio and the trio face are imported by the async functions themselves: they run on a loop, which has
+# them already, and a blocking spawn (proctree.Popen's holder) must not pay their import time.
 
 
 class _Stopped(Exception):
@@ -68,6 +69,10 @@ async def _in_worker(fn, discard=None):
     it got that far) handed to discard (in a worker too), and then the
     interruption propagates: a cancelled call leaves nothing running.
     """
+    import asyncio
+
+    from .._teardown import trioface as _trioface
+
     if _trioface.running_library() == "trio":
         return await _trioface.in_worker(fn, _Stop(), discard)
     loop = asyncio.get_running_loop()
@@ -92,6 +97,8 @@ async def _in_worker(fn, discard=None):
 
 async def _settle(fut):
     """Wait until fut is done, through further cancellations: what it runs has been told to stop, so it ends soon."""
+    import asyncio
+
     while not fut.done():
         try:
             await asyncio.wait([fut])

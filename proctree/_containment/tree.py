@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import signal
 import subprocess
@@ -37,7 +36,12 @@ from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
 
-log = logging.getLogger("proctree")
+
+def _log() -> Any:
+    """proctree's logger, for the rare warning (logging is imported then: a blocking spawn must not pay for it)."""
+    import logging
+
+    return logging.getLogger("proctree")
 
 
 # How long a teardown waits for the keeper to answer its hold (it answers at once unless stopped or busy).
@@ -509,7 +513,7 @@ class Tree:
                     _owner.end_cgroup(self.cgroup, 0)
                 if not _cgroup.remove(self.cgroup):
                     # A read-only or busy cgroupfs: the tree is ended, an empty directory stays behind.
-                    log.warning(
+                    _log().warning(
                         "the cgroup %s of tree %s could not be removed; `proctree reap` removes such leftovers",
                         self.cgroup,
                         self.keeper_pid,

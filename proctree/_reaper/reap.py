@@ -178,7 +178,9 @@ def reap_orphans(
             candidates=tuple(sel.orphans),
             skipped=tuple(sel.skipped),
             warnings=tuple(sel.warnings),
-            cgroups_removed=tuple(cg.path for cg in sel.dead_cgroups if _removable(cg, sel, scoped)),
+            cgroups_removed=tuple(
+                cg.path for cg in sel.dead_cgroups if _removable(cg, sel, scoped) and _may_remove(cg.path)
+            ),
             receipts_removed=() if scoped else tuple(sorted(p for p in sel.stale_receipts if p in receipts)),
             dry_run=True,
             elapsed=time.monotonic() - t0,
@@ -254,6 +256,12 @@ def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[
 def _removable(cg: _leftovers.LeftoverCgroup, sel: Selection, scoped: bool) -> bool:
     # A scoped sweep removes only what it emptied itself.
     return cg in sel.whole_cgroups or (cg.path == cg.parent and not scoped)
+
+
+def _may_remove(path: str) -> bool:
+    """Whether this process's rights let it remove the directory at path (rmdir: write and search on its parent),
+    so that a dry run lists only what the real run would do."""
+    return os.access(os.path.dirname(path), os.W_OK | os.X_OK)
 
 
 def _remove_cgroups(sel: Selection, reports: list[TeardownReport], scoped: bool) -> list[str]:

@@ -425,7 +425,9 @@ def select(
             holder = procs.get(ident)
             reused_by = holder if holder is not None and (holder.pid, holder.start_time) != r.keeper else None
             for p in (by_sid if kind == "session" else by_pgid).get(ident, ()):
-                if not _after(p, keeper_start, reused_by):
+                # A zombie (the killed keeper itself, not yet reaped) has ended already: nothing to end, and no
+                # reason to keep the receipt once the rest is ended.
+                if p.is_zombie or not _after(p, keeper_start, reused_by):
                     continue
                 # A member runs as the receipt's writer: a process of another uid in a
                 # session or group whose id was reused is not this tree's.

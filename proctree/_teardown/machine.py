@@ -320,7 +320,8 @@ class _Teardown:
                 m.signalled = m.status is MemberState.LIVE
             else:
                 self._signal(m, self.stop_signal)
-                self._signal(m, signal.SIGCONT)
+                if m.stop is not None:  # CONT only after a stop signal that was sent: alone it would come first
+                    self._signal(m, signal.SIGCONT)
             if i % BATCH == BATCH - 1:
                 yield _Wait(None, 0)
 

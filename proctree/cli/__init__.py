@@ -188,22 +188,29 @@ def _main(argv):
     try:
         args = parse(build_parser(argv), argv)  # imports the subcommand: a Ctrl+C may land here
     except CliError as error:
+        command = command_of(argv)
+        if error.usage is None and command is not None:  # an option's value refused while parsing (--within x)
+            error.prog = f"proctree {command}"
         return report(error, json_stream_of(argv))
     except KeyboardInterrupt:
         return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), json_stream_of(argv))
     stream = _json_stream_of(args)
+    prog = f"proctree {args.command}"  # every error a subcommand reports is named after it
     try:
         return args.run(args)
     except CliError as error:
+        if error.usage is None:
+            error.prog = prog
         return report(error, stream)
     except KeyboardInterrupt:
-        return report(CliError("interrupted", code=130, kind="KeyboardInterrupt"), stream)
+        return report(CliError("interrupted", code=130, kind="KeyboardInterrupt", prog=prog), stream)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except ImportError as exc:
         if exc.name != "proctree._core":
             raise
-        # A source checkout without its build: the message says why and the ways out; no traceback.
+        # A source checkout without its build: the message says why and the ways out; no traceback. proctree's
+        # own (the installation's), not the subcommand's.
         return report(CliError(str(exc), code=1, kind="ImportError"), stream)
 
 

@@ -44,10 +44,8 @@ class CliError(Exception):
         return {"ok": False, "error": {"type": self.kind, "message": self.message, "pid": self.pid}}
 
     def text(self):
-        """The text form, for stderr."""
-        if self.usage is not None:
-            return f"{self.usage}{self.prog}: error: {self.message}\n"
-        return f"proctree: {self.message}\n"
+        """The text form, for stderr: `proctree SUBCOMMAND: message` (prog), after the usage for a usage error."""
+        return f"{self.usage or ''}{self.prog}: {self.message}\n"
 
 
 def shown(text, limit=40):

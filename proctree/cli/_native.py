@@ -1,8 +1,9 @@
 """`proctree run`'s hand-over to the native runner, proctree-init, before anything slow is imported.
 
-The runner (csrc/keeper/init.c, built beside the extension module) is `proctree run` without Python: it costs
-what tini costs. It takes `--contain`, `--grace`, `--stop-signal`, `-g`, `-p`, `-q` and `-v`; a command line with any
-other option (`--json`, `--keep-orphans`, `--help`), or one that needs a pseudo-terminal (stdin and stdout both
+The runner (csrc/keeper/init.c, built beside the extension module, and installed on the PATH as `proctree-init`)
+is `proctree run` without Python: it costs what tini costs. It is handed `--contain`, `--grace`, `--stop-signal`,
+`-g`, `-p`, `-q` and `-v`; a command line with any other option (`--json`, `--keep-orphans`, `--help`, and tini's
+`-s`, `-e`, `-w`, which `proctree run` does not take: only proctree-init itself reads them), or one that needs a pseudo-terminal (stdin and stdout both
 terminals, without `--no-pty`), stays with the Python command, as does everything when the runner was not built
 (a source checkout, macOS) or PROCTREE_RUN_NATIVE=0 is set. This module must import nothing but os and sys, and
 must never hand over a command line the runner would read differently from run.py.
@@ -107,6 +108,7 @@ def runner_argv(args):
 # The pid of `proctree run`'s parent when its main() began, for -p's "already gone" (the runner removes it from
 # the environment CMD gets).
 PARENT_ENV = "PROCTREE_RUN_PARENT"
+PROGRAM = "proctree run"  # the runner's argv[0]: the name its messages give
 
 
 def hand_over(args, parent=None):
@@ -128,6 +130,7 @@ def hand_over(args, parent=None):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     sys.stdout.flush()
     sys.stderr.flush()
+    # argv[0] names the program in its every message: it speaks as `proctree run`, the command the user typed.
     if parent is not None and ("-p" in argv[: argv.index("--")] or "--parent-death-signal" in argv[: argv.index("--")]):
-        os.execve(path, [path, *argv], {**os.environ, PARENT_ENV: str(parent)})
-    os.execv(path, [path, *argv])
+        os.execve(path, [PROGRAM, *argv], {**os.environ, PARENT_ENV: str(parent)})
+    os.execv(path, [PROGRAM, *argv])

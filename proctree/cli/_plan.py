@@ -66,12 +66,12 @@ def parse_port(text):
     return port
 
 
-def _env_files(values, command):
+def _env_files(values):
     if values is None:
         return None
     files = [f.strip() for value in values for f in value.split(",")]
     if any(not f for f in files):
-        raise CliError(f"{command}: -e: an empty file name")
+        raise CliError("-e: an empty file name")
     return files
 
 
@@ -80,14 +80,13 @@ def load_plan(args) -> Any:
     # Imported here, as proctree's own names load on first use: every command builds its parser.
     from proctree._procfile.honchoopts import choose_procfile
 
-    command = getattr(args, "command", None) or "up"
     exit_with = getattr(args, "exit_with", None)
     names = list(args.names)
     if exit_with is not None and exit_with not in names and names:
         names.append(exit_with)  # it must run for the run to end with it
     try:
         procfile, env_files = choose_procfile(
-            args.procfile, _env_files(args.env, command), args.app_root, os.environ, strict=args.strict
+            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
         )
         plan = proctree.load_procfile(
             procfile,
@@ -98,9 +97,24 @@ def load_plan(args) -> Any:
             base_port=args.port,
         )
     except ValueError as exc:
-        raise CliError(f"{command}: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
     if exit_with is not None and not plan.instances_of(exit_with):
         known = {e.name for e in plan.entries}
         why = "is scaled to 0" if exit_with in known else "is not an entry of the Procfile"
-        raise CliError(f"{command}: --exit-with {shown(exit_with)} {why}")
+        raise CliError(f"--exit-with {shown(exit_with)} {why}")
     return plan
+
+
+def read_env_files(paths) -> dict[str, str]:
+    """The assignments of these .env files (honcho's reading, as `proctree up -e` reads them), later files winning,
+    values expanded against the environment and the earlier files: `proctree run --env-file` (honcho's `run`).
+    CliError for a file that cannot be read or a line that is not an assignment."""
+    from proctree._procfile.dotenv import read_dotenv
+
+    values: dict[str, str] = {}
+    for path in paths:
+        try:
+            values.update(read_dotenv(path, base=os.environ, known=values))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--env-file: {exc}", kind=type(exc).__name__) from None
+    return values

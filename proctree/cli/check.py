@@ -55,12 +55,12 @@ def run(args):
     try:
         service_specs(plan)  # the settings the supervisor itself would refuse (ready, restart, stop_signal, ...)
     except (TypeError, ValueError) as exc:
-        raise CliError(f"check: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
     if args.json:
         write_json(plan_document(plan), sys.stdout)
     else:
         for warning in plan.warnings:
-            sys.stderr.write(f"proctree: check: warning: {warning}\n")
+            sys.stderr.write(f"proctree check: warning: {warning}\n")
         if not args.quiet:
             for line in plan_lines(plan):
                 sys.stdout.write(line + "\n")

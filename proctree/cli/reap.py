@@ -87,7 +87,9 @@ def aggregated(lines):
     return [(group[0], 1) if len(group) == 1 else (kind, len(group)) for kind, group in kinds.items()]
 
 
-def _print_text(r, out, err, verbose=False):
+def _print_text(r, out, err, verbose=False, tag=None):
+    """The report as text. With a tag and without -v, only what names that tag is said among the skips and
+    warnings: the rest is about other trees."""
     verb = "would reap" if r.dry_run else "reaping"
     out.write(f"{len(r.candidates)} orphan(s){'' if r.candidates else ': nothing to reap'}\n")
     for o in r.candidates:
@@ -106,7 +108,8 @@ def _print_text(r, out, err, verbose=False):
     for path in r.receipts_removed:
         out.write(f"{removed} receipt {printable(path)}\n")
     groups: dict[str, list] = {}
-    for s in r.skipped:
+    ours = (lambda text: True) if verbose or tag is None else (lambda text: tag in text)
+    for s in (s for s in r.skipped if ours(s.reason)):
         groups.setdefault(s.reason if verbose else kind_of(s.reason), []).append(s)
     for kind, group in groups.items():
         if len(group) == 1 or verbose:
@@ -116,7 +119,8 @@ def _print_text(r, out, err, verbose=False):
         pids = [str(s.pid) for s in group if s.pid is not None]
         listed = f" (pids {', '.join(pids[:8])}{', ...' if len(pids) > 8 else ''})" if pids else ""
         out.write(f"skipped {len(group)}: {printable(kind)}{listed}; -v lists each\n")
-    for text, n in [(w, 1) for w in r.warnings] if verbose else aggregated(r.warnings):
+    warnings = [w for w in r.warnings if ours(w)]
+    for text, n in [(w, 1) for w in warnings] if verbose else aggregated(warnings):
         err.write(f"proctree reap: warning: {printable(text)}{_times(n)}\n")
 
 
@@ -137,4 +141,6 @@ def run(args, out=None, err=None):
         )
     except (ValueError, TypeError, proctree.Error, OSError) as exc:
         raise CliError.from_exception(exc) from None
-    return finish_report(args, report, out, lambda: _print_text(report, out, err, getattr(args, "verbose", False)))
+    return finish_report(
+        args, report, out, lambda: _print_text(report, out, err, getattr(args, "verbose", False), args.tag)
+    )

@@ -1,5 +1,5 @@
-"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [--keep-orphans] [-q|-v] [--json]
-[--no-pty] -- CMD ARGS...`
+"""`proctree run [--contain MODE] [--grace S] [--stop-signal SIG] [-g] [-p SIG] [--keep-orphans] [--env-file FILE]
+[-q|-v] [--json] [--no-pty] -- CMD ARGS...`
 
 Runs CMD as a contained tree in the foreground: stdio and every inherited fd
 pass through, SIGINT/SIGTERM/SIGHUP (and QUIT, USR1, USR2, WINCH) are forwarded
@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 
 import proctree
 from proctree._validate import any_signal
@@ -135,6 +136,15 @@ def register(sub):
     p.add_argument(
         "--keep-orphans", action="store_true", help="when CMD exits, let what it left run on; return once they end too"
     )
+    p.add_argument(
+        "--env-file",
+        action="append",
+        nargs="?",
+        const=".env",
+        default=None,
+        metavar="FILE",
+        help="run CMD with this .env file's variables (honcho's `run`; repeatable, later files win; alone: .env)",
+    )
     add_output_options(
         p,
         quiet="say nothing about what CMD left running (errors only)",
@@ -199,7 +209,7 @@ def watch_parent(sig, parent):
     """Have sig sent to this process when its parent dies (tini's -p): prctl(PR_SET_PDEATHSIG), then sig at once if
     the parent (pid `parent` when this command began) is gone already. CliError where the system has no such call."""
     if not sys.platform.startswith("linux"):
-        raise CliError("run: -p/--parent-death-signal needs Linux (prctl PR_SET_PDEATHSIG)")
+        raise CliError("-p/--parent-death-signal needs Linux (prctl PR_SET_PDEATHSIG)")
     import ctypes
 
     pr_set_pdeathsig = 1
@@ -210,16 +220,36 @@ def watch_parent(sig, parent):
         os.kill(os.getpid(), sig)
 
 
+def quiet_warnings(verbose):
+    """CMD's terminal and output are CMD's: no Python warning (no receipt directory, say) is printed into them.
+    With -v each is said in one line of ours on stderr ("proctree run: warning: ..."), else none."""
+
+    def say(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(f"proctree run: warning: {printable(str(message))}\n")
+
+    if verbose:
+        warnings.simplefilter("always")
+        warnings.showwarning = say
+    else:
+        warnings.simplefilter("ignore")
+
+
 def run(args):
     from proctree import spawn
+
+    quiet_warnings(getattr(args, "verbose", False))
 
     parent = PARENT_AT_START if PARENT_AT_START is not None else os.getppid()
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
     if not cmd:
-        raise CliError("run: no command given (usage: proctree run [options] -- CMD ARGS...)")
+        raise CliError("no command given (usage: proctree run [options] -- CMD ARGS...)")
     grace = args.grace
+    if args.env_file:
+        from ._plan import read_env_files
+
+        os.environ.update(read_env_files(args.env_file))  # CMD's environment is ours: spawn() passes it on
     # stdout too: `proctree run -- CMD | grep x` must not hand CMD a terminal (and its CRLFs) for a pipe.
     use_pty = not args.no_pty and os.isatty(0) and os.isatty(1)
 
@@ -259,15 +289,15 @@ def run(args):
                 stop_signal=args.stop_signal,
             )
         except proctree.KeeperLost as exc:  # killed before it reported the start; what it started is ended
-            raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
+            raise CliError(str(exc), code=125, kind="KeeperLost") from None
         except FileNotFoundError:
-            raise CliError(f"run: {cmd[0]}: command not found", code=127, kind="FileNotFoundError") from None
+            raise CliError(f"{cmd[0]}: command not found", code=127, kind="FileNotFoundError") from None
         except PermissionError:
-            raise CliError(f"run: {cmd[0]}: permission denied", code=126, kind="PermissionError") from None
+            raise CliError(f"{cmd[0]}: permission denied", code=126, kind="PermissionError") from None
         except OSError as exc:
             raise CliError.from_exception(exc, code=126) from None
         except ValueError as exc:  # a bad --contain, said in spawn()'s words
-            raise CliError(f"run: {exc}") from None
+            raise CliError(str(exc)) from None
         current.append(tree)
         # CMD has its cwd now: ours must not keep that directory busy (an umount under a container init); the
         # keeper leaves it too.
@@ -281,7 +311,7 @@ def run(args):
                 Relay(tree).run()  # until CMD exits; our terminal restored whatever happens
             rc = tree.wait()
         except proctree.KeeperLost as exc:  # CMD's status is unknowable; what was left has been ended
-            raise CliError(f"run: {exc}", code=125, kind="KeeperLost") from None
+            raise CliError(str(exc), code=125, kind="KeeperLost") from None
         if args.keep_orphans:
             tree.join()  # until the last orphan has ended by itself
         report = tree.terminate(grace)

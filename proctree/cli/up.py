@@ -141,7 +141,7 @@ def hidden_output(plan, quiet) -> frozenset[str]:
     try:
         return hidden_instances(quiet, plan)
     except ValueError as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
 
 
 def service_specs(plan, stop_signal=None) -> list[Any]:
@@ -152,13 +152,13 @@ def service_specs(plan, stop_signal=None) -> list[Any]:
     try:
         return specs_of(plan, stop_signal)
     except (TypeError, ValueError) as exc:
-        raise CliError(f"up: {exc}", kind=type(exc).__name__) from None
+        raise CliError(str(exc), kind=type(exc).__name__) from None
 
 
 def run(args):
     plan = load_plan(args)
     for warning in plan.warnings:  # what honcho would skip silently, said (--strict refuses it)
-        sys.stderr.write(f"proctree: up: warning: {warning}\n")
+        sys.stderr.write(f"proctree up: warning: {warning}\n")
     if not plan.services:  # an empty Procfile: honcho runs nothing and exits 0
         return 0
     specs = service_specs(plan, args.stop_signal)
@@ -226,8 +226,10 @@ class Up:
                 if not starting.done():
                     starting.cancel()
                     await asyncio.gather(starting, return_exceptions=True)
+                # An entry's end that stops the run was just said in its own line: not said twice.
+                why = "" if self.reason in self.out.said and not self.args.json else f"{self.reason}: "
                 self.out.system(
-                    f"{self.reason}: stopping everything (grace {self.args.grace:g} s)",
+                    f"{why}stopping everything (grace {self.args.grace:g} s)",
                     kind="stopping",
                     after_echo=self.signals > 0,
                     even_if_quiet=self.code != 0 and not self.signals,  # why a run failed is always said
@@ -352,6 +354,7 @@ class Output:
         self.json = json_mode
         self.quiet = quiet and not json_mode
         self.hidden = hidden  # instances whose output honcho's -q NAMES hides (their news still shows)
+        self.said: set[str] = set()  # the news lines shown as text (an entry's end is said once, not again)
         self.view = _upview.View(
             names,
             colour=colour and not json_mode and _upview.colour_wanted(stream),
@@ -451,6 +454,8 @@ class Output:
             self.write([_upview.json_line(event.to_dict())], sid, len(event.rows))
         else:
             self.write(self.view.event(event), sid, len(event.rows))
+            if event.kind != "output" and not self.broken:
+                self.said.add(_upview.news(event) or "")
         return self.backlog.get(sid, 0)
 
     def system(

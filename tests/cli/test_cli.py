@@ -68,7 +68,7 @@ def test_whole_table_tree_lists_every_process_once():
 def test_tree_bad_pid_is_a_clear_error(arg):
     r = cli("tree", "--", arg)
     assert r.returncode == 2
-    assert r.stderr.startswith("proctree: ") and "Traceback" not in r.stderr
+    assert r.stderr.startswith("proctree tree: ") and "Traceback" not in r.stderr
 
 
 def test_unknown_command_is_a_usage_error():

@@ -118,7 +118,7 @@ def test_kill_with_a_bad_pid_signals_nothing(text, recorder, capsys):
     assert main(["kill", "--", text]) == 2
     assert recorder == []
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("proctree: ") and "Traceback" not in err
+    assert out == "" and err.startswith("proctree kill: ") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("text", BAD_PIDS, ids=[repr(t)[:20] for t in BAD_PIDS])
@@ -246,7 +246,7 @@ def test_usage_errors_under_json_are_one_json_object(argv, recorder, capsys):
 def test_usage_error_without_json_is_argparse_text(capsys):
     assert main(["kill", "5", "6"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("usage: proctree") and "error: unrecognized arguments: 6" in err
+    assert out == "" and err.startswith("usage: proctree") and "proctree kill: unrecognized arguments: 6" in err
 
 
 def test_interrupt_under_json_is_one_json_object(monkeypatch, capsys):

@@ -60,7 +60,7 @@ def test_an_unknown_option_prints_the_subcommands_usage(command):
     r = cli(*args)
     assert r.returncode == 2
     assert r.stderr.startswith(f"usage: proctree {command} ")
-    assert f"proctree {command}: error: unrecognized arguments: --no-such-option" in r.stderr
+    assert f"proctree {command}: unrecognized arguments: --no-such-option" in r.stderr
     assert r.stdout == ""
 
 
@@ -363,3 +363,48 @@ def test_tree_drops_an_argv_whose_pid_was_reused_or_gone(monkeypatch):
     monkeypatch.setattr(proctree, "cmdline", lambda pid: [f"cmd{pid}"])
     steps = [(pid, 0, True, []) for pid in (10, 11, 12)]
     assert tree.argvs_of(before, steps) == {10: ["cmd10"], 11: None, 12: None}
+
+
+# One error format across subcommands: `proctree SUBCOMMAND: message`, after the usage for a usage error.
+@pytest.mark.parametrize(
+    "args, prefix",
+    [
+        (["tree", "--", "abc"], "proctree tree: "),
+        (["kill", "--", "abc"], "proctree kill: "),
+        (["kill", "--grace", "-1", "1"], "proctree kill: "),
+        (["run", "--"], "proctree run: "),
+        (["run", "--no-pty", "--", "no-such-command-here"], "proctree run: "),
+        (["reap", "--within", "x"], "proctree reap: "),
+        (["up", "-f", "/no/such/Procfile"], "proctree up: "),
+        (["check", "-f", "/no/such/Procfile"], "proctree check: "),
+        (["demo", "--bogus"], "proctree demo: "),
+    ],
+)
+def test_every_error_names_its_subcommand(args, prefix):
+    r = cli(*args)
+    assert r.returncode in (2, 127), r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(prefix), r.stderr
+    assert "error:" not in last.split(":", 2)[1] and not last.startswith("proctree: "), r.stderr
+
+
+def test_no_python_warning_reaches_cmds_output(tmp_path):
+    # No usable receipt directory: spawn() warns (ReceiptWarning); `proctree run` says it only with -v, its way.
+    env = {**os.environ, "PROCTREE_RECEIPTS_DIR": "relative/dir", "PROCTREE_RUN_NATIVE": "0"}
+    r = subprocess.run(
+        [sys.executable, "-m", "proctree", "run", "--no-pty", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = subprocess.run(
+        [sys.executable, "-m", "proctree", "run", "-v", "--no-pty", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
+    assert r.stderr.startswith("proctree run: warning: "), r.stderr

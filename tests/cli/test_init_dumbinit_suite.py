@@ -28,6 +28,7 @@ import time
 
 import pytest
 
+from proctree.cli import _native
 from support.initkit import (
     MODES,
     PLACEMENTS,
@@ -52,8 +53,9 @@ pytestmark = pytest.mark.skipif(not LINUX, reason="Linux: /proc, pid namespaces,
 SUSPEND_SIGNALS = [signal.SIGTSTP, signal.SIGTTOU, signal.SIGTTIN]
 NORMAL_SIGNALS = sorted(set(range(1, 32)) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD} - set(SUSPEND_SIGNALS))
 
-# proctree/cli/run.py NOT_FORWARDED: the synchronous signals are taken as the runner's own, and CONT is left
-# to the runner (TERM, INT and HUP are followed by a CONT to CMD's group instead).
+# proctree/cli/run.py NOT_FORWARDED: the Python runner takes the synchronous signals as its own. The native one
+# (proctree-init, which `proctree run --no-pty` hands over to) forwards them when another process sent them, as
+# dumb-init does: only a real fault of its own is its own.
 SYNCHRONOUS = {
     signal.SIGSEGV,
     signal.SIGBUS,
@@ -63,11 +65,14 @@ SYNCHRONOUS = {
     signal.SIGSYS,
     signal.SIGABRT,
 }
+NATIVE = bool(os.environ.get("PROCTREE_INIT")) or (
+    _native.runner_path() is not None and os.environ.get("PROCTREE_RUN_NATIVE", "1") != "0"
+)
 NOT_FORWARDED_WHY = {
     **{
-        s: "by design (issue #22: every signal but KILL, STOP and the synchronous ones): a fault signal is the "
-        "runner's own, never forwarded, even one sent with kill()"
-        for s in SYNCHRONOUS
+        s: "the Python runner (no native one here): a fault signal is the runner's own, never forwarded, even one "
+        "sent with kill()"
+        for s in (() if NATIVE else SYNCHRONOUS)
     },
 }
 JOB_CONTROL = (

@@ -197,3 +197,19 @@ def test_under_nohup_a_hangup_reaches_neither_the_runner_nor_the_command(procs, 
     p.send_signal(signal.SIGTERM)
     assert p.wait(30) == 128 + signal.SIGTERM
     assert wait_gone([cmd], 5)
+
+
+def _run_env(tmp_path, *args):
+    cmd = [sys.executable, "-m", "proctree", "run", *args, "--", "sh", "-c", 'echo "$GREETING|$TARGET"']
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_env_file_runs_cmd_with_the_files_variables_as_honcho_run(tmp_path):
+    (tmp_path / ".env").write_text("GREETING=hello\nTARGET=world\n")
+    (tmp_path / "other.env").write_text("TARGET=${GREETING}-there\n")
+    assert _run_env(tmp_path).stdout == "|\n"  # no file asked for: none read
+    assert _run_env(tmp_path, "--env-file").stdout == "hello|world\n"  # alone: .env
+    r = _run_env(tmp_path, "--env-file", ".env", "--env-file", "other.env")  # later files win, and expand
+    assert (r.returncode, r.stdout) == (0, "hello|hello-there\n"), r.stderr
+    r = _run_env(tmp_path, "--env-file", "missing.env")
+    assert r.returncode == 2 and r.stderr.startswith("proctree run: --env-file: "), r.stderr

@@ -31,9 +31,18 @@ ALL_MODES = [
     "subreaper",
     "session",
 ]
-# Never forwarded: uncatchable, synchronous (about the runner itself), SIGCHLD; job control is tested on its own.
-NOT_FORWARDED = {"SIGKILL", "SIGSTOP", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP", "SIGSYS", "SIGABRT"}
-NOT_FORWARDED |= {"SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT"}
+# Never forwarded: uncatchable, SIGCHLD; job control is tested on its own. The synchronous ones (SEGV, BUS, ILL,
+# FPE, TRAP, SYS, ABRT) are forwarded when another process sent them (kill, sigqueue, tgkill), as dumb-init does.
+NOT_FORWARDED = {"SIGKILL", "SIGSTOP", "SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT"}
+SYNCHRONOUS = [
+    signal.SIGSEGV,
+    signal.SIGBUS,
+    signal.SIGILL,
+    signal.SIGFPE,
+    signal.SIGTRAP,
+    signal.SIGSYS,
+    signal.SIGABRT,
+]
 _SKIP = {getattr(signal, n) for n in NOT_FORWARDED if hasattr(signal, n)} | {signal.SIGPWR}  # PWR: ends CMD
 FORWARDABLE = sorted(s for s in signal.valid_signals() if s not in _SKIP)  # real-time ones included
 
@@ -179,6 +188,51 @@ def test_every_forwardable_signal_reaches_cmd(procs, pid1):
     assert p.stdout.readline() == "armed\n"
     os.kill(runner, signal.SIGPWR)
     assert p.wait(timeout=30) == 128 + signal.SIGPWR
+
+
+def _send_as_another_process(pid, sig, how):
+    """sig to pid (a single-threaded process) by kill(), sigqueue() or tgkill(): si_code SI_USER, SI_QUEUE, SI_TKILL."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if how == "kill":
+        os.kill(pid, sig)
+        return
+    if how == "sigqueue":
+        rc = libc.sigqueue(ctypes.c_int(pid), ctypes.c_int(sig), ctypes.c_void_p(0))
+    else:
+        rc = libc.tgkill(ctypes.c_int(pid), ctypes.c_int(pid), ctypes.c_int(sig))
+    assert rc == 0, os.strerror(ctypes.get_errno())
+
+
+FAULT = r"""
+import ctypes, sys
+print("ready", flush=True)
+sys.stdin.read()
+ctypes.string_at(0)  # a real fault: SIGSEGV from the kernel, about CMD itself
+"""
+
+
+@pytest.mark.parametrize("pid1", [pytest.param(True, marks=needs_ns), False], ids=["pid1", "not-pid1"])
+def test_a_synchronous_signal_sent_with_sigqueue_or_tgkill_is_forwarded(procs, pid1):
+    argv = ["--", sys.executable, "-c", CATCHER, *(str(int(s)) for s in SYNCHRONOUS)]
+    p = subprocess.Popen(as_pid1(*argv) if pid1 else native(*argv), stdout=subprocess.PIPE, text=True)
+    procs.append(p)
+    runner = _only_child(p.pid) if pid1 else p.pid
+    assert p.stdout.readline() == "ready\n"
+    for i, sig in enumerate(SYNCHRONOUS):
+        _send_as_another_process(runner, sig, ("kill", "sigqueue", "tgkill")[i % 3])
+        assert p.stdout.readline() == f"{int(sig)}\n"
+    assert p.stdout.readline() == "armed\n"
+    os.kill(runner, signal.SIGPWR)
+    assert p.wait(timeout=30) == 128 + signal.SIGPWR
+
+
+def test_cmds_own_fault_is_cmds_status():
+    r = subprocess.run(
+        native("--", sys.executable, "-c", FAULT), input="go\n", capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGPWR, signal.SIGRTMIN])
@@ -391,10 +445,13 @@ if who == "parent":
 """
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["cmd-alone", "dash-g"])
+@pytest.mark.parametrize("group", [False, True, "env"], ids=["cmd-alone", "dash-g", "TINI_KILL_PROCESS_GROUP"])
 def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
-    argv = (["-g"] if group else []) + ["--", sys.executable, "-c", GROUP]
-    p = subprocess.Popen(native(*argv), stdout=subprocess.PIPE, text=True)
+    argv = (["-g"] if group is True else []) + ["--", sys.executable, "-c", GROUP]
+    env = {k: v for k, v in os.environ.items() if k != "TINI_KILL_PROCESS_GROUP"}
+    if group == "env":
+        env["TINI_KILL_PROCESS_GROUP"] = "1"  # tini's -g
+    p = subprocess.Popen(native(*argv), stdout=subprocess.PIPE, text=True, env=env)
     procs.append(p)
     assert sorted(p.stdout.readline() for _ in range(2)) == ["child ready\n", "parent ready\n"]
     os.kill(p.pid, signal.SIGALRM)  # not one of the group's by default: CMD alone, or its group with -g
@@ -409,4 +466,23 @@ def test_dash_g_sends_every_signal_to_cmds_group(procs, group):
 def test_the_runner_refuses_what_proctree_run_refuses(argv):
     # Run directly; `proctree run` refuses each of these too (argparse), and never hands them over.
     r = subprocess.run(native(*argv, "--", "true"), capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and r.stderr.startswith("proctree run: "), r
+    assert r.returncode == 2 and r.stderr.startswith("proctree-init: "), r
+
+
+@pytest.mark.parametrize(
+    "cmd, code",
+    [(["no-such-command-here"], 127), (["/etc"], 126), (["sh", "-c", "sleep 30 & sleep 0.3; exit 3"], 3)],
+)
+def test_handed_over_it_speaks_as_proctree_run_in_the_python_commands_words(cmd, code):
+    # The same command line through the native runner (handed over) and the Python runner: the same status and
+    # the same words, each message named `proctree run` (the runner's argv[0] after the hand-over).
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(proctree.__file__))}
+    argv = [sys.executable, "-m", "proctree", "run", "--no-pty", "--", *cmd]
+    said = {}
+    for native_on in ("1", "0"):
+        r = subprocess.run(
+            argv, capture_output=True, text=True, env={**env, "PROCTREE_RUN_NATIVE": native_on}, timeout=60
+        )
+        assert r.returncode == code, r.stderr
+        said[native_on] = r.stderr
+    assert said["1"] == said["0"] and said["1"].startswith("proctree run: "), said

@@ -45,7 +45,7 @@ def test_kill_bad_input_exits_2_without_signalling(kit):
     ):
         r = proctree_cli(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
-        assert r.stderr.startswith("proctree: ") or "usage" in r.stderr
+        assert r.stderr.startswith("proctree kill: ") or "usage" in r.stderr
     assert all(alive(p) for p in tree.pids)
 
 

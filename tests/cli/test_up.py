@@ -212,7 +212,9 @@ def test_one_entry_ending_stops_the_rest_with_its_status(tmp_path, ups):
     assert u.finish() == 4
     text = u.text()
     assert "quick.1 | bye" in text
-    assert "system  | quick.1 exited with code 4: stopping everything" in text
+    # The end that stops the run is said once: its own line, then the stop without it again.
+    assert "system  | quick.1 exited with code 4\n" in text and "system  | stopping everything (grace 1 s)" in text
+    assert text.count("exited with code 4") == 1
     assert re.search(r"stopped web\.1\b", text)
     assert not answers(base)
 
@@ -320,7 +322,7 @@ def test_exit_with_the_tests_status(tmp_path, ups):
     assert u.finish() == 3
     text = u.text()
     assert re.search(r"tests\.1 +\| 200", text)
-    assert "tests.1 exited with code 3: stopping everything" in text
+    assert text.count("tests.1 exited with code 3") == 1 and "stopping everything (grace 1 s)" in text
     assert u.lines[-1].endswith("nothing left running")
     assert not answers(base)
 

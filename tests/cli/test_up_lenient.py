@@ -52,7 +52,7 @@ def test_what_honcho_skips_is_skipped_with_a_warning_and_refused_under_strict(
     r = up(tmp_path, *args)
     assert r.returncode == 0, r.stderr
     assert "ran" in r.stdout.splitlines()
-    assert f"proctree: up: warning: {warning}" in r.stderr or f"/{warning}" in r.stderr, r.stderr
+    assert f"proctree up: warning: {warning}" in r.stderr or f"/{warning}" in r.stderr, r.stderr
     r = up(tmp_path, "--strict", *args)
     assert r.returncode == 2 and refusal in r.stderr and r.stdout == ""
 

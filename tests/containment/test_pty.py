@@ -180,7 +180,7 @@ def _open_fds():
     theirs = set()
     if watch is not None:
         with watch._lock:
-            theirs = {watch._wake_r, watch._wake_w, *(w.pidfd for w in watch._watched.values()), *watch._closing}
+            theirs = {watch._wake_r, watch._wake_w, *(w.pidfd for w in watch._watched.values())}
     return set(os.listdir("/proc/self/fd")) - {str(fd) for fd in theirs if fd is not None}
 
 
@@ -577,7 +577,7 @@ def test_a_killed_keeper_restores_the_terminal_and_says_why(tmux):
     pid, keeper = int(m.group(1)), int(m.group(2))
     assert ours(keeper)
     os.kill(keeper, signal.SIGKILL)
-    tmux.wait_for(r"^proctree: run: the keeper .* was killed by signal 9")
+    tmux.wait_for(r"^proctree run: the keeper .* was killed by signal 9")
     tmux.wait_for(r"out\$$")
     tmux.type("echo status=$?")
     tmux.wait_for(r"^status=125$")

@@ -44,8 +44,8 @@ def wait_gone(pid: int, timeout: float = 5.0) -> bool:
 def test_is_a_popen_with_popens_signature():
     assert issubclass(proctree.Popen, subprocess.Popen)
     params = list(inspect.signature(proctree.Popen).parameters)
-    assert params[: len(params) - 1] == list(inspect.signature(subprocess.Popen).parameters)
-    assert params[-1] == "keep_orphans"
+    assert params[: len(params) - 2] == list(inspect.signature(subprocess.Popen).parameters)
+    assert params[-2:] == ["keep_orphans", "detach"]
     assert proctree.Popen[bytes] is not None  # __class_getitem__
 
     class Mine(proctree.Popen):

@@ -116,7 +116,7 @@ def test_cli_kill_refuses_a_kernel_thread(no_signals, capsys, as_json):
         assert doc == {"ok": False, "error": {"type": "ValueError", "pid": pid, "message": doc["error"]["message"]}}
         assert "kernel thread" in doc["error"]["message"]
     else:
-        assert out == "" and err.startswith("proctree: ") and "kernel thread" in err
+        assert out == "" and err.startswith("proctree kill: ") and "kernel thread" in err
 
 
 def test_fake_kernel_thread_in_a_pid_namespace_is_torn_down():

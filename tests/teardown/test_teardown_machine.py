@@ -28,6 +28,7 @@ class World:
         self.behaviour = behaviour  # pid -> {"TERM": "die"|"ignore"|("fork", [Proc...]), "deny": bool}
         self.now = 0.0
         self.log = []  # (pid or -pgid, signal name)
+        self.delivered = []  # (pid, signal name) of the sends that reached a process
         self.stopped = set()
         self.forks = 1000  # the machine's fork counter (/proc/stat "processes")
         self.kthreads = set()  # pids with PF_KTHREAD
@@ -81,6 +82,9 @@ class World:
         self.log.append((pid, signal.Signals(sig).name[3:]))
         if self.behaviour.get(pid, {}).get("deny"):
             return real_signals.DENIED
+        if self.behaviour.get(pid, {}).get("lost") == signal.Signals(sig).name[3:]:
+            return real_signals.GONE  # the send raced and did not reach it; the process lives on
+        self.delivered.append((pid, signal.Signals(sig).name[3:]))
         if pid not in self.procs:
             return real_signals.GONE
         self.deliver(pid, sig)
@@ -320,6 +324,15 @@ def test_root_sharing_the_callers_group_gets_no_group_signal():
     rep = drive(w)
     assert all(pid > 0 for pid, _ in w.log), "no group signal"
     assert rep.extra["group"].startswith("skipped")
+
+
+def test_a_member_whose_stop_signal_did_not_go_gets_no_cont_first():
+    # SIGCONT is sent only after a stop signal that was sent: a CONT alone would be the first signal the member
+    # sees (the keeper's ladder keeps the same rule, csrc/keeper/teardown.c signal_new).
+    w = world(P(100, ME), P(101, 100), p101={"lost": "TERM", "TERM": "ignore"})
+    drive(w, grace=1.0)
+    reached = [s for pid, s in w.delivered if pid == 101]
+    assert reached and reached[0] != "CONT", reached
 
 
 def test_denied_member_is_reported_and_not_waited_for():

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import stat
+import sys
 import time
 from dataclasses import dataclass
 
@@ -166,10 +167,11 @@ def _temp_root() -> str:
     Not tempfile.gettempdir(), which moves to /var/tmp while /tmp is full or
     unwritable (a receipt written there would never be read).
     """
-    import tempfile  # only here: it costs import time the common path never needs
-
-    if tempfile.tempdir:
-        return tempfile.tempdir
+    # tempfile.tempdir only if tempfile is loaded (nobody set it otherwise): a spawn, proctree.Popen's
+    # first among them, must import nothing (a fork while it imports leaves the child a held import lock).
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None and tempfile.tempdir:
+        return str(tempfile.tempdir)
     env = os.environ.get("TMPDIR")
     return env if env and os.path.isabs(env) else "/tmp"
 
