@@ -5,9 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 const int FORWARD[NFORWARD] = {FORWARD_SIGNALS};
 
@@ -112,22 +116,35 @@ bool owner_alive(void)
 }
 
 /* Returns 0 once the keeper's signals are blocked and readable (signalfd or kqueue) and the owner is watched, or
- * -errno. */
+ * -errno. Every signal is blocked: one outside the protocol (SIGUSR1 to a keeper whose command does not take it,
+ * SIGPROF, SIGTSTP, an RT signal, ...) is read and dropped, never our end, which would leave the owner's tree
+ * unkept. SIGCONT and SIGTTOU count in pty mode only (the owner's "fg"; tcsetpgrp from our background group must
+ * not stop us); SIGKILL and SIGSTOP cannot be blocked, and a fault of our own code still ends us (the kernel
+ * unblocks what it forces). */
 int setup_events(void)
 {
-    sigemptyset(&K.blocked);
-    for (int i = 0; i < NFORWARD; i++)
-        sigaddset(&K.blocked, FORWARD[i]);
-    sigaddset(&K.blocked, SIGCHLD);
-    sigaddset(&K.blocked, HOLD_SIG);
-    sigaddset(&K.blocked, PDEATH_SIG);
-    sigaddset(&K.blocked, SIGPIPE);
-    if (K.pty) { /* SIGCONT: the owner's "fg"; SIGTTOU: tcsetpgrp from our background group must not stop us */
-        sigaddset(&K.blocked, SIGCONT);
-        sigaddset(&K.blocked, SIGTTOU);
-    }
+#ifdef __linux__
+    /* The C library's own two (32 and 33) too, which sigfillset leaves out and sigprocmask will not block: we run no
+     * threads, and either would end us. Through the system call, which reads the set's first 8 bytes. */
+    memset(&K.blocked, 0xff, sizeof K.blocked);
+    sigemptyset(&K.orig_mask);
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &K.blocked, &K.orig_mask, 8) != 0)
+        return -errno;
+#else
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
+    sigfillset(&K.blocked);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&K.blocked, faults[i]);
     if (sigprocmask(SIG_BLOCK, &K.blocked, &K.orig_mask) != 0)
         return -errno;
+#endif
+    if (K.caller_mask_given) { /* we were born with every signal blocked: the command gets the caller's mask */
+        sigemptyset(&K.orig_mask);
+        for (int s = 1; s <= 64 && s < NSIG; s++) {
+            if (K.caller_mask >> (s - 1) & 1)
+                sigaddset(&K.orig_mask, s);
+        }
+    }
     /* An ignored SIGCHLD would reap our children for us, and lose the command's status. */
     struct sigaction sa;
     if (sigaction(SIGCHLD, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)

@@ -183,11 +183,29 @@ static int keep(void)
     }
 }
 
+/* Returns nothing: K.caller_mask from CALLER_MASK_ENV when it is there and well-formed; the variable is taken out of
+ * the environment either way (the command's environment is the owner's, without it). */
+static void take_caller_mask(void)
+{
+    const char *v = getenv(CALLER_MASK_ENV);
+    if (v == NULL)
+        return;
+    char *end;
+    errno = 0;
+    unsigned long long bits = strtoull(v, &end, 16);
+    if (errno == 0 && end != v && *end == '\0') {
+        K.caller_mask = (uint64_t)bits;
+        K.caller_mask_given = true;
+    }
+    unsetenv(CALLER_MASK_ENV);
+}
+
 /* Returns the keeper's exit status: REFUSED (2) for a malformed command line (the reason on stderr), 1, 126 or 127
  * after an err line, else the command's (a signal re-raised on ourselves, as a shell does). */
 int main(int argc, char **argv)
 {
     int rc;
+    take_caller_mask();                     /* the command's signal mask, when spawn() passed it */
     if ((rc = parse_args(argc, argv)) != 0) /* the owner's command line */
         return rc;
     if ((rc = claim_fds()) != 0) /* the status pipe */

@@ -54,6 +54,8 @@ struct keeper {
     int owner_fd; /* Linux: owner pidfd; macOS: the kqueue; -1: poll getppid() */
     int sig_fd;   /* Linux: the signalfd */
     sigset_t orig_mask, blocked;
+    bool caller_mask_given;   /* spawn() passed its thread's mask (CALLER_MASK_ENV): the command's, not our own */
+    uint64_t caller_mask;     /* bit n-1 for signal n */
     int pending[PENDING_MAX]; /* forwarded signals not yet sent, in order */
     int npending;
 };
@@ -61,6 +63,9 @@ extern struct keeper K;
 
 extern const int FORWARD[NFORWARD]; /* FORWARD_SIGNALS */
 #define PDEATH_SIG SIGALRM
+/* spawn() blocks every signal around the keeper's fork (so that none sent to the owner's group ends the keeper
+ * before it leaves it) and passes its thread's own mask here, hex: the command's. Taken out of the environment. */
+#define CALLER_MASK_ENV "PROCTREE_KEEPER_SIGMASK"
 /* Room kept in the status pipe for the exit line: a "stopped" line that would eat into it is dropped. */
 #define EXIT_RESERVE 256
 /* Where the free room cannot be read (macOS), at most this many "stopped" lines: ~3 KB, inside the smallest pipe. */

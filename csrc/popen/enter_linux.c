@@ -11,9 +11,20 @@
  * as the command's). Y takes the session, process group and credentials
  * asked for and execs the command in place.
  *
- *   proctree-enter <err fd> <pid fd> <cgroup dir> <setsid 0|1> <pgid|-> <uid|-> <gid|-> <groups|-> <n> <exe>... --
- *       <argv>...
+ *   proctree-enter <err fd> <pid fd> <cgroup dir> <setsid 0|1> <pgid|-> <uid|-> <gid|-> <groups|-> <mask> <n>
+ *       <exe>... -- <argv>...
  *   proctree-enter hold
+ *
+ * Signals: no signal but SIGKILL may end X, or Y before its exec, or a group
+ * signal (a Ctrl+C, a hang-up, an application's killpg) would pass the step
+ * off as the command. So every signal is blocked from the step's first system
+ * call (the caller blocks them too, around its fork, so they are blocked from
+ * the fork on), and Y sets <mask> (hex, bit n-1 for signal n: the caller's
+ * own mask, what Popen's child would have had) just before it execs. The
+ * dispositions pass through untouched, as Popen's child had them at exec
+ * (ignored ones ignored, the rest default). X writes "E" instead of a pid
+ * when it reports an error on <err fd>; a step that wrote neither died, and
+ * the caller raises SubprocessError rather than take any pid for the command.
  *
  * <groups> is "g" followed by comma-separated gids ("g" alone: none), or "-"
  * to leave them. Each <exe> is tried in turn, as _posixsubprocess tries its
@@ -22,8 +33,9 @@
  * across this program's own exec) in _posixsubprocess's format, so Popen
  * raises what it raises for its own child: "OSError:<hex errno>:" for a
  * failed exec, "OSError:<hex errno>:noexec" before it, and a SubprocessError
- * for a cgroup the command cannot be started in. "hold" waits for a signal:
- * the command of the owner's holding tree.
+ * for a cgroup the command cannot be started in. "hold" is the command of the
+ * owner's holding tree: it blocks every signal and waits for SIGKILL, so that
+ * no stray signal (nor one its keeper forwards) ends the owner's commands.
  *
  * Where clone3 is refused (ENOSYS: kernels before 5.3, seccomp profiles), Y
  * is forked with the legacy clone(CLONE_PARENT) and writes itself into the
@@ -146,7 +158,35 @@ static int set_groups(const char *spec)
     return setgroups(n, gids) == 0 ? 0 : -errno;
 }
 
-/* Returns only on a signal it does not die of (never, under the holding keeper). */
+/* Returns nothing: every signal blocked (the kernel leaves SIGKILL and SIGSTOP out); 8: the kernel's sigset size. */
+static void block_all(void)
+{
+    uint64_t all = ~(uint64_t)0;
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, 8);
+}
+
+/* Returns nothing: the signal mask set to mask (bit n-1 for signal n). */
+static void set_mask(uint64_t mask)
+{
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
+}
+
+/* Returns 0 and the mask in *out, or -1 for a field that is not 1 to 16 hex digits. */
+static int parse_mask(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    int n = 0;
+    for (; *s; s++, n++) {
+        int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : -1;
+        if (d < 0 || n == 16)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return n > 0 ? 0 : -1;
+}
+
+/* Never returns: every signal stays blocked, so only SIGKILL ends it (the explicit end, or its keeper's teardown). */
 static int hold(void)
 {
     for (;;)
@@ -194,15 +234,17 @@ static void report_pid(int fd, long pid)
 
 int main(int argc, char **argv)
 {
+    block_all(); /* before any other system call: the step is never a signal's victim */
     if (argc == 2 && strcmp(argv[1], "hold") == 0)
         return hold();
-    if (argc < 12)
+    if (argc < 13)
         return 127;
     long errfd, pidfd, setsid_flag, n, pgid = -1, uid = -1, gid = -1;
+    uint64_t mask;
     if (parse_id(argv[1], &errfd) || parse_id(argv[2], &pidfd) || parse_id(argv[4], &setsid_flag) ||
-        parse_id(argv[9], &n) || n < 1 || 10 + n >= argc)
+        parse_mask(argv[9], &mask) || parse_id(argv[10], &n) || n < 1 || 11 + n >= argc)
         return 127;
-    if (strcmp(argv[10 + n], "--") != 0 || 11 + n >= argc)
+    if (strcmp(argv[11 + n], "--") != 0 || 12 + n >= argc)
         return 127;
     if ((strcmp(argv[5], "-") && parse_id(argv[5], &pgid)) || (strcmp(argv[6], "-") && parse_id(argv[6], &uid)) ||
         (strcmp(argv[7], "-") && parse_id(argv[7], &gid)))
@@ -221,6 +263,7 @@ int main(int argc, char **argv)
         put(fd, argv[3]);
         put(fd, "): ");
         put(fd, strerror((int)-pid));
+        put((int)pidfd, "E\n"); /* the caller: "no command, the error pipe says why" */
         _exit(255);
     }
     if (pid > 0) {
@@ -259,10 +302,11 @@ int main(int argc, char **argv)
         report_errno(fd, errno, "noexec");
         _exit(255);
     }
-    char **cmd = argv + 11 + n;
+    char **cmd = argv + 12 + n;
     int saved = 0;
+    set_mask(mask); /* the caller's mask, as Popen's own child execs with it; a pending signal lands now */
     for (long i = 0; i < n; i++) {
-        execve(argv[10 + i], cmd, environ);
+        execve(argv[11 + i], cmd, environ);
         if (errno != ENOENT && errno != ENOTDIR && saved == 0)
             saved = errno;
     }

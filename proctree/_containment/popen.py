@@ -26,7 +26,10 @@ import errno
 import fcntl
 import inspect
 import os
+import signal
+import struct
 import subprocess
+import termios
 import threading
 import types
 from typing import Any
@@ -77,6 +80,17 @@ def _groups(gids: Any) -> bytes:
     return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
 
 
+_ALL_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
+# The C function under signal.pthread_sigmask: it returns ints, where the wrapper makes each an enum member (~50 µs
+# a start for the 62 of the all-blocked mask).
+_sigmask: Any = getattr(getattr(signal, "_signal", signal), "pthread_sigmask", signal.pthread_sigmask)
+
+
+def _mask_bits(mask: Any) -> bytes:
+    """A signal mask as the step's <mask> field: hex, bit n-1 for signal n."""
+    return b"%x" % sum(1 << (int(s) - 1) for s in mask if 0 < int(s) <= 64)
+
+
 def _fork_exec_via_step(*args: Any) -> int:
     """_posixsubprocess.fork_exec, with the exec going through proctree-enter; returns the command's pid.
 
@@ -87,6 +101,13 @@ def _fork_exec_via_step(*args: Any) -> int:
     is reaped here and Y's pid is what Popen gets. The step has a copy of the
     error pipe above fd 2 that survives its own exec (Popen's copy is
     close-on-exec), and reports through it what _posixsubprocess would.
+
+    Every signal is blocked in this thread around the fork, so the forked
+    child is born with them blocked (the step keeps them so): no signal to
+    our process group can kill it before the command exists. The command
+    gets this thread's own mask back just before its exec, as Popen's child
+    would have had it. A step that dies anyway (SIGKILL) without naming the
+    command is a SubprocessError, never a pid taken for the command's.
     """
     step = _local.step
     call = list(args)
@@ -96,6 +117,7 @@ def _fork_exec_via_step(*args: Any) -> int:
     try:
         r, w = os.pipe()
         pid_r, pid_w = _fds.above_stdio(r), _fds.above_stdio(w)
+        mask = _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
         call[0] = [
             _hold.ENTER,
             str(report).encode(),
@@ -106,6 +128,7 @@ def _fork_exec_via_step(*args: Any) -> int:
             _ids(step.uid),
             _ids(step.gid),
             _groups(step.gids),
+            _mask_bits(mask),
             str(len(executables)).encode(),
             *executables,
             b"--",
@@ -113,7 +136,10 @@ def _fork_exec_via_step(*args: Any) -> int:
         ]
         call[1] = (os.fsencode(_hold.ENTER),)
         call[3] = tuple(sorted({*keep, report, pid_w}))
-        first: int = _real_fork_exec()(*call)
+        try:
+            first: int = _real_fork_exec()(*call)
+        finally:
+            _sigmask(signal.SIG_SETMASK, mask)  # a held signal's handler may raise here
     except BaseException:
         if pid_r >= 0:
             os.close(pid_r)
@@ -139,21 +165,49 @@ def _fork_exec_via_step(*args: Any) -> int:
         raise
     finally:
         os.close(pid_r)
-        _reap_step(first)
-    return int(data) if data.strip() else first
+        status = _reap_step(first)
+    if data.endswith(b"\n") and data[:-1].isdigit():
+        return int(data)
+    if data == b"E\n" or _unread(errpipe):
+        # No command, and the step (or Popen's own child before it, a failed chdir) said why on the error pipe:
+        # Popen reads that and raises it (and finds the step reaped).
+        return first
+    raise subprocess.SubprocessError(
+        f"proctree.Popen's exec step (pid {first}) ended before the command existed ({_step_end(status)}); "
+        "the command did not run"
+    )
 
 
-def _reap_step(pid: int) -> None:
-    """Reap the step, which exits once the command exists (or failed before), even through an interrupt.
+def _unread(fd: int) -> int:
+    """How many bytes wait in the pipe fd belongs to (either end: FIONREAD counts the pipe's)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
+def _step_end(status: int | None) -> str:
+    """How the step ended, for the SubprocessError of a start it did not complete."""
+    if status is None:
+        return "reaped elsewhere"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _reap_step(pid: int) -> int | None:
+    """Reap the step, which exits once the command exists (or failed before), even through an interrupt; returns
+    its wait status (None if another reaper took it).
 
     A KeyboardInterrupt (or any exception a signal handler raises) while
     waiting is held until the step is reaped, then raised: the step exits
     within moments, and nothing else would ever reap it.
     """
     held: BaseException | None = None
+    status: int | None = None
     while True:
         try:
-            os.waitpid(pid, 0)
+            status = os.waitpid(pid, 0)[1]
             break
         except ChildProcessError:
             break  # reaped by someone else (a waitpid(-1) child watcher): it is gone either way
@@ -161,6 +215,7 @@ def _reap_step(pid: int) -> None:
             held = held or exc
     if held is not None:
         raise held
+    return status
 
 
 def _execute_via_step() -> Any:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -200,6 +201,8 @@ def release(grace: float = GRACE) -> None:
         tree, mine = _holder, _holder_pid == os.getpid()
         _holder, _holder_pid = None, 0
     if tree is not None and mine:
+        with contextlib.suppress(OSError, ValueError):
+            tree.send_signal(signal.SIGKILL)  # the hold step blocks every other signal: only this ends it at once
         tree.terminate(grace=grace)
 
 

@@ -293,9 +293,9 @@ class Tree:
         The signals the keeper forwards (protocol.FORWARD) go through it, to the
         command's process group. Any other goes to the command alone, by pidfd
         after checking its start time, while the keeper still holds it
-        unreaped: SIGKILL and SIGSTOP cannot be caught, and the rest would kill
-        the keeper (SIGPROF, SIGABRT, ...: its orphans would escape to init) or
-        be swallowed by it (SIGALRM, its wake-up). group=True sends those too
+        unreaped: SIGKILL and SIGSTOP cannot be caught, and the keeper drops
+        every other signal outside its protocol (SIGPROF, SIGALRM, ...: none
+        may end it, or its orphans would escape). group=True sends those too
         to every member of the command's process group (tini's -g), each by
         pidfd after checking its start time, while the command still leads
         that group.
