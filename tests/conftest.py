@@ -70,12 +70,53 @@ def _owner_cgroups():
         return None, set()
 
 
+def _owner_gone(name, live_namespaces):
+    """(True if the owner named by proctree-<pid>-<start>[-<pid ns>-<time ns>] is gone, the live pid namespaces).
+
+    In our pid namespace: its pid is free or another process's. In another: no process lives in that namespace
+    any more (a killed namespace's PID 1 owner). Anything unreadable counts as alive.
+    """
+    from proctree import AccessDenied, NoSuchProcess, proc
+
+    parts = name.split("-")
+    try:
+        pid, start = int(parts[1]), int(parts[2])
+        pidns = int(parts[3]) if len(parts) == 5 else None
+        mine = os.stat("/proc/self/ns/pid").st_ino
+    except (IndexError, ValueError, OSError):
+        return False, live_namespaces
+    if pidns is None or pidns == mine:
+        try:
+            return proc(pid).start_time != start, live_namespaces
+        except NoSuchProcess:
+            return True, live_namespaces
+        except (AccessDenied, OSError, ValueError):
+            return False, live_namespaces
+    if live_namespaces is None:
+        live_namespaces = set()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    live_namespaces.add(os.stat(f"/proc/{entry}/ns/pid").st_ino)
+                except FileNotFoundError:
+                    continue
+                except OSError:  # unreadable: it may be that namespace's, but pid 1 here is our namespace's own
+                    live_namespaces.add(mine if entry == "1" else pidns)
+    return pidns not in live_namespaces, live_namespaces
+
+
 def pytest_sessionfinish(session, exitstatus):
     base, before = _CGROUPS_BEFORE
     if base is None or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     _, now = _owner_cgroups()
+    live_namespaces = None
     for name in now - before:
+        # Only an owner that is provably gone: another run on the machine (or a program of the user's) owns
+        # the rest, and its empty command cgroups, made ahead of need, are in use.
+        gone, live_namespaces = _owner_gone(name, live_namespaces)
+        if not gone:
+            continue
         for top, dirs, _ in os.walk(os.path.join(base, name), topdown=False):
             for d in dirs:
                 try:
