@@ -91,6 +91,11 @@ PROJECTS: dict[str, Project] = {
             "the whole suite (one unittest file), ~8 s",
             "test_sarge.py",
             ("stock", "stock-n2", *ALL_PROCTREE_MODES),
+            flaky=(
+                # three commands' outputs, each read by a reader thread of its own (sarge's Capture.add_stream)
+                # into one queue: their order is the threads' race (seen once under load; 0 of 80 alone)
+                "test_list_merge",
+            ),
         ),
         Project(
             "execnet",
