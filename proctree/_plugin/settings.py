@@ -11,7 +11,7 @@ MODES = ("fail", "warn", "kill", "off")
 # Seconds a process still running after a test may take to exit on its own before it counts as leaked.
 # Measured (docs/benchmarks.md, "settle"): a process sent SIGTERM or SIGKILL is gone within a few
 # milliseconds, a Python interpreter that runs its exit handlers within ~50 ms on a loaded 2-core machine.
-DEFAULT_SETTLE = "0.25"
+DEFAULT_SETTLE = "1"
 
 
 @dataclass(frozen=True)
