@@ -73,15 +73,20 @@ def _observed() -> bool:
 
 def wanted(config: Any) -> list[str] | None:
     """The command to hand the run to, or None to run here."""
-    if not sys.platform.startswith("linux") or helper_pid() is not None or "PYTEST_XDIST_WORKER" in os.environ:
+    if not sys.platform.startswith("linux") or "PYTEST_XDIST_WORKER" in os.environ or hasattr(config, "workerinput"):
         return None
-    if hasattr(config, "workerinput") or proctree.Containment.current() is not None:
-        return None
-    if _observed():
-        return None
+    # The settings first: the rest reads the process table, and this runs before any conftest (a checkout's
+    # conftest.py may be what makes the compiled core importable; a run that does not hand off must not need it).
     mode = getattr(config.known_args_namespace, "proctree_leaks", None) or config.getini("proctree_leaks")
     if mode in (None, "", "off") or not config.getini("proctree_subreaper"):
         return None
+    if _observed():
+        return None
+    try:
+        if helper_pid() is not None or proctree.Containment.current() is not None:
+            return None
+    except ImportError:
+        return None  # no compiled core to be had yet: the tests run here, and the plugin says why if it must
     return _command(config)
 
 
