@@ -142,24 +142,24 @@ PROJECTS: dict[str, Project] = {
 REQUIRED: dict[tuple[str, str], bool] = {
     ("plumbum", "swap"): True,  # with PROCTREE_DETACH=session (projects.py sets it): NOHUP daemons outlive the test
     ("plumbum", "swap-asyncio"): True,
-    ("plumbum", "plugin"): False,  # the subreaper breaks two tests (issue 29, point 6)
-    ("plumbum", "plugin-n2"): False,  # xdist's workers are reported as leaks (issue 29, point 1)
-    ("plumbum", "plugin-leak"): False,  # the same two tests as plugin
+    ("plumbum", "plugin"): True,
+    ("plumbum", "plugin-n2"): True,
+    ("plumbum", "plugin-leak"): True,
     ("sarge", "swap"): True,
     ("sarge", "plugin"): True,
-    ("sarge", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
+    ("sarge", "plugin-n2"): True,
     ("execnet", "swap"): True,
-    ("execnet", "plugin"): False,  # gateways a session fixture's group holds are ended (issue 29, point 3)
-    ("execnet", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
-    ("execnet", "plugin-leak"): False,  # the same as plugin
+    ("execnet", "plugin"): True,
+    ("execnet", "plugin-n2"): True,
+    ("execnet", "plugin-leak"): True,
     ("anyio", "swap"): True,
     ("anyio", "swap-asyncio"): True,
     ("anyio", "plugin"): True,
-    ("anyio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
+    ("anyio", "plugin-n2"): True,
     ("anyio", "plugin-leak"): True,
     ("trio", "swap"): True,
     ("trio", "plugin"): True,
-    ("trio", "plugin-n2"): False,  # xdist's workers reported as leaks (issue 29, point 1)
+    ("trio", "plugin-n2"): True,
 }
 
 
