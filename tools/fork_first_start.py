@@ -100,7 +100,8 @@ def main() -> int:
     ap.add_argument("--stdlib", action="store_true", help="the same with subprocess.Popen")
     args = ap.parse_args()
     module = "subprocess" if args.stdlib else "proctree"
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # The trials import the proctree this run was given (PYTHONPATH) or the checkout's (a built checkout).
+    env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH") or ROOT)
     ways = [(h, w, c) for c in ("cold", "loaded") for h in ("fork", "mp") for w in ("main", "thread")]
     totals = {w: [0, 0] for w in ways}
     done = 0

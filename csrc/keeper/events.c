@@ -153,5 +153,11 @@ int setup_events(void)
         signal(SIGPIPE, SIG_IGN);
         signal(SIGXFSZ, SIG_IGN);
     }
-    return events_open();
+    int rc = events_open();
+    /* Born with every signal blocked, what is pending now was sent to the owner's process group while we were still
+     * in it: never meant for the tree, and passed on it would reach the command as it starts. (The init's runner
+     * keeps what it has: a signal sent to it from its first instant is CMD's.) */
+    if (rc == 0 && K.caller_mask_given)
+        events_drop_pending();
+    return rc;
 }

@@ -37,17 +37,20 @@ static void rearm_cgroup_events(void)
     }
 }
 
+/* Returns nothing: reads and drops the signals pending now (events_open() made the signalfd). */
+void events_drop_pending(void)
+{
+    struct signalfd_siginfo stale[16];
+    while (read(K.sig_fd, stale, sizeof stale) > 0) {
+    }
+}
+
 /* Returns 0 once the blocked signals are readable (a signalfd) and the owner is watched (a pidfd, else PR_SET_PDEATHSIG as a wakeup), or -errno. */
 int events_open(void)
 {
     K.sig_fd = signalfd(-1, &K.blocked, SFD_CLOEXEC | SFD_NONBLOCK);
     if (K.sig_fd < 0)
         return -errno;
-    /* What is pending now was sent to the owner's process group while we were still in it (we are born with every
-     * signal blocked): it was never meant for the tree, and passed on it would reach the command as it starts. */
-    struct signalfd_siginfo stale[16];
-    while (read(K.sig_fd, stale, sizeof stale) > 0) {
-    }
     if (K.use_pidfd)
         K.owner_fd = pidfd_of(K.owner);
     if (K.owner_fd < 0) {

@@ -9,6 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Returns nothing: a kqueue sees only signals sent after it registered them, so none pending before is read. */
+void events_drop_pending(void)
+{
+}
+
 /* Returns 0 once the blocked signals are readable (kqueue EVFILT_SIGNAL) and the owner is watched (EVFILT_PROC NOTE_EXIT), or -errno. */
 int events_open(void)
 {

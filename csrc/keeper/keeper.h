@@ -148,6 +148,7 @@ int status_room(int fd);
 pid_t fork_child(bool into_cgroup, bool *born_inside);
 int enter_mode(const char **stage);
 int events_open(void);
+void events_drop_pending(void);
 void wait_events(int ms);
 
 /* cgroup v2: cgroup_linux.c, or keeper_macos.c's stand-ins (there K.cgroup is always NULL). */

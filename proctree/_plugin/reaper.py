@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 
+LINUX_ONLY = True  # the hand-off (handoff.py) starts it on Linux alone: prctl
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 ENV = "PROCTREE_PYTEST_HELPER"

@@ -148,6 +148,7 @@ def test_a_subclass_named_like_cpythons_class_is_not_taken_for_it(tmp_path):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def fresh_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -157,7 +158,7 @@ def fresh_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 def test_children_forked_during_a_first_start_start_their_own_at_once():
     # The acceptance run is 200 children (tools/fork_first_start.py, docs/dropin.md); 40 here, 5 each way.
-    tool = os.path.join(ROOT, "tools", "fork_first_start.py")
+    tool = os.path.join(REPO, "tools", "fork_first_start.py")  # the repository's (or sdist's), beside these tests
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run(
         [sys.executable, tool, "--children", "40", "--per-trial", "5", "--patience", "20"],

@@ -21,8 +21,11 @@ import pytest
 import proctree
 from proctree._containment import popenhold, protocol
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
-STORM = os.path.join(ROOT, "benchmarks", "storm_start_signals.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))  # where the tested proctree is
+# The storm script is the repository's (or the sdist's) beside these tests, not the installed package's.
+STORM = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks", "storm_start_signals.py"
+)
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="cgroup v2 containment (root, Linux)"
@@ -45,7 +48,8 @@ def alive(pid: int) -> bool:
 def storm(impl: str, signame: str, new_session: bool, starts: int) -> dict[str, int]:
     """The storm script's worker, in a fresh session of its own (the storm reaches nothing else): outcomes by name."""
     args = [sys.executable, STORM, "--worker", impl, signame, str(int(new_session)), str(starts)]
-    out = subprocess.run(args, start_new_session=True, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, STORM_PROCTREE=ROOT)  # the proctree under test, never an unbuilt source tree beside it
+    out = subprocess.run(args, start_new_session=True, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
