@@ -296,11 +296,12 @@ class Popen(_Base):
     def _execute_child(self, *args: Any, **kwargs: Any) -> None:
         bound = _Bound((self, *args), kwargs)
         given = bound.arguments
+        if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
+            # subprocess.Popen's own start, preexec_fn and all: it outlives us as the stdlib's does.
+            _EXECUTE(*bound.args, **bound.kwargs)
+            return
         if given.get("preexec_fn") is not None:
             raise ValueError(PREEXEC_FN_REFUSED)
-        if _detach.is_detached(self._proctree_detach, bool(given.get("start_new_session")), self._proctree_detach_rule):
-            _EXECUTE(*bound.args, **bound.kwargs)  # subprocess.Popen's own start: it outlives us as the stdlib's does
-            return
         tree = _hold.holder_for_start()
         if tree is None:
             raise ContainmentUnavailable(
