@@ -83,5 +83,7 @@ void say_leftovers(int ended, bool clean)
     }
     if (n > LISTED)
         fprintf(stderr, " and %d more", n - LISTED);
+    if (g_nkilled > 0)
+        fprintf(stderr, " (%d needed SIGKILL)", g_nkilled);
     fputs(clean ? "\n" : "; some SURVIVED\n", stderr);
 }

@@ -82,11 +82,13 @@ struct ident {
 
 #define SENT_TERM 1
 #define SENT_STOP 2
+#define SENT_KILL 4
 
 /* The membership state members.c keeps and teardown.c reads. */
 extern struct ident g_set[SET_SLOTS];
 extern uint32_t g_tgen, g_sgen;
 extern int g_nset;
+extern int g_nkilled; /* members this teardown had to SIGKILL (the grace was not enough) */
 extern bool g_incomplete;
 extern struct pt_proc g_snap[MAX_PROCS];
 extern struct pt_proc g_cur[MAX_PROCS];

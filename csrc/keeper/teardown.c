@@ -11,6 +11,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+int g_nkilled;
+
+/* Returns nothing: counts the members of this scan that reach the SIGKILL rounds, each once per teardown. */
+static void count_killed(void)
+{
+    for (int i = 0; i < g_ncur; i++) {
+        bool isnew = false;
+        struct ident *e = ident_get(g_cur[i].pid, g_cur[i].start_time, &isnew);
+        if (e && !(e->sent & SENT_KILL)) {
+            e->sent |= SENT_KILL;
+            g_nkilled++;
+        }
+    }
+}
+
 /* Returns true if sig reached a member of this scan that had not had it yet in this teardown (flag records it).
  * The stop signal (SENT_TERM) is sent at most once per member: never to one a forwarded stop-type signal reached, and
  * none at all while the owner holds the tree (it sent its own). Only a stop signal that was sent is followed by
@@ -49,6 +64,7 @@ bool teardown(void)
 {
     g_tgen++;
     g_nset = 0;
+    g_nkilled = 0;
     g_incomplete = false;
     double deadline = now_s() + K.grace;
     scan(false);
@@ -74,6 +90,7 @@ bool teardown(void)
         scan(false);
     }
     for (int round = 0; g_ncur > 0 && round < 100; round++) { /* bounded: ~1 s of SIGKILL rounds at most */
+        count_killed();
         cgroup_kill();
         for (int i = 0; i < g_ncur; i++)
             send_sig(g_cur[i].pid, g_cur[i].start_time, SIGKILL);

@@ -471,7 +471,13 @@ def test_the_runner_refuses_what_proctree_run_refuses(argv):
 
 @pytest.mark.parametrize(
     "cmd, code",
-    [(["no-such-command-here"], 127), (["/etc"], 126), (["sh", "-c", "sleep 30 & sleep 0.3; exit 3"], 3)],
+    [
+        (["no-such-command-here"], 127),
+        (["/etc"], 126),
+        (["sh", "-c", "sleep 30 & sleep 0.3; exit 3"], 3),
+        # left running and ignoring TERM: "(2 needed SIGKILL)" after the grace, in both runners
+        (["sh", "-c", "sh -c 'trap \"\" TERM; sleep 30' & sleep 0.3; exit 4"], 4),
+    ],
 )
 def test_handed_over_it_speaks_as_proctree_run_in_the_python_commands_words(cmd, code):
     # The same command line through the native runner (handed over) and the Python runner: the same status and
@@ -486,3 +492,4 @@ def test_handed_over_it_speaks_as_proctree_run_in_the_python_commands_words(cmd,
         assert r.returncode == code, r.stderr
         said[native_on] = r.stderr
     assert said["1"] == said["0"] and said["1"].startswith("proctree run: "), said
+    assert ("(2 needed SIGKILL)" in said["1"]) == (code == 4), said
