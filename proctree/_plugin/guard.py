@@ -148,10 +148,7 @@ class Guard:
         if self.box is not None and self.owns_box:
             members = self._members()
             skip = self._skipped(members) | self.exempt
-            # What a live object still holds is its holder's to end as the interpreter exits (execnet's atexit
-            # ends its default group's gateways): not reported, and ended with the rest when the run closes.
-            still = {i for i, (_, check) in self.held.items() if check()}
-            left = [p for p in members if identity(p) not in skip and identity(p) not in still]
+            left = [p for p in members if identity(p) not in skip]
             left = settled(left, self.settings.settle) if left else []  # one exiting as the run ends is no leak
             if left:
                 lines = [
@@ -233,7 +230,7 @@ class Guard:
             owner.finalized = True
             self.finalized.append(owner)
 
-    def _fixture_leaks(self, members: list[proctree.Proc]) -> list[tuple[str, list[str]]]:
+    def _fixture_leaks(self, members: list[proctree.Proc], item: pytest.Item) -> list[tuple[str, list[str]]]:
         """The processes of fixtures finalized in this teardown that still run, ended: (fixture, lines) each."""
         finalized, self.finalized = self.finalized, []
         out: list[tuple[str, list[str]]] = []
@@ -242,7 +239,9 @@ class Guard:
             alive = settled(mine, self.settings.settle) if mine else []
             # A live object may still hold what the fixture made (a session fixture's group keeps the gateways
             # a function fixture handed out): checked again once released, as a test's are.
-            alive = self._not_held(alive, members, owner.desc)
+            # pytest's own references to the fixture's value (the item's funcargs, until its protocol ends) hold
+            # nothing.
+            alive = self._not_held(alive, members, owner.desc, ignore=[getattr(item, "funcargs", None)])
             if alive:
                 out.append((owner.desc, [describe(p, owner.desc) for p in alive]))
                 self.box.end(alive, grace=self.settings.grace)
@@ -336,7 +335,7 @@ class Guard:
                 found.append((item.nodeid, [describe(p, f"test {item.nodeid}") for p in leaks]))
                 box.end(leaks, grace=self.settings.grace)
         found.extend(self._released())
-        found.extend(self._fixture_leaks(members))
+        found.extend(self._fixture_leaks(members, item))
         if not found:
             box.reap_adopted()
         return found
@@ -357,11 +356,14 @@ class Guard:
         known = {identity(p) for p in leaks}
         return leaks + [p for p in late if identity(p) not in known]
 
-    def _not_held(self, leaks: list[proctree.Proc], members: list[proctree.Proc], who: str) -> list[proctree.Proc]:
-        """leaks less those a live object still holds (and what they started): remembered, checked later."""
+    def _not_held(
+        self, leaks: list[proctree.Proc], members: list[proctree.Proc], who: str, ignore: list[Any] | None = None
+    ) -> list[proctree.Proc]:
+        """leaks less those a live object still holds (and what they started): remembered, checked later.
+        ignore: containers whose references hold nothing (pytest's own, for a fixture's value)."""
         if not leaks:
             return leaks
-        holders = _held.holders()
+        holders = _held.holders([c for c in ignore or () if c is not None])
         if not holders:
             return leaks
         roots = {identity(p) for p in members if p.pid in holders}

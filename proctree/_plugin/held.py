@@ -26,16 +26,34 @@ from typing import Any
 Holders = dict[int, Callable[[], bool]]
 
 
-def holders() -> Holders:
-    """Every process a live object holds now (a heap scan: called only when a test left something running)."""
+def holders(ignore: list[Any] | None = None) -> Holders:
+    """Every process a live object holds now (a heap scan: called only when a test left something running).
+
+    ignore: containers (pytest's funcargs of a fixture's value) whose references alone do not make a Popen held.
+    """
     gc.collect()  # a dropped Popen in a reference cycle is not held: collecting it puts it in subprocess._active
     out: Holders = {}
-    for obj in gc.get_objects():
+    heap = gc.get_objects()
+    for obj in heap:
         if isinstance(obj, subprocess.Popen) and _popen_holds(obj):
+            if ignore and not _referenced_beyond(obj, {id(c) for c in ignore} | {id(heap)}):
+                continue
             out[obj.pid] = _popen_check(weakref.ref(obj))
     for pid, obj in _multiprocessing_held():
         out[pid] = _multiprocessing_check(weakref.ref(obj))
     return out
+
+
+def _referenced_beyond(obj: object, ignore: set[int]) -> bool:
+    """True if something other than the ignored containers, a frame (the scan's own) or obj's own dict refers
+    to obj."""
+    for r in gc.get_referrers(obj):
+        if id(r) in ignore or isinstance(r, (types.FrameType, types.MethodType)):
+            continue
+        if isinstance(r, dict) and r is getattr(obj, "__dict__", None):
+            continue
+        return True
+    return False
 
 
 def _popen_holds(p: subprocess.Popen[Any]) -> bool:
