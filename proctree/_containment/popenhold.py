@@ -356,6 +356,11 @@ def after_exit(left: Any, keep_orphans: bool) -> None:
     """
     if _settled((left, keep_orphans)):
         return
+    if isinstance(left, str) and not keep_orphans:
+        # PROCTREE_DETACH=session: the command's own daemons leave its cgroup before wait() returns, so an owner
+        # that exits right after (a `mytool start`) does not take them with it. end_now() looks again.
+        with contextlib.suppress(Exception):
+            _detach.release_daemons(left)
     threading.Thread(
         target=_end_left, args=((left, keep_orphans),), name="proctree-popen-leftovers", daemon=True
     ).start()
