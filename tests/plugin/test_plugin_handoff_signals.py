@@ -10,6 +10,7 @@ that a stop is a job control stop and no signal reaches this pytest.
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,3 +147,58 @@ def test_a_stop_sent_to_the_pid_stops_the_job_and_a_continue_resumes_it(tmp_path
     outer.send_signal(signal.SIGCONT)
     rc, out = _finish(outer, tmp_path)
     assert rc == 0 and "1 passed" in out, out
+
+
+# The parent a terminal gives a run: pty.fork makes pytest a session leader with the terminal as its own.
+TERMINAL_DRIVER = r"""
+import os, pty, sys, time
+argv, here = sys.argv[1:], os.getcwd()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b""
+deadline = time.monotonic() + 60
+while not os.path.exists(os.path.join(here, "ready")) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.3)
+os.write(fd, b"\x03")
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.stdout.write("\nstatus %d\n" % os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("plugin", ["off", "fail"])
+def test_ctrl_c_from_a_terminal_interrupts_the_run_once(tmp_path, plugin):
+    # Ctrl-C is the kernel's SIGINT to the terminal's foreground group: the outer pytest and the subreaper get
+    # it too and must not pass it on (a second SIGINT would interrupt pytest's summary).
+    (tmp_path / "test_w.py").write_text(textwrap.dedent(WAITS))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--proctree-leaks", plugin]
+    if not _entry_point_registered():
+        argv[3:3] = ["-p", "proctree.pytest_plugin"]
+    r = subprocess.run(
+        [sys.executable, "-c", TERMINAL_DRIVER, *argv],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=_PROCTREE_HOME, PYTHONDONTWRITEBYTECODE="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout)  # the terminal's colours
+    assert out.endswith("status 2\n"), out + r.stderr
+    assert (tmp_path / "helper").read_text() != "" or plugin == "off"
+    assert "test_w.py:12: KeyboardInterrupt" in out and "no tests ran" in out, out
+    assert "Traceback" not in out, out
+    pid = int((tmp_path / "pids").read_text())
+    with contextlib.suppress(proctree.NoSuchProcess, ProcessLookupError):
+        if proctree.cmdline(pid) == ["sleep", "300"]:  # without the plugin the interrupted test leaves it
+            os.kill(pid, signal.SIGKILL)
+    assert wait_gone([pid], 10)
