@@ -5,9 +5,10 @@ could os.waitpid a daemon it never started, and a daemon that exits stays a
 zombie (os.kill(pid, 0) succeeds) until its adopter reaps it. So the pytest
 you started, once it knows the plugin is enabled with the subreaper and
 before it loads any conftest, starts the subreaper, which starts the same
-pytest command below it; it waits, and exits with its status. Signals that
-end a run (SIGTERM, SIGHUP) are passed down; Ctrl-C reaches the inner pytest
-from the terminal.
+pytest command below it; it waits, and exits with its status, or dies of
+the signal it died of. Every signal a process sends to the pytest you
+started is passed down (once); Ctrl-C and Ctrl-Z reach the inner pytest from
+the terminal, and its stops are mirrored (reaper.relay).
 
 Only for a run started as a command (``pytest ...``, ``python -m pytest
 ...``) on Linux, not under a debugger, a profiler or coverage.py: a
@@ -17,6 +18,7 @@ subreaper in pytest itself.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import subprocess
@@ -100,27 +102,23 @@ def hand_off(config: Any) -> None:
         capman.suspend_global_capture(in_=True)  # the inner pytest writes to the real terminal
     sys.stdout.flush()
     sys.stderr.flush()
+    # Blocked before the start, so that none is lost or acted on here: the subreaper inherits the mask and
+    # takes them the same way; relay() passes on what processes send (reaper.py says which).
+    relayed = _reaper.relayed_signals()
+    signal.pthread_sigmask(signal.SIG_BLOCK, relayed | {signal.SIGCHLD})
     try:
         # Its source, not its module: it runs wherever this interpreter runs, whatever finds proctree here.
         with open(_reaper.__file__, encoding="utf-8") as f:
             source = f.read()
         helper = subprocess.Popen([sys.executable, "-c", source, *argv], close_fds=False)
     except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, relayed | {signal.SIGCHLD})
         if capman is not None:
             capman.resume_global_capture()
         return
-
-    def forward(signum: int, frame: object) -> None:
-        try:
-            os.kill(helper.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to the inner pytest too
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(sig, forward)
-    rc = helper.wait()
-    if rc < 0:
-        signal.signal(-rc, signal.SIG_DFL)
-        os.kill(os.getpid(), -rc)
-    os._exit(rc)  # nothing of this pytest runs on: the inner one ran the tests, wrote the reports
+    status = _reaper.relay(helper.pid, relayed)
+    if os.WIFSIGNALED(status):
+        faulthandler.disable()  # pytest's: a traceback of this process would say nothing
+        _reaper.die_like(os.WTERMSIG(status))
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70)  # nothing of this pytest runs on
