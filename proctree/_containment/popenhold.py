@@ -242,6 +242,9 @@ def _watch_hold(tree: Any) -> None:
     reused pid is never taken for it. Without pidfds (not Linux) only the
     keeper's exit is seen.
     """
+    for keeper_pid, old in list(_made.items()):  # lost trees whose keeper ended them itself, and was reaped
+        if old._keeper.returncode is not None and (old._life.done or old._life.recovered.is_set()):
+            _made.pop(keeper_pid, None)
     _made[tree.keeper_pid] = tree
     if hasattr(os, "pidfd_open") and tree.pid is not None:
         try:
