@@ -21,11 +21,14 @@ its own holding tree's cgroup.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
+import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -37,6 +40,7 @@ from .._table import binding as _binding
 from . import cgroup as _cgroup
 from . import cgrouppool as _pool
 from . import detach as _detach
+from . import keeperloss as _keeperloss
 from . import owner as _owner
 from .keeperproc import _keeper_watch
 from .launch import _LINUX
@@ -55,6 +59,8 @@ GRACE = 2.0
 _lock = threading.Lock()
 _holder = None  # the holding Tree, or None
 _holder_pid = 0  # the process that spawned it (a forked child needs a holder of its own)
+_made: dict[int, Any] = {}  # holding keeper's pid -> its Tree, from its start until its end is done
+_hold_fds: dict[int, int] = {}  # holding keeper's pid -> a pidfd on its hold process (readable once hold exited)
 _unavailable: tuple[int, str] | None = None  # (pid, why) when cgroup containment failed for this process
 _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
@@ -71,6 +77,11 @@ def _after_fork_in_child() -> None:
     if _holder is not None:
         _parents.append(_holder)  # kept, inert: nothing of it runs here (Popen's __del__ would poll its keeper)
     _holder, _holder_pid = None, 0
+    for fd in _hold_fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)  # the parent's: signalling its hold from here must never be possible
+    _hold_fds.clear()
+    _made.clear()
     _kept.clear()
     _ending.clear()
 
@@ -97,8 +108,11 @@ def holder():
     pid = os.getpid()
     with _lock:
         tree = _holder
-        if tree is not None and _holder_pid == pid and not _exited(tree):
-            return tree
+        if tree is not None and _holder_pid == pid:
+            if not _lost(tree):
+                return tree
+            _end_lost(tree)  # before anything of a new tree is made: the old one never outlives its loss
+            _holder, _holder_pid = None, 0
         if _unavailable is not None and _unavailable[0] == pid:
             return None
         hold = [ENTER, "hold"] if os.access(ENTER, os.X_OK) else ["sleep", "2147483647"]
@@ -124,6 +138,7 @@ def holder():
                 _unavailable = (pid, f"{reason}; {exc}")
                 return None
         _holder, _holder_pid = tree, pid
+        _watch_hold(tree)
         _why_marked[pid] = reason
         return tree
 
@@ -139,7 +154,7 @@ def holder_for_start():
     """
     if _pool.on_loop_thread():
         tree, pid = _holder, os.getpid()
-        if (tree is None or _holder_pid != pid or _exited(tree)) and not (_unavailable and _unavailable[0] == pid):
+        if (tree is None or _holder_pid != pid or _lost(tree)) and not (_unavailable and _unavailable[0] == pid):
             return _on_worker(holder)
     return holder()
 
@@ -185,7 +200,7 @@ def prepare() -> None:
 def prepared() -> bool:
     """True when a start on a loop's thread would make nothing: a live holding tree here, and a cgroup ready."""
     tree = _holder
-    if tree is None or _holder_pid != os.getpid():
+    if tree is None or _holder_pid != os.getpid() or _lost(tree):
         return False
     return tree.mode != "cgroup" or (tree.cgroup is not None and _pool.has_ready(tree.cgroup))
 
@@ -201,6 +216,8 @@ def release(grace: float = GRACE) -> None:
         tree, mine = _holder, _holder_pid == os.getpid()
         _holder, _holder_pid = None, 0
     if tree is not None and mine:
+        _close_hold_fd(tree.keeper_pid)
+        _made.pop(tree.keeper_pid, None)
         with contextlib.suppress(OSError, ValueError):
             tree.send_signal(signal.SIGKILL)  # the hold step blocks every other signal: only this ends it at once
         tree.terminate(grace=grace)
@@ -214,6 +231,139 @@ def _exited(tree: Any) -> bool:
         return os.waitid(os.P_PID, tree.keeper_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except (AttributeError, OSError):
         return bool(tree._keeper.exited())
+
+
+def _watch_hold(tree: Any) -> None:
+    """Open a pidfd on the new holding tree's hold, and have the keeper watch end hold the moment its keeper dies.
+
+    The pidfd is checked at every start for readability only (a poll with no
+    wait): the cheapest way to see hold gone while its keeper still lives
+    and is ending the holding tree. It is pinned to hold's start time, so a
+    reused pid is never taken for it. Without pidfds (not Linux) only the
+    keeper's exit is seen.
+    """
+    for keeper_pid, old in list(_made.items()):  # lost trees whose keeper ended them itself, and was reaped
+        if old._keeper.returncode is not None and (old._life.done or old._life.recovered.is_set()):
+            _made.pop(keeper_pid, None)
+    _made[tree.keeper_pid] = tree
+    if hasattr(os, "pidfd_open") and tree.pid is not None:
+        try:
+            fd = os.pidfd_open(tree.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                pinned = _binding.proc(tree.pid).start_time == tree._root.start_time
+            except Exception:  # noqa: BLE001 - gone already: its keeper ends the tree
+                pinned = False
+            if pinned:
+                _hold_fds[tree.keeper_pid] = fd
+            else:
+                os.close(fd)
+    # The holding keeper's loss: hold first (below), then keeperloss.py's own end of what is left.
+    watcher = _keeper_watch()
+    watcher.forget(tree.keeper_pid)
+    watcher.watch(tree.keeper_pid, tree, _holding_keeper_lost, _keeperloss.keeper_exit_settled)
+
+
+def _holding_keeper_lost(tree: Any) -> None:
+    """The holding keeper exited on its own watch: hold gets SIGKILL at once, then what is left is ended as any
+    lost keeper's tree is.
+
+    hold blocks every other signal, so the polite end (the stop signal, SIGKILL after the grace) would keep it
+    for the whole grace, and an owner that exited within it (the watch's threads are daemons) left it forever.
+    """
+    _kill_hold(tree.keeper_pid)
+    try:
+        _keeperloss.on_keeper_exit(tree)
+    finally:
+        _made.pop(tree.keeper_pid, None)
+
+
+def _kill_hold(keeper_pid: int) -> None:
+    """SIGKILL the hold of the holding tree whose keeper is keeper_pid, through its pidfd; close that. Never raises."""
+    fd = _hold_fds.pop(keeper_pid, None)  # one pop: whoever comes first (a start, the watch) does it
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        signal.pidfd_send_signal(fd, signal.SIGKILL)  # the pidfd: never another process of a reused pid
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _close_hold_fd(keeper_pid: int) -> None:
+    fd = _hold_fds.pop(keeper_pid, None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _hold_gone(tree: Any) -> bool:
+    """The holding tree's hold process has exited (its pidfd is readable): one poll that never waits."""
+    fd = _hold_fds.get(tree.keeper_pid)
+    if fd is None:
+        return False
+    poller = select.poll()  # one per call: a shared one raises when two threads poll it at once
+    poller.register(fd, select.POLLIN)
+    try:
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile: its tree was found lost
+        return True
+
+
+def _lost(tree: Any) -> bool:
+    """The holding tree is gone or going: its keeper has exited, or its hold has (the keeper is ending the tree).
+
+    A command started in it now would land in a cgroup its keeper is
+    ending, or one nobody ends with the owner.
+    """
+    return _exited(tree) or _hold_gone(tree)
+
+
+def _end_lost(tree: Any) -> None:
+    """End a lost holding tree whole, under _lock: its hold gets SIGKILL now (the only signal it takes).
+
+    A keeper that lives ends the rest itself; a killed one's tree is ended
+    by the keeper watch (keeperloss.py).
+    """
+    _kill_hold(tree.keeper_pid)
+
+
+def _end_lost_at_exit() -> None:
+    """At the owner's exit: a holding tree whose keeper is gone is ended now, whole, by cgroup.kill. Never raises.
+
+    A lost keeper's tree is ended by a daemon thread of the keeper watch,
+    politely (the stop signal, SIGKILL after the grace); an owner that exits
+    within that grace, or before the watch even saw the loss, stops that
+    thread, and whatever of the tree was left would run on with nobody to
+    end it. A keeper that lives ends its tree itself on the owner's death.
+    """
+    with contextlib.suppress(Exception):
+        for keeper_pid, tree in list(_made.items()):
+            if not _exited(tree) and not _sigkill_pending(keeper_pid):
+                continue
+            _kill_hold(keeper_pid)
+            if tree.mode == "cgroup" and tree.cgroup is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    _cgroup.kill(tree.cgroup)
+
+
+def _sigkill_pending(pid: int) -> bool:
+    """The process pid (a holding keeper of ours, unreaped) was sent SIGKILL and has not exited yet (Linux).
+
+    SIGKILL is pending until the process next runs; on a busy machine a
+    start made right after it can still find the keeper alive, and an
+    owner that exits then must count the tree as lost. One /proc read, at
+    the owner's exit only (never on a start).
+    """
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & (1 << (signal.SIGKILL - 1)):
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def held_pids() -> set[int]:
@@ -305,7 +455,10 @@ def watch(pid: int, left: Any, keep_orphans: bool) -> None:
 
 def reaped(pid: int, left: Any, keep_orphans: bool) -> None:
     """Popen reaped the command pid: stop watching it (before its pid can be reused) and end what it left."""
-    _keeper_watch().forget(pid, wake=False)
+    if not sys.is_finalizing():
+        # At the interpreter's end (a Popen's __del__) the watch's daemon threads are frozen, maybe holding its
+        # lock; nothing reuses the pid from here on, and the process's exit closes the pidfd.
+        _keeper_watch().forget(pid, wake=False)
     if isinstance(left, str):
         if _pool.on_loop_thread():
             _pool.later(after_exit, left, keep_orphans)  # its rmdir: never on an event loop's thread
@@ -405,3 +558,4 @@ def _remove_empty_kept() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_end_lost_at_exit)
