@@ -151,7 +151,9 @@ REQUIRED: dict[tuple[str, str], bool] = {
     ("execnet", "swap"): True,
     ("execnet", "plugin"): True,
     ("execnet", "plugin-n2"): True,
-    ("execnet", "plugin-leak"): True,
+    # its test_multi tests leave gateways execnet's default group holds and its atexit handler ends: the plugin
+    # reports them at the session's end (before atexit runs), so they are named beside the injected leak (issue 29)
+    ("execnet", "plugin-leak"): False,
     ("anyio", "swap"): True,
     ("anyio", "swap-asyncio"): True,
     ("anyio", "plugin"): True,
