@@ -285,8 +285,10 @@ def _kill_hold(keeper_pid: int) -> None:
     fd = _hold_fds.pop(keeper_pid, None)  # one pop: whoever comes first (a start, the watch) does it
     if fd is None:
         return
-    with contextlib.suppress(OSError):
+    try:
         signal.pidfd_send_signal(fd, signal.SIGKILL)  # the pidfd: never another process of a reused pid
+    except (OSError, AttributeError):  # no pidfds here: only Linux opened one
+        pass
     with contextlib.suppress(OSError):
         os.close(fd)
 

@@ -39,6 +39,7 @@ def holders(ignore: list[Any] | None = None) -> Holders:
             if ignore and not _referenced_beyond(obj, {id(c) for c in ignore} | {id(heap)}):
                 continue
             out[obj.pid] = _popen_check(weakref.ref(obj))
+    heap.clear()  # the heap's list refers to every object: kept, it would make each multiprocessing one held
     for pid, obj in _multiprocessing_held():
         out[pid] = _multiprocessing_check(weakref.ref(obj))
     return out
