@@ -181,12 +181,13 @@ static void add_confirmed(const struct pt_proc *row)
 }
 
 /* Returns nothing: adds the rows of g_snap[0..n) that carry the tree's marker and started after us. A row that read
- * as having no environment at all (kernel threads aside) is read again, a millisecond apart, up to RECHECKS times: a
- * marked process caught in an exec (or in a loop of them) would otherwise be missed, and a teardown's last scan would
- * call the tree empty while it runs. */
+ * as having no environment at all (kernel threads aside) is read again, up to RECHECKS times, 1 ms apart and then
+ * up to 8 ms (about 47 ms at most, only for such rows): a marked process caught in an exec (or in a loop of them), which
+ * a loaded machine makes slow, would otherwise be missed, and a teardown's last scan would call the tree empty while
+ * it runs. */
 static void add_marked(int n)
 {
-    enum { UNSURE_MAX = 64, RECHECKS = 3 };
+    enum { UNSURE_MAX = 64, RECHECKS = 8 };
     int unsure[UNSURE_MAX], nunsure = 0;
     for (int i = 0; i < n; i++) {
         const struct pt_proc *row = &g_snap[i];
@@ -198,9 +199,11 @@ static void add_marked(int n)
         if (rc == 1)
             add_confirmed(row);
     }
-    const struct timespec pause = {0, 1000000};
+    long pause_ns = 1000000;
     for (int round = 0; round < RECHECKS && nunsure > 0; round++) {
+        const struct timespec pause = {0, pause_ns};
         nanosleep(&pause, NULL);
+        pause_ns = pause_ns * 2 > 8000000 ? 8000000 : pause_ns * 2;
         int left = 0;
         for (int k = 0; k < nunsure; k++) {
             int rc = carries_marker(g_snap[unsure[k]].pid);

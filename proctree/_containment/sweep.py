@@ -14,8 +14,9 @@ from . import spare as _spare
 from .evidence import marker as _marker
 
 KTHREADD = 2  # Linux: the parent of every kernel thread, whose environment is always empty
-RECHECK_PAUSE = 0.001  # seconds: far longer than an exec's window with no environment
-RECHECKS = 3
+RECHECK_PAUSE = 0.001  # seconds, doubled each time up to RECHECK_PAUSE_MAX: a loaded machine's exec is slow
+RECHECK_PAUSE_MAX = 0.008
+RECHECKS = 8  # about 47 ms at most, and only for a process that keeps reading as having no environment
 
 
 def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> list[Proc]:
@@ -46,13 +47,15 @@ def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> l
     found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
     # A process in the middle of an exec shows an empty environment for a moment (the new image's is not laid
     # out yet), which reads as "absent": a marked orphan that was exec'ing would slip through. Whoever read as
-    # absent (kernel threads aside) is read again, a millisecond apart, up to RECHECKS times (the keeper's
+    # absent (kernel threads aside) is read again, 1 ms apart and then longer, up to RECHECKS times (the keeper's
     # members.c does the same).
     unsure = sorted(pid for pid, p in candidates.items() if found.get(pid) == "absent" and p.ppid != KTHREADD)
+    pause = RECHECK_PAUSE
     for _ in range(RECHECKS):
         if not unsure:
             break
-        time.sleep(RECHECK_PAUSE)
+        time.sleep(pause)
+        pause = min(pause * 2, RECHECK_PAUSE_MAX)
         again = _binding.env_scan(_marker.TREE_ENV, unsure)
         found.update(again)
         unsure = [pid for pid in unsure if again.get(pid) == "absent"]
