@@ -251,6 +251,11 @@ class Containment:
                 got = os.waitid(os.P_PID, z.pid, os.WEXITED | os.WNOHANG)
             except ChildProcessError:
                 continue
+            except AttributeError:  # no waitid (macOS before Python 3.13): waitpid reaps the zombie alike
+                try:
+                    got = os.waitpid(z.pid, os.WNOHANG)[0] or None
+                except ChildProcessError:
+                    continue
             if got is not None:
                 reaped.append(z.pid)
                 self._adopted.discard((z.pid, z.start_time))
