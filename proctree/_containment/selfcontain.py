@@ -248,7 +248,7 @@ class Containment:
             if z.pid in claimed or z.pid in self._own_pids:
                 continue
             try:
-                got = os.waitid(os.P_PID, z.pid, os.WEXITED | os.WNOHANG)
+                got: object = os.waitid(os.P_PID, z.pid, os.WEXITED | os.WNOHANG)
             except ChildProcessError:
                 continue
             except AttributeError:  # no waitid (macOS before Python 3.13): waitpid reaps the zombie alike
