@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from support.pluginrun import LEAKS, _entry_point_registered, clean_run, pids_in, run_inner
+from support.pluginrun import LEAKS, _entry_point_registered, clean_run, leak_section, pids_in, run_inner
 from support.spawnkit import wait_gone
 from support.treekit import _PROCTREE_HOME
 
@@ -116,7 +116,7 @@ def test_a_workers_leaks_are_named_with_their_test_and_listed_by_the_controller(
     r = run_inner(tmp_path, files, "--proctree-leaks=fail", "-n", "2")
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
-    summary = out.split("proctree: leaked processes")[-1]
+    summary = leak_section(out)
     for test, name in [("test_popen_server_not_waited", "popen.pids"), ("test_multiprocessing_child", "mp.pids")]:
         (pid,) = pids_in(tmp_path, name)
         assert f"pid {pid} " in summary and f"left by test test_leaks.py::{test}" in summary, out
@@ -301,7 +301,7 @@ def test_fail_warn_and_kill_list_the_same_processes(tmp_path):
         r = run_inner(d, {"test_leaks.py": LEAKS}, f"--proctree-leaks={mode}")
         out = r.stdout + r.stderr
         pids = {p for name in ("popen.pids", "daemon.pids", "scrubbed.pids", "mp.pids") for p in pids_in(d, name)}
-        summary = out.split("proctree: leaked processes")[-1]
+        summary = leak_section(out)
         listed[mode] = sorted(re.findall(r"left by (test \S+)", summary))
         assert all(f"pid {p} " in summary for p in pids), out
         assert wait_gone(list(pids), 5)
@@ -355,7 +355,7 @@ def test_warn_mode_under_filterwarnings_error_reports_without_failing_once_its_w
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     (pid,) = pids_in(tmp_path, "pids")
-    assert f"pid {pid} " in out.split("proctree: leaked processes")[-1], out
+    assert f"pid {pid} " in leak_section(out), out
     assert wait_gone([pid], 5)
 
 

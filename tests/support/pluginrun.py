@@ -7,6 +7,7 @@ guessed (pids_in).
 
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -44,6 +45,17 @@ def start_inner_until_ready(tmp_path, suite):
         time.sleep(0.05)
     assert (tmp_path / "ready").exists(), "the inner run's test never started"
     return inner
+
+
+def leak_section(out):
+    """The plugin's "leaked processes" section of a run's output, without pytest's short summary after it.
+
+    pytest's short summary repeats each error's whole message where it believes it runs on CI (CI or
+    BUILD_NUMBER set) and only its first line elsewhere, so a count over the rest of the output would
+    depend on the machine.
+    """
+    section = out.split("proctree: leaked processes")[-1]
+    return re.split(r"=+ short test summary info =+", section)[0]
 
 
 def pids_in(tmp_path, name):
