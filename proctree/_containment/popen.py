@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import inspect
 import os
 import signal
 import struct
@@ -32,18 +31,21 @@ import subprocess
 import termios
 import threading
 import types
-from typing import Any
 
 from .. import _fds
 from .._errors import ContainmentUnavailable
 from . import cgrouppool as _pool
 from . import detach as _detach
+from . import initsig as _initsig
 from . import popenhold as _hold
 from . import popenmarked as _marked
 from . import realpopen as _realpopen
 
+TYPE_CHECKING = False  # typing costs import time, and this module loads with the name proctree.Popen
+if TYPE_CHECKING:
+    from typing import Any
+
 _Base: Any = _realpopen.genuine_popen()
-_INIT_SIGNATURE = inspect.signature(_Base.__init__)
 _EXECUTE = _Base._execute_child
 # _execute_child's parameters, all positional-or-keyword: bound by name without inspect's bind(), which
 # costs every start microseconds.
@@ -282,6 +284,9 @@ class Popen(_Base):
     _proctree_detach_rule = ""
 
     def __init__(self, *args: Any, keep_orphans: bool = False, detach: bool = False, **kwargs: Any) -> None:
+        self._proctree_init(keep_orphans, detach, args, kwargs)
+
+    def _proctree_init(self, keep_orphans: bool, detach: bool, args: Any, kwargs: dict[str, Any]) -> None:
         if not isinstance(keep_orphans, bool):
             raise TypeError(f"keep_orphans must be a bool, not {type(keep_orphans).__name__}")
         if not isinstance(detach, bool):
@@ -385,12 +390,8 @@ class Popen(_Base):
 
 
 Popen.__module__ = "proctree"
-Popen.__init__.__signature__ = _INIT_SIGNATURE.replace(  # type: ignore[attr-defined]
-    parameters=[
-        *_INIT_SIGNATURE.parameters.values(),
-        inspect.Parameter("keep_orphans", inspect.Parameter.KEYWORD_ONLY, default=False),
-        inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False),
-    ]
+Popen.__init__ = _initsig.with_parameters_of(  # type: ignore[method-assign]
+    _Base.__init__, Popen.__init__, ("keep_orphans", "detach")
 )
 
 
