@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import itertools
 import os
 import signal
 import sys
 import warnings
-from typing import Any, cast
 
 from .._errors import ContainmentUnavailable, ReceiptWarning
+from .._record import record  # a frozen dataclass without dataclasses' import time
 from .._table import binding as _binding
 from .._table import namespaces as _namespaces
 from . import cgroup as _cgroup
 from . import protocol as _protocol
 from .evidence import marker as _marker
 from .evidence import receipt as _receipt
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 MODES = ("auto", "cgroup", "subreaper", "session")
 
@@ -57,7 +60,7 @@ def _check_mode(contain):
     return contain
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class _Launch:
     """What spawn() decided before starting anything: the command, its environment and its containment."""
 
@@ -157,7 +160,8 @@ def _warn_no_receipts(why: str) -> None:
     _receipts_warned = True
     # Point at the caller's line, outside proctree, whichever path led here.
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    level, frame = 1, cast("Any", sys._getframe(0))  # stacklevel 1 is this function's own frame
+    level = 1  # stacklevel 1 is this function's own frame
+    frame: Any = sys._getframe(0)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
         level, frame = level + 1, frame.f_back
     warnings.warn(

@@ -22,12 +22,11 @@ that started it; no teardown engine reaps it.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import signal
-from typing import Any
 
+from .. import _record
 from .._errors import ContainmentUnavailable, KeeperLost  # noqa: F401 (also importable from here)
 from .._validate import check_seconds, check_signal
 from . import cgroup as _cgroup
@@ -48,6 +47,10 @@ from .launch import (  # noqa: F401 (the modes spawn() takes)
 from .start import _start
 from .stopflag import _in_worker, _Stopped
 from .tree import Tree
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def spawn(
@@ -150,7 +153,7 @@ def _spawn(args, contain, grace, keep_orphans, tag, popen_kwargs, stop):
                 _remove_created(launch.cgroup)
             raise
         weaker = "subreaper" if launch.mode == "cgroup" and _LINUX else "session"
-        launch = dataclasses.replace(launch, mode=weaker, reason="; ".join(reasons), cgroup=None)
+        launch = _record.replace(launch, mode=weaker, reason="; ".join(reasons), cgroup=None)
 
 
 def _remove_created(path: str) -> None:

@@ -26,8 +26,8 @@ import os
 import stat
 import sys
 import time
-from dataclasses import dataclass
 
+from ..._record import record  # a frozen dataclass without dataclasses' import time
 from .. import protocol as _protocol
 from . import marker as _marker
 
@@ -41,7 +41,7 @@ _SUFFIX = ".json"
 _FIELDS = ("owner", "keeper", "command", "sid", "pgid", "cgroup", "tag", "mode", "marker", "tree", "created")
 
 
-@dataclass(frozen=True)
+@record
 class Receipt:
     """One tree's receipt, as read back. Identities are (pid, start time) in proctree's start-time units.
 
