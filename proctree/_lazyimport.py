@@ -44,6 +44,26 @@ def load(name: str, package: str) -> ModuleType:
             _importing.pop(me, None)
 
 
+class LazyModule:
+    """A module loaded through load() at the first use of one of its attributes.
+
+    For what only some calls need (ending what a command left, a keeper's
+    loss): a start does not pay its import, and a fork during that import
+    later is as safe as any of load()'s.
+    """
+
+    __slots__ = ("_name", "_package")
+
+    def __init__(self, name: str, package: str) -> None:
+        self._name, self._package = name, package
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(load(self._name, self._package), attr)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r} of {self._package}, loaded at its first use>"
+
+
 def _half_made(module: object) -> bool:
     spec = getattr(module, "__spec__", None)
     return bool(getattr(spec, "_initializing", False))

@@ -9,15 +9,18 @@ under the Tree's lock; the rest find it done.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import time
-from typing import TYPE_CHECKING
 
-from .._teardown.report import TeardownReport
+from .. import _lazyimport
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from .._teardown import report as _report
+    from .._teardown.report import TeardownReport
     from .tree import Tree
+else:  # teardown loads at its first use: a start never pays for it
+    _report = _lazyimport.LazyModule("proctree._teardown.report", "")
 
 
 def keeper_exit_settled(tree: Tree) -> bool:
@@ -85,7 +88,7 @@ def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
     t0 = time.monotonic()
     grace = tree.grace if grace is None else grace
     rep = tree._mode.leftovers(tree, grace)
-    return dataclasses.replace(
+    return _report.replace(
         rep,
         root=tree._root,
         mode=tree.mode,

@@ -7,16 +7,22 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Any
 
-from .. import _fds
+from .. import _fds, _lazyimport
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._teardown import signals as _signals
 from . import keeperwatch as _keeperwatch
-from . import owner as _owner
 from . import realpopen as _realpopen
 from . import spare as _spare
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from . import owner as _owner
+else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _owner = _lazyimport.LazyModule(".owner", __package__)
 
 
 def _keeper_popen_class() -> type[subprocess.Popen]:

@@ -23,8 +23,11 @@ import enum
 import threading
 
 from .._errors import KeeperLost
-from .._teardown.report import TeardownReport
 from . import protocol as _protocol
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from .._teardown.report import TeardownReport
 
 
 class Phase(enum.Enum):

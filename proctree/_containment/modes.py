@@ -16,22 +16,29 @@ it, and the Tree reaps it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+from .. import _lazyimport
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
-from .._teardown import engine as _teardown
-from .._teardown import many as _many
-from .._teardown.report import TeardownReport
 from . import cgroup as _cgroup
-from . import owner as _owner
 from .evidence import marker as _marker
 from .sweep import _marked_roots, _merge_reports
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from .._teardown import engine as _teardown
+    from .._teardown import many as _many
+    from .._teardown import report as _report
+    from .._teardown.report import TeardownReport
+    from . import owner as _owner
     from .stopflag import _Stop
     from .tree import Tree
+else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _teardown = _lazyimport.LazyModule("proctree._teardown.engine", "")
+    _many = _lazyimport.LazyModule("proctree._teardown.many", "")
+    _report = _lazyimport.LazyModule("proctree._teardown.report", "")
 
 
 def _stop_fd(stop: _Stop | None) -> int | None:
@@ -60,7 +67,9 @@ def _sweep_marked(tree: Tree, grace: float) -> TeardownReport:
     first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
     late = marked(tree, None)
     again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
-    return _merge_reports(TeardownReport(root=tree._root, mode=tree.mode), first, again, [p.pid for p in roots + late])
+    return _merge_reports(
+        _report.TeardownReport(root=tree._root, mode=tree.mode), first, again, [p.pid for p in roots + late]
+    )
 
 
 class Subreaper:

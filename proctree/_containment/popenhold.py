@@ -31,20 +31,27 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
 
 # Everything a start uses is imported here, with proctree.Popen, never during a start: a fork while
 # another thread imports leaves the child an import lock nobody will release (and a start costs no import).
+from .. import _lazyimport
 from .._errors import ContainmentUnavailable
 from .._table import binding as _binding
 from . import cgroup as _cgroup
 from . import cgrouppool as _pool
 from . import detach as _detach
 from . import keeperloss as _keeperloss
-from . import owner as _owner
 from .keeperproc import _keeper_watch
 from .launch import _LINUX
 from .spawn import spawn
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from . import owner as _owner
+else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _owner = _lazyimport.LazyModule(".owner", __package__)
 
 # proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
 ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")

@@ -25,13 +25,20 @@ import contextlib
 import os
 import threading
 import time
-from typing import Any
 
+from .. import _lazyimport
 from .._table import binding as _binding
-from .._teardown import many as _many
 from . import spare as _spare
 from .evidence import marker as _marker
 from .sweep import _marked_roots
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._teardown import many as _many
+else:  # teardown loads at its first use: a start never pays for it
+    _many = _lazyimport.LazyModule("proctree._teardown.many", "")
 
 
 class MarkedLeft:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
+from .. import _lazyimport
 from .._table import binding as _binding
 from .._table.model import Proc
-from .._teardown import many as _many
-from .._teardown.report import TeardownReport
 from . import spare as _spare
 from .evidence import marker as _marker
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from .._teardown import many as _many
+    from .._teardown import report as _report
+    from .._teardown.report import TeardownReport
+else:  # teardown loads at its first use: a start never pays for it
+    _many = _lazyimport.LazyModule("proctree._teardown.many", "")
+    _report = _lazyimport.LazyModule("proctree._teardown.report", "")
 
 KTHREADD = 2  # Linux: the parent of every kernel thread, whose environment is always empty
 RECHECK_PAUSE = 0.001  # seconds, doubled each time up to RECHECK_PAUSE_MAX: a loaded machine's exec is slow
@@ -104,7 +111,7 @@ def _merge_reports(
             seen.setdefault(p.identity, p)
         return tuple(seen.values())
 
-    return dataclasses.replace(
+    return _report.replace(
         main,
         found=union("found"),
         exited=union("exited"),

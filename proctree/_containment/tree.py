@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
 import threading
 import time
-from typing import Any, cast
 
-from .. import _fds
+from .. import _fds, _lazyimport
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
-from .._teardown.report import TeardownReport
 from .._validate import check_seconds, check_signal
 from . import asyncwait as _asyncwait
 from . import cgroup as _cgroup
 from . import keeperloss as _keeperloss
 from . import modes as _modes
-from . import owner as _owner
 from . import protocol as _protocol
 from .evidence import receipt as _receipt
 from .keeperproc import (
@@ -35,6 +31,17 @@ from .lifecycle import Lifecycle
 from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._teardown import report as _report
+    from .._teardown.report import TeardownReport
+    from . import owner as _owner
+else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _report = _lazyimport.LazyModule("proctree._teardown.report", "")
 
 
 def _log() -> Any:
@@ -233,7 +240,7 @@ class Tree:
         self._check_owner()
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
         if not self._pump(deadline):
-            raise subprocess.TimeoutExpired(self.args, cast(float, timeout))
+            raise subprocess.TimeoutExpired(self.args, timeout)  # type: ignore[arg-type]
         self._raise_if_lost(deadline)
         if not self.keep_orphans:
             try:
@@ -434,17 +441,17 @@ class Tree:
                 grace = 0.0
             if self.cgroup is not None:  # the cgroup is ours even when the keeper no longer is
                 rep = self._mode.teardown(self, grace, stop, sig)
-                rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+                rep = _report.replace(rep, root=self._root, mode=self.mode)
             elif self._keeper.is_ours():
                 try:
                     rep = self._mode.teardown(self, grace, stop, sig)
-                    rep = dataclasses.replace(rep, root=self._root, mode=self.mode)
+                    rep = _report.replace(rep, root=self._root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
                     # held went to init with it and the keeper's own sweep has nothing to start from.
-                    rep = TeardownReport(root=self._root, mode=self.mode)
+                    rep = _report.TeardownReport(root=self._root, mode=self.mode)
             else:
-                rep = TeardownReport(root=self._root, mode=self.mode)
+                rep = _report.TeardownReport(root=self._root, mode=self.mode)
             self._finish(clean=rep.ok)
             if self._life.lost is not None and self._life.recovery is None:
                 # The keeper died during the teardown without the command's status: what it
@@ -452,7 +459,7 @@ class Tree:
                 more = _keeperloss.end_leftovers(self)
                 rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
                 self._life.recover(rep)
-            rep = dataclasses.replace(
+            rep = _report.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
                 extra={

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._table.model import Proc
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,8 @@ class TeardownReport:
             "signals": {str(pid): name for pid, name in sorted(self.signals.items())},
             **({"extra": self.extra} if self.extra else {}),
         }
+
+
+def replace(report: TeardownReport, **changes: Any) -> TeardownReport:
+    """dataclasses.replace, for modules that load this one lazily (a start must not pay for dataclasses)."""
+    return dataclasses.replace(report, **changes)
