@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 # Popen keywords spawn() handles itself. Each is accepted at its default (and
 # at any value the tree already honours), so a generic Popen wrapper can pass
 # them through; a value that would break containment is refused, with why.

@@ -16,12 +16,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any
 
 # asyncio and the trio face are imported by wait() itself (it runs on a loop, which has them): a Tree,
 # which imports this module, is made by blocking spawns too, which must not pay their import time.
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from .tree import Tree
 
 if sys.version_info >= (3, 11):

@@ -27,8 +27,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 # How many made cgroups wait ready; refilled when a start takes one.
 READY = 8
 

@@ -34,10 +34,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from .. import _fds
 from .._teardown import signals as _signals
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _log() -> Any:

@@ -15,8 +15,10 @@ import os
 import subprocess
 import threading
 import types
-from typing import Any, cast
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 _lock = threading.Lock()
 _private: Any = None  # a copy of the subprocess module of our own, loaded only if the real class is hidden
 _NAMESPACE = vars(subprocess)  # the genuine module's namespace, as imported: what CPython's methods run in
@@ -76,7 +78,7 @@ def genuine_popen() -> type[subprocess.Popen]:
     for candidate in object.__subclasses__():
         if _is_genuine(candidate):
             found: Any = candidate
-            return cast("type[subprocess.Popen]", found)
+            return found
     global _private
     with _lock:
         if _private is None:

@@ -14,9 +14,12 @@ import errno
 import os
 import threading
 from collections.abc import Callable
-from typing import TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing costs import time (a start loads this module); type checkers take this as True
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 # A /proc walk holds two at a time (the directory and one stat file); cgroup.kill one more.
 SIZE = 4

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any
 
 from .._errors import ContainmentUnavailable, KeeperLost, NoSuchProcess
 from .._table import binding as _binding
@@ -32,6 +31,10 @@ from .launch import _keeper_program, _Launch, _namespace_fields, _warn_no_receip
 from .stopflag import _Stop
 from .sweep import _kill_marked
 from .tree import Tree
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 # How long spawn() waits for the keeper to report (a hung keeper must not hang us).
 START_TIMEOUT = 60.0

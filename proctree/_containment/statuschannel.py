@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from .. import _fds
 from .keeperproc import _close_fds
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from .stopflag import _Stop
 
 

@@ -22,7 +22,6 @@ import select
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from signal import SIGTERM
-from typing import TYPE_CHECKING, Any
 
 from .._validate import check_pid, check_positive_int, check_seconds, check_signal
 from . import exitwait as _exitwait
@@ -31,8 +30,10 @@ from .report import TeardownReport
 from .requests import _Call, _Wait, drive_async
 from .world import World
 
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
     import asyncio  # imported where it is used: `proctree kill` must not pay ~40 ms for it
+    from typing import Any
 
 
 def _validated(

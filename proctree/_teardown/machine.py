@@ -29,7 +29,6 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Generator, Iterable, Mapping
-from typing import Any
 
 from .._errors import AccessDenied, Error, NoSuchProcess
 from .._table.model import Proc, Snapshot
@@ -41,6 +40,10 @@ from .report import TeardownReport
 from .requests import Request, _Call, _Wait, run_inline
 from .signals import Guard
 from .world import System, World
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 # Rescans while waiting: soon after the signals (that is when forks race
 # them), then backing off so a long grace costs few scans.

@@ -18,15 +18,21 @@ import errno
 import os
 import signal
 from collections.abc import Callable, Iterable
-from typing import Literal
 
 from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 
+TYPE_CHECKING = False  # typing costs import time (a start loads this module); type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Literal
+
 # What a send did: the signal went out, the process was gone, or it is not ours to signal.
-Outcome = Literal["sent", "gone", "denied"]
+if TYPE_CHECKING:
+    Outcome = Literal["sent", "gone", "denied"]
+else:
+    Outcome = str
 SENT: Outcome = "sent"
 GONE: Outcome = "gone"
 DENIED: Outcome = "denied"

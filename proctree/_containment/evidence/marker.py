@@ -25,7 +25,11 @@ inner tree's daemons after the inner owner and keeper were killed.
 
 import os
 import re
-from typing import NamedTuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import NamedTuple
 
 ENV = "PROCTREE_OWNER"
 TREE_ENV = "PROCTREE_TREE"
@@ -40,19 +44,28 @@ _U64 = 1 << 64
 _U32 = 1 << 32
 
 
-class Marker(NamedTuple):
+if TYPE_CHECKING:
+
+    class _MarkerFields(NamedTuple):
+        pid: int
+        start_time: int
+        tag: str | None = None
+        pidns: int | None = None
+        timens: int | None = None
+        uid: int | None = None
+
+else:  # collections' namedtuple at run time: typing costs import time, and a start loads this module
+    _MarkerFields = namedtuple("Marker", "pid start_time tag pidns timens uid", defaults=(None, None, None, None))
+
+
+class Marker(_MarkerFields):
     """A parsed PROCTREE_OWNER value. (pid, start_time) is the owner's identity.
 
     pidns, timens: the owner's pid and time namespace inodes (0: the kernel
     has none), uid: the owner's effective uid; all None in a legacy marker.
     """
 
-    pid: int
-    start_time: int
-    tag: str | None = None
-    pidns: int | None = None
-    timens: int | None = None
-    uid: int | None = None
+    __slots__ = ()
 
     def __str__(self):
         place = None if self.pidns is None else (self.pidns, self.timens, self.uid)
