@@ -6,8 +6,11 @@ use imports what a start needs, then the holding keeper starts) while the
 main thread, or a thread of its own, forks children at random moments of that
 span, with os.fork() or multiprocessing's fork start method (half the trials
 with the name already loaded, so that the forks land in the holding keeper's
-start, where proctree's locks are held). Each child makes
-its own first Popen at once; one that has not finished within --patience
+start, where proctree's locks are held; and a third with the name loaded and
+a first command that leaves a process behind, so that the forks land while
+its leftovers are ended, which loads proctree's teardown). Each child makes
+its own first Popen at once (in the third kind it also ends a tree with
+proctree.terminate_tree, which needs that same teardown); one that has not finished within --patience
 seconds is counted as hung (and killed: it is this run's own child). Issue 28's
 acceptance: 0 hung out of 200. The stdlib's Popen, the same way, for comparison
 (--stdlib).
@@ -26,7 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # argv: how ("fork" or "mp"), who forks ("main" or "thread"), children, patience, module ("proctree" or
 # "subprocess"), and "loaded" (the name proctree.Popen used first: the span is the holding keeper's start alone,
-# forks packed into it) or "cold".
+# forks packed into it), "cold", or "leftovers" (the name loaded; the span is the ending of what the first
+# command left, which loads the teardown modules).
 TRIAL = r"""
 import json, os, random, signal, sys, threading, time
 how, who, n, patience, module = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
@@ -35,7 +39,7 @@ import subprocess
 if module == "proctree":
     import proctree
     lib = proctree
-    if sys.argv[6] == "loaded":
+    if sys.argv[6] != "cold":
         proctree.Popen
 else:
     lib = subprocess
@@ -43,12 +47,21 @@ if how == "mp":
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
 
+leftovers = sys.argv[6] == "leftovers" and module == "proctree"
+
 def first_start():
-    lib.Popen(["true"]).wait()  # the name's first use too: proctree.Popen loads here
+    if leftovers:  # the command leaves a sleep: ending it loads the teardown, forks meanwhile
+        lib.Popen(["sh", "-c", "sleep 30 & exit 0"]).wait()
+        time.sleep(0.2)
+    else:
+        lib.Popen(["true"]).wait()  # the name's first use too: proctree.Popen loads here
 
 def in_child():
     signal.alarm(int(patience))  # a hung child ends by SIGALRM: counted as hung
-    lib.Popen(["true"]).wait()
+    p = lib.Popen(["sleep", "30"] if leftovers else ["true"])
+    if leftovers:
+        lib.terminate_tree(p.pid, grace=1)
+    p.wait()
 
 def fork_children(out):
     for _ in range(n):
@@ -102,7 +115,8 @@ def main() -> int:
     module = "subprocess" if args.stdlib else "proctree"
     # The trials import the proctree this run was given (PYTHONPATH) or the checkout's (a built checkout).
     env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH") or ROOT)
-    ways = [(h, w, c) for c in ("cold", "loaded") for h in ("fork", "mp") for w in ("main", "thread")]
+    kinds = ("cold", "loaded", "leftovers")
+    ways = [(h, w, c) for c in kinds for h in ("fork", "mp") for w in ("main", "thread")]
     totals = {w: [0, 0] for w in ways}
     done = 0
     i = 0
@@ -123,7 +137,11 @@ def main() -> int:
     hung = 0
     for (how, who, cold), (n, h) in totals.items():
         name = "os.fork()" if how == "fork" else "multiprocessing fork"
-        name += " during the name's first use and the first start" if cold == "cold" else " during a first start"
+        name += {
+            "cold": " during the name's first use and the first start",
+            "loaded": " during a first start",
+            "leftovers": " while a first command's leftovers are ended",
+        }[cold]
         print(
             f"{module}.Popen: {name} from {'the main thread' if who == 'main' else 'another thread'}: {h} of {n} hung"
         )

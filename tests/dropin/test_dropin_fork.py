@@ -157,18 +157,19 @@ def fresh_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_children_forked_during_a_first_start_start_their_own_at_once():
-    # The acceptance run is 200 children (tools/fork_first_start.py, docs/dropin.md); 40 here, 5 each way.
+    # The acceptance run is 200 children (tools/fork_first_start.py, docs/dropin.md); 60 here, 5 each way.
     tool = os.path.join(REPO, "tools", "fork_first_start.py")  # the repository's (or sdist's), beside these tests
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run(
-        [sys.executable, tool, "--children", "40", "--per-trial", "5", "--patience", "20"],
+        [sys.executable, tool, "--children", "60", "--per-trial", "5", "--patience", "20"],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "0 of 40 children forked during first starts hung" in out.stdout
+    assert "0 of 60 children forked during first starts hung" in out.stdout
+    assert "while a first command's leftovers are ended from another thread: 0 of 5 hung" in out.stdout
 
 
 def test_a_start_imports_nothing():
@@ -178,11 +179,25 @@ def test_a_start_imports_nothing():
         "Popen = proctree.Popen\n"
         "before = set(sys.modules)\n"
         "Popen(['true']).wait()\n"
-        "Popen(['sh', '-c', 'sleep 5 & exit 3']).wait()\n"
+        "Popen(['sh', '-c', 'exit 3'], stdout=proctree.PIPE, text=True).communicate()\n"
+        "try:\n"
+        "    Popen(['/nonexistent/command'])\n"
+        "except FileNotFoundError:\n"
+        "    pass\n"
         "print(sorted(set(sys.modules) - before))\n"
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_name_loads_neither_the_teardown_nor_typing_nor_inspect():
+    # What only ending leftovers needs loads then, through the fork-safe loader (the forks in
+    # test_children_forked_during_a_first_start_start_their_own_at_once land in that load too).
+    out = fresh_python("import sys, proctree\nproctree.Popen\nprint(' '.join(sorted(sys.modules)))\n")
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    heavy = {"typing", "inspect", "dataclasses", "ast", "asyncio", "proctree._teardown.engine"}
+    assert not loaded & heavy, sorted(loaded & heavy)
 
 
 def test_many_threads_making_their_first_popen_together():
