@@ -25,6 +25,7 @@ LAYERS = [
     ("proctree._fds", 0),
     ("proctree._version", 0),
     ("proctree._lazyimport", 0),
+    ("proctree._record", 0),
     ("proctree._core", 1),
     ("proctree._table", 2),
     ("proctree._teardown", 3),
