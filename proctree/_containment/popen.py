@@ -26,8 +26,8 @@ import errno
 import fcntl
 import os
 import signal
-import struct
 import subprocess
+import sys
 import termios
 import threading
 import types
@@ -183,7 +183,7 @@ def _fork_exec_via_step(*args: Any) -> int:
 def _unread(fd: int) -> int:
     """How many bytes wait in the pipe fd belongs to (either end: FIONREAD counts the pipe's)."""
     try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder, signed=True)
     except OSError:
         return 0
 
