@@ -73,7 +73,6 @@ _counter = itertools.count(1)
 _kept: list[str] = []  # cgroups of keep_orphans commands, removed once empty
 _parents: list[Any] = []  # in a forked child: the holding trees of its parent (never used, never ended here)
 _force_session = False  # tests: the marked fallback even where cgroups work
-_why_marked: dict[int, str | None] = {}  # owner pid -> why its commands are marked, not in cgroups (None: they are)
 
 
 def _after_fork_in_child() -> None:
@@ -91,11 +90,6 @@ def _after_fork_in_child() -> None:
     _made.clear()
     _kept.clear()
     _ending.clear()
-
-
-def marked_reason() -> str | None:
-    """Why this process's commands are found by marker rather than held in cgroups, or None."""
-    return _why_marked.get(os.getpid())
 
 
 def unavailable_reason() -> str | None:
@@ -146,7 +140,6 @@ def holder():
                 return None
         _holder, _holder_pid = tree, pid
         _watch_hold(tree)
-        _why_marked[pid] = reason
         return tree
 
 

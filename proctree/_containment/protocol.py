@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import math
 
-# No dataclasses or typing at run time: they cost the keeper ~15 ms of startup.
+# No dataclasses or typing at run time: a process's first start loads this module, and must not pay their import.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence

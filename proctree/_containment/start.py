@@ -89,9 +89,9 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         if stop is not None:
             stop.check()
         # start_new_session: the keeper leaves the caller's session and terminal
-        # before its interpreter even starts, so a Ctrl-C at the terminal in
-        # those ~15 ms cannot reach it (a fresh child never leads a group, so this
-        # setsid cannot fail; the keeper still tries setsid/setpgid itself).
+        # before it execs, so a Ctrl-C at the terminal during its start cannot
+        # reach it (a fresh child never leads a group, so this setsid cannot
+        # fail; the keeper still tries setsid/setpgid itself).
         try:
             with _handlers_deferred():
                 popen = _keeper_unsignalled(started, cmd, launch.env, pass_fds, kw)

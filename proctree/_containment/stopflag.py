@@ -19,15 +19,13 @@ class _Stopped(Exception):
 class _Stop:
     """A request from the event loop that a spawn or teardown running in a worker stop at once.
 
-    fd becomes readable once set (for select), wait(t) sleeps until set, and
-    callbacks registered with on_set run when it is set (to reach an event
-    loop). Closed by whoever made it, once the worker has finished.
+    fd becomes readable once set (for select), and wait(t) sleeps until set.
+    Closed by whoever made it, once the worker has finished.
     """
 
     def __init__(self):
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._callbacks = []
         self.fd, self._w = os.pipe()
 
     def set(self):
@@ -36,9 +34,6 @@ class _Stop:
                 return
             self._event.set()
             os.write(self._w, b"x")
-            callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb()
 
     def is_set(self):
         return self._event.is_set()
@@ -49,13 +44,6 @@ class _Stop:
     def check(self):
         if self._event.is_set():
             raise _Stopped
-
-    def on_set(self, cb):
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(cb)
-                return
-        cb()
 
     def close(self):
         _close_fds((self.fd, self._w))
