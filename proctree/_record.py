@@ -9,7 +9,9 @@ __init__ (fields in order, class attributes as defaults), __repr__, __eq__,
 __hash__ and frozen attributes, without compiling anything.
 
 Only what the records here use: no field(), no default factories, no
-__post_init__, no inheritance between records.
+__post_init__, no inheritance between records. (protocol.py keeps a record
+class of its own: the build's generator loads that file alone, without the
+package.)
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ Status lines (ASCII, one per line)::
     err <errno> <stage>        it could not start (stage: exec, cgroup, subreaper, owner, pty)
     stopped <signal>           pty mode: the command stopped (Ctrl+Z at its terminal, SIGSTOP, ...)
     exit <wait status>         it ended (a raw waitpid status)
-    done <clean 0|1>           the keeper ended the tree and is about to exit (v4)
-    held                       the keeper leaves the tree's teardown to the owner (v6)
-    sweep                      the keeper begins ending the tree itself (v6)
+    done <clean 0|1>           the keeper ended the tree and is about to exit
+    held                       the keeper leaves the tree's teardown to the owner
+    sweep                      the keeper begins ending the tree itself
 
-The stop signal (v6) is the one the keeper sends each member, once, when it
+The stop signal is the one the keeper sends each member, once, when it
 ends the tree (SIGTERM by default; never SIGKILL, SIGSTOP or SIGCONT).
 
-One stop signal per process per teardown (v6). The owner sends the keeper
+One stop signal per process per teardown. The owner sends the keeper
 HOLD_SIGNAL (SIGURG) before it ends the tree itself; the keeper answers
 ``held`` and from then on never signals a member on its own: when the
 command exits it waits for what is left to end (the owner is ending it),
@@ -42,7 +42,7 @@ pending signals before it decides to sweep). The keeper also remembers the
 members of the command's process group it forwarded a stop-type signal to
 (the stop signal, SIGTERM, SIGINT, SIGHUP), and its own teardown sends them
 no other.
-The exe field always names the program (v5): it has no placeholder, so a
+The exe field always names the program: it has no placeholder, so a
 program may be called "-".
 
 ``done`` is the keeper's last line; a keeper that exits without it was
@@ -51,7 +51,7 @@ full pipe, which only costs the owner that look). In cgroup mode the keeper
 stays outside the cgroup and starts the command inside it (clone3
 CLONE_INTO_CGROUP, or the forked child joins it before exec).
 
-In pty mode (v3) the keeper's stdin is the slave side of a pseudo-terminal
+In pty mode the keeper's stdin is the slave side of a pseudo-terminal
 the owner opened: the keeper makes it its controlling terminal, starts the
 command in a process group of its own as the terminal's foreground group, and
 reports each stop of the command with a ``stopped`` line (the keeper never
@@ -166,13 +166,13 @@ class KeeperArgs(_Record):
     cgroup:          the tree's cgroup directory (cgroup mode), else None
     restore_signals: reset SIGPIPE/SIGXFSZ to default for the command, as Popen does
     exe:             the program to run, looked up in PATH as Popen does (None given: argv[0]);
-                     always written out (v5), so any name, "-" included, is a program
+                     always written out, so any name, "-" included, is a program
     receipts:        the receipt directory (absolute) where the owner wrote the tree's receipt,
                      <keeper pid>-<keeper start>.json, which the keeper removes when it ends
                      the tree itself; None: no receipt
     pty:             the keeper's stdin is a pseudo-terminal's slave: make it the controlling
                      terminal, the command its foreground group, and report the command's stops
-    stop_signal:     the signal each member gets once when the keeper ends the tree (v6)
+    stop_signal:     the signal each member gets once when the keeper ends the tree
     argv:            the command's argv
     """
 
@@ -341,13 +341,13 @@ class Done(_Record):
 
 
 class Held(_Record):
-    """The keeper leaves the tree's teardown to the owner: it will signal no member on its own (v6)."""
+    """The keeper leaves the tree's teardown to the owner: it will signal no member on its own."""
 
     __slots__ = ()
 
 
 class Sweep(_Record):
-    """The keeper begins ending the tree itself (the command exited): the owner waits for its done (v6)."""
+    """The keeper begins ending the tree itself (the command exited): the owner waits for its done."""
 
     __slots__ = ()
 
