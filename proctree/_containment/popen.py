@@ -82,7 +82,7 @@ def _groups(gids: Any) -> bytes:
     return b"-" if gids is None else b"g" + b",".join(str(int(g)).encode() for g in gids)
 
 
-_ALL_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
+_ALL_SIGNALS = frozenset(getattr(signal, "_signal", signal).valid_signals())  # ints: Signals members cost ~0.1 ms
 # The C function under signal.pthread_sigmask: it returns ints, where the wrapper makes each an enum member (~50 µs
 # a start for the 62 of the all-blocked mask).
 _sigmask: Any = getattr(getattr(signal, "_signal", signal), "pthread_sigmask", signal.pthread_sigmask)

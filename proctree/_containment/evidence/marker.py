@@ -35,9 +35,11 @@ ENV = "PROCTREE_OWNER"
 TREE_ENV = "PROCTREE_TREE"
 MAX_TREE_CHAIN = 7  # ids in one PROCTREE_TREE value: 7 * 33 - 1 = 230 bytes, within the core's 256-byte value slot
 
-TAG_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_TREE_RE = re.compile(r"[0-9a-f]{32}")
-_VALUE_RE = re.compile(
+# Patterns, not compiled ones: re compiles each at its first use and keeps it (a process's first
+# proctree.Popen loads this module, and should not pay for parsers it may never run).
+TAG_PATTERN = r"[A-Za-z0-9_.-]{1,64}"
+_TREE_PATTERN = r"[0-9a-f]{32}"
+_VALUE_PATTERN = (
     r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?(?:@([0-9]{1,20})\.([0-9]{1,20})\.([0-9]{1,10}))?"
 )
 _U64 = 1 << 64
@@ -83,7 +85,7 @@ def check_tag(tag):
         return None
     if not isinstance(tag, str):
         raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
-    if not TAG_RE.fullmatch(tag):
+    if not re.fullmatch(TAG_PATTERN, tag):
         raise ValueError(f"tag must match [A-Za-z0-9_.-]{{1,64}}, got {tag!r}")
     return tag
 
@@ -118,7 +120,7 @@ def parse_marker(value):
     value = _as_text(value)
     if value is None:
         return None
-    m = _VALUE_RE.fullmatch(value)
+    m = re.fullmatch(_VALUE_PATTERN, value)
     if not m:
         return None
     if m.group(4) is None:
@@ -156,7 +158,7 @@ def new_tree_id():
 def parse_tree_id(value):
     """A PROCTREE_TREE value (str or bytes) as str, or None if it is not one. Never raises on garbage."""
     value = _as_text(value)
-    if value is None or not _TREE_RE.fullmatch(value):
+    if value is None or not re.fullmatch(_TREE_PATTERN, value):
         return None
     return value
 
@@ -167,7 +169,7 @@ def parse_tree_chain(value):
     if value is None:
         return None
     ids = value.split(":")
-    if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(_TREE_RE.fullmatch(i) for i in ids):
+    if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(re.fullmatch(_TREE_PATTERN, i) for i in ids):
         return None
     return tuple(ids)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -494,7 +495,7 @@ def _invalid(doc: dict) -> str | None:
     if (cgroup is None) != (doc["mode"] != "cgroup"):
         return "field cgroup: given in cgroup mode only, and cgroup mode needs one"
     tag = doc["tag"]
-    if tag is not None and not (isinstance(tag, str) and _marker.TAG_RE.fullmatch(tag)):
+    if tag is not None and not (isinstance(tag, str) and re.fullmatch(_marker.TAG_PATTERN, tag)):
         return "field tag: not a tag or null"
     marker = _marker.parse_marker(doc["marker"]) if isinstance(doc["marker"], str) else None
     if marker is None:
