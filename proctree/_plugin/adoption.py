@@ -14,6 +14,7 @@ a member.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 import proctree
@@ -21,6 +22,29 @@ import proctree
 from .describe import Identity, identity
 
 TREE_ENV = "PROCTREE_TREE"
+# A process in the middle of an exec shows neither environment nor command line for a moment (the new
+# image's are not laid out yet), as an exiting one does: it is read again, 1 ms apart and then up to 8 ms,
+# for up to RECHECK_BUDGET seconds (a loaded machine's exec of `sleep` outlasted 47 ms). Only such a
+# process costs the wait.
+RECHECK_PAUSE, RECHECK_PAUSE_MAX, RECHECK_BUDGET = 0.001, 0.008, 0.25
+
+
+def _read_settled(pid: int) -> tuple[dict[str, str] | None, list[str], bool]:
+    """pid's environment and argv, read again while both are empty and it is not a zombie (an exec under way,
+    or an exit), and whether it still reads so; (None, [], False) when it is gone or not ours to read."""
+    pause, deadline = RECHECK_PAUSE, time.monotonic() + RECHECK_BUDGET
+    while True:
+        try:
+            environment, argv = proctree.environ(pid), proctree.cmdline(pid)
+            zombie = proctree.proc(pid).is_zombie
+        except (proctree.Error, OSError):
+            return None, [], False
+        if environment or argv or zombie:
+            return environment, argv, False
+        if time.monotonic() >= deadline:
+            return environment, argv, True
+        time.sleep(pause)
+        pause = min(pause * 2, RECHECK_PAUSE_MAX)
 
 
 @dataclass(frozen=True)
@@ -35,6 +59,12 @@ class Adoption:
     def __init__(self, helper: int, tree_id: str, worker: bool) -> None:
         self.helper, self.tree_id, self.worker = helper, tree_id, worker
         self.me = os.getpid()
+        # The environment this process started with, as the kernel shows it (os.environ's changes since,
+        # the run's tree id among them, are not in it): what a fork of it shows until it execs.
+        try:
+            self.startup_environ: dict[str, str] | None = proctree.environ(self.me)
+        except (proctree.Error, OSError):
+            self.startup_environ = None
         self.run = self._run_below_helper()
         self.outside = {identity(p) for p in self._descendants(self.me)}
 
@@ -56,18 +86,22 @@ class Adoption:
             return []
 
     def _ours(self, pid: int) -> bool:
-        try:
-            value = proctree.environ(pid).get(TREE_ENV)
-        except (proctree.Error, OSError):
-            return False
+        environment, argv, unsettled = _read_settled(pid)
+        if environment is None:
+            return False  # gone, or not ours to read
+        value = environment.get(TREE_ENV)
+        if self.startup_environ and environment == self.startup_environ:
+            # A fork of this process that has not exec'd (yet): the kernel still shows the environment this
+            # process started with, without the tree id it set since (a daemon between its double fork and
+            # its exec, or a forked worker that never execs). Only what runs below the run's subreaper is
+            # looked at here, so nothing else can carry that very environment.
+            return True
         if not value:
             # No tree id: scrubbed (the run's, in the pytest below the subreaper), or exiting (its memory is
-            # gone, its command line with it: a worker's or watchdog's last moment is nobody's leak).
-            try:
-                exiting = not proctree.cmdline(pid)
-            except (proctree.Error, OSError):
-                exiting = True
-            return not self.worker and not exiting
+            # gone, its command line with it: a worker's or watchdog's last moment is nobody's leak), or an exec
+            # slower than the re-reads: the run's, as a scrubbed one is (a leak check's settle lets an exiting
+            # one go). A worker cannot tell any of these from another worker's.
+            return not self.worker and (bool(argv) or unsettled)
         return value.split(":")[0] == self.tree_id
 
     def members(self) -> list[proctree.Proc]:

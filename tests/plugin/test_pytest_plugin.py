@@ -46,6 +46,57 @@ def test_every_kind_of_leak_is_blamed_on_its_test_and_ended(tmp_path, started_ou
     assert all(alive(p) for p in started_outside)
 
 
+FORKED_DAEMONS = r"""
+import os, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def daemon(execs):
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b"%d" % os.getpid())
+            if execs:
+                os.execvp("sleep", ["sleep", "300"])
+            time.sleep(300)  # a fork of pytest that never execs: the kernel shows pytest's first environment
+            os._exit(0)
+        os._exit(0)
+    os.close(w)
+    pid = int(os.read(r, 32))
+    os.waitpid(middle, 0)
+    with open(os.path.join(HERE, "daemons.pids"), "a") as f:
+        f.write(f"{pid}\n")
+
+def test_forked_daemon_that_never_execs():
+    daemon(False)
+
+def test_next():
+    pass
+
+def test_forked_daemon_that_execs():
+    daemon(True)
+
+def test_last():
+    pass
+"""
+
+
+def test_a_double_forked_daemon_is_blamed_on_its_test_before_and_after_its_exec(tmp_path):
+    # Until it execs, a fork of pytest shows the environment pytest started with, without the run's tree id
+    # (set in os.environ since): below the run's subreaper it is still the run's, and the test's.
+    r = run_inner(tmp_path, {"test_forked.py": FORKED_DAEMONS}, "--proctree-leaks=fail")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    never, execs = pids_in(tmp_path, "daemons.pids")
+    section = leak_section(out)
+    assert f"pid {never} " in section and "left by test test_forked.py::test_forked_daemon_that_never_execs" in section
+    assert f"pid {execs} " in section and "left by test test_forked.py::test_forked_daemon_that_execs" in section
+    assert "test_next" not in section and "test_last" not in section, out
+    assert wait_gone([never, execs], 5)
+
+
 @pytest.fixture
 def started_outside():
     """A process this test starts outside the inner run: the plugin must never touch it."""
