@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table import live as _live
-from .._table.model import Proc
+from .._table.model import Proc, Snapshot
 from .._teardown import many as _many
 from .._teardown.report import TeardownReport
+from . import sweep as _sweep
 from .evidence import marker as _marker
 
 _LINUX = sys.platform.startswith("linux")
@@ -174,12 +175,29 @@ class Containment:
             snap = _binding.snapshot()
             found = []
             pids = [p.pid for p in snap.procs() if p.pid != self.pid and not p.is_zombie]
-            for pid, value in _binding.env_scan(_marker.TREE_ENV, pids).items():
+            values = _binding.env_scan(_marker.TREE_ENV, pids)
+            _sweep.reread_absent(values, self._maybe_in_exec(snap, values))
+            for pid, value in values.items():
                 if isinstance(value, bytes) and _marker.carries_tree(value, self.tree_id):
                     found.append(snap[pid])
         out = [p for p in found if not p.is_zombie and p.pid not in own and p.pid != self.pid]
         self._adopted.update((p.pid, p.start_time) for p in out if p.ppid != self.pid)
         return out
+
+    def _maybe_in_exec(self, snap: Snapshot, values: dict[int, bytes | str]) -> list[int]:
+        """The processes started since the caller that read as having no tree id and no command line either: an
+        exec under way (or an exit), to be read again. A process that scrubbed its environment keeps its argv."""
+        unsure = []
+        for pid, value in values.items():
+            p = snap[pid]
+            if value != "absent" or p.ppid == _sweep.KTHREADD or p.start_time < self._identity[1]:
+                continue
+            try:
+                if not _binding.cmdline_block(pid):
+                    unsure.append(pid)
+            except (NoSuchProcess, OSError):
+                pass
+        return unsure
 
     def mark(self) -> Mark:
         """The members now, to compare with later (leaks_since)."""

@@ -26,6 +26,27 @@ RECHECK_PAUSE_MAX = 0.008
 RECHECKS = 8  # about 47 ms at most, and only for a process that keeps reading as having no environment
 
 
+def reread_absent(found: dict[int, bytes | str], unsure: list[int]) -> None:
+    """Read PROCTREE_TREE again, into found, for the pids of unsure (each read as "absent").
+
+    A process in the middle of an exec shows an empty environment for a
+    moment (the new image's is not laid out yet), which reads as "absent": a
+    marked process that was exec'ing would slip through. Each is read again,
+    1 ms apart and then longer, up to RECHECKS times (about 47 ms), until it
+    reads otherwise (the keeper's members.c does the same). Kernel threads
+    are the caller's to leave out.
+    """
+    pause = RECHECK_PAUSE
+    for _ in range(RECHECKS):
+        if not unsure:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, RECHECK_PAUSE_MAX)
+        again = _binding.env_scan(_marker.TREE_ENV, unsure)
+        found.update(again)
+        unsure = [pid for pid in unsure if again.get(pid) == "absent"]
+
+
 def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> list[Proc]:
     """The live processes whose PROCTREE_TREE names tree_id, as roots of their own trees (a marked
     process below another marked one is left to that one's teardown).
@@ -52,20 +73,7 @@ def _marked_roots(tree_id: str, after: tuple[int, int], keeper: int | None) -> l
         and not p.is_zombie
     }
     found = _binding.env_scan(_marker.TREE_ENV, sorted(candidates))
-    # A process in the middle of an exec shows an empty environment for a moment (the new image's is not laid
-    # out yet), which reads as "absent": a marked orphan that was exec'ing would slip through. Whoever read as
-    # absent (kernel threads aside) is read again, 1 ms apart and then longer, up to RECHECKS times (the keeper's
-    # members.c does the same).
-    unsure = sorted(pid for pid, p in candidates.items() if found.get(pid) == "absent" and p.ppid != KTHREADD)
-    pause = RECHECK_PAUSE
-    for _ in range(RECHECKS):
-        if not unsure:
-            break
-        time.sleep(pause)
-        pause = min(pause * 2, RECHECK_PAUSE_MAX)
-        again = _binding.env_scan(_marker.TREE_ENV, unsure)
-        found.update(again)
-        unsure = [pid for pid in unsure if again.get(pid) == "absent"]
+    reread_absent(found, [pid for pid, p in candidates.items() if found.get(pid) == "absent" and p.ppid != KTHREADD])
     marked = {pid: p for pid, p in candidates.items() if _marker.carries_tree(found.get(pid), tree_id)}
 
     def under_another(p: Proc) -> bool:
