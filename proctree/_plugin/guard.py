@@ -187,10 +187,10 @@ class Guard:
             where = self._late_path()
             late = self.late if where is not None else []
             spared = self.late if self.worker or where is not None else []
+            if late and where is not None and not _late.write(where, late, self.settings):
+                late = spared = []  # not written: nothing would check them, so they end with the rest, unlisted
             try:
                 self._close(spare={(pid, start) for pid, start, _ in spared})
-                if late and where is not None:
-                    _late.write(where, late, self.settings)
             finally:
                 # A worker's held processes carry the controller's tree id too: its watchdog covers them. The
                 # controller's, with a late check to come, stays: it ends everything once the subreaper exits.

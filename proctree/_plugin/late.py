@@ -53,13 +53,18 @@ def from_worker(value: Any) -> list[Entry]:
     return out
 
 
-def write(where: str, entries: list[Entry], settings: Settings) -> None:
-    """The list, with what the check needs (the mode, the settle, the grace), for the subreaper."""
+def write(where: str, entries: list[Entry], settings: Settings) -> bool:
+    """The list, with what the check needs (the mode, the settle, the grace), for the subreaper; False if it
+    could not be written."""
     listed = {
         "mode": settings.mode,
         "settle": settings.settle,
         "grace": settings.grace,
         "procs": [list(e) for e in entries],
     }
-    with open(where, "w", encoding="utf-8") as f:
-        json.dump(listed, f)
+    try:
+        with open(where, "w", encoding="utf-8") as f:
+            json.dump(listed, f)
+    except OSError:
+        return False
+    return True

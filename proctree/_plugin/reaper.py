@@ -248,19 +248,25 @@ def main(argv: list[str]) -> int:
         return 70
     if os.getppid() != parent:  # the pytest that started us is gone already
         return 70
-    fd, late = tempfile.mkstemp(prefix="proctree-late-", suffix=".json")
-    os.close(fd)
-    env = dict(os.environ, **{ENV: str(os.getpid()), LATE_ENV: late})
+    env = dict(os.environ, **{ENV: str(os.getpid())})
+    env.pop(LATE_ENV, None)  # an enclosing run's, if any: never this one's
+    try:
+        fd, late = tempfile.mkstemp(prefix="proctree-late-", suffix=".json")
+        os.close(fd)
+        env[LATE_ENV] = late
+    except OSError:  # no writable temporary folder: what is held at the session's end is reported there
+        late = ""
     try:
         child = subprocess.Popen(argv, env=env, preexec_fn=_child_setup, close_fds=False)
         status = relay(child.pid, relayed, only_from=parent, reap_all=True)
-        if status != -1:
+        if status != -1 and late:
             status = late_check(late, status)
     finally:
-        try:
-            os.unlink(late)
-        except OSError:
-            pass
+        if late:
+            try:
+                os.unlink(late)
+            except OSError:
+                pass
     if status == -1:
         return 70
     if os.WIFSIGNALED(status):

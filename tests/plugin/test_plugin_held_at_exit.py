@@ -229,3 +229,51 @@ kept.wait(10)
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "spared", r.stdout
+
+
+LATE_CHECK = r"""
+import json, os, subprocess, sys
+from proctree._plugin import reaper
+
+mode, status, case = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+p = subprocess.Popen(["sleep", "300"])
+start = reaper.started(p.pid)
+listed = {"mode": mode, "settle": 0.2, "grace": 1.0, "procs": [[p.pid, start, "pid %d (sleep), left by a test" % p.pid]]}
+if case == "reused":  # the listed pid now names another process: never signalled
+    listed["procs"][0][1] = start - 1
+path = os.path.join(sys.argv[4], "late.json")
+with open(path, "w") as f:
+    f.write({"empty": "", "malformed": "{"}.get(case, json.dumps(listed)))
+out = reaper.late_check(path, status)
+print("status", out, "running", p.poll() is None, "file", os.path.exists(path))
+p.kill(); p.wait()
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "case", "expected"),
+    [
+        ("fail", 0, "listed", (256, False)),  # a leak fails a run that passed: exit 1
+        ("fail", 1 << 8, "listed", (256, False)),  # a failed run keeps its status
+        ("fail", 9, "listed", (9, False)),  # a pytest killed by SIGKILL: its status, and its leak ended
+        ("warn", 0, "listed", (0, False)),
+        ("kill", 0, "listed", (0, False)),
+        ("fail", 0, "reused", (0, True)),  # another process now: not a leak, not signalled
+        ("fail", 0, "empty", (0, True)),  # nothing was held at the session's end
+        ("fail", 0, "malformed", (0, True)),
+    ],
+)
+def test_the_subreapers_late_check(tmp_path, mode, status, case, expected):
+    r = subprocess.run(
+        [sys.executable, "-c", LATE_CHECK, mode, str(status), case, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=_PROCTREE_HOME),
+    )
+    assert r.returncode == 0, r.stderr
+    words = r.stdout.split()
+    assert (int(words[1]), words[3] == "True") == expected, r.stdout + r.stderr
+    assert words[5] == "False", r.stdout  # read once and removed
+    assert ("still running after pytest exited" in r.stderr) == (not expected[1]), r.stderr
+    assert ("the run failed" in r.stderr) == (mode == "fail" and status == 0 and not expected[1]), r.stderr
