@@ -205,9 +205,11 @@ class Guard:
         earlier = {i: who for i, (who, _) in self.held.items()}
         unheld = self._not_held(left, members, _AT_END)
         loose = {identity(p) for p in unheld}
+        # The report comes after pytest's summary, without its headings: an xdist worker says which it was.
+        worker = getattr(self.config, "workerinput", {}).get("workerid") if self.worker else None
         for p in left:
             if identity(p) not in loose:
-                who = earlier.get(identity(p), f"{_AT_END} (kept by a live object)")
+                who = earlier.get(identity(p), f"{_AT_END}{f' on {worker}' if worker else ''} (kept by a live object)")
                 self.late.append(_late.entry(p, describe(p, who)))
         return unheld
 

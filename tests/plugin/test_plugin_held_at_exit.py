@@ -108,6 +108,8 @@ def test_a_server_still_running_after_the_exit_is_reported_and_ended(tmp_path, s
     assert "still held at the session's end were still running after pytest exited" in r.stderr, out
     for pid in pids:
         assert r.stderr.count(f"pid {pid} ") == 1, out
+    if way:  # no heading says where: each line names its worker
+        assert r.stderr.count("left by the run (still running at its end) on gw") == len(pids), out
     assert ("the run failed" in r.stderr) == (mode == "fail"), out
     assert wait_gone(pids, 1)  # ended before the run returned
 
