@@ -131,6 +131,18 @@ def test_a_server_nothing_holds_at_the_sessions_end_is_reported_there_as_before(
     assert wait_gone([pid], 1)
 
 
+def test_without_the_subreaper_above_pytest_a_held_server_is_reported_at_the_sessions_end(tmp_path, servers):
+    # Nothing outlives pytest to check it after its atexit handlers (docs/pytest.md): reported there, as before.
+    r = run_inner(
+        tmp_path, SUITE, "--proctree-leaks=fail", "-o", "proctree_subreaper=false", env={"LIB_AT_EXIT": "keep"}
+    )
+    out = r.stdout + r.stderr
+    (pid,) = servers()
+    assert r.returncode == 1, out
+    assert f"pid {pid} " in leak_section(r.stdout) and "after pytest exited" not in r.stderr, out
+    assert wait_gone([pid], 1)
+
+
 def _start_inner(tmp_path, files):
     for name, body in files.items():
         (tmp_path / name).write_text(textwrap.dedent(body))
