@@ -279,8 +279,13 @@ class Containment:
                 self._adopted.discard((z.pid, z.start_time))
         return reaped
 
-    def close(self) -> list[TeardownReport]:
-        """End every member, stop the watchdog, and restore the environment and the subreaper flag."""
+    def close(self, *, spare: Iterable[Identity] = ()) -> list[TeardownReport]:
+        """End every member, stop the watchdog, and restore the environment and the subreaper flag.
+
+        spare: identities (pid, start time) of members left running, with what they started: the caller checks
+        them later itself (the pytest plugin's processes held at the session's end).
+        """
+        spared = _identities(spare)
         # Not blocking: a signal handler that closes while the main thread is closing must not wait for it.
         if not self._lock.acquire(blocking=False):
             return []
@@ -294,7 +299,10 @@ class Containment:
                 return []
             reports = []
             try:
-                reports = self.end()
+                members = self.members()
+                if spared:
+                    members = _without(members, spared)
+                reports = self.end(members)
             finally:
                 self._closed = True
                 self._release()
@@ -328,6 +336,35 @@ class Containment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _identities(spare: Iterable[Identity]) -> set[Identity]:
+    """spare as a set; TypeError unless each is a (pid, start time) pair of ints."""
+    out = set()
+    for ident in spare:
+        if not (
+            isinstance(ident, tuple)
+            and len(ident) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in ident)
+        ):
+            raise TypeError(f"spare must hold (pid, start_time) pairs of ints, got {ident!r}")
+        out.add(ident)
+    return out
+
+
+def _without(members: list[Proc], spared: set[Identity]) -> list[Proc]:
+    """members less the spared ones and every member below one of them (by parent links)."""
+    by_pid = {p.pid: p for p in members}
+    out = []
+    for p in members:
+        q: Proc | None = p
+        for _ in range(64):  # a chain of parents is short; a cycle of reused pids must not loop
+            if q is None or (q.pid, q.start_time) in spared:
+                break
+            q = by_pid.get(q.ppid)
+        if q is None or (q.pid, q.start_time) not in spared:
+            out.append(p)
+    return out
 
 
 def _claimed_pids() -> set[int]:

@@ -4,7 +4,8 @@ Who a leaked process belongs to, in this order: a helper (helpers.py) or an xdis
 and is never counted; a process a live object still holds (held.py) is checked again once nothing holds it;
 a process born of a fixture's process (by the parent links while they last, by the fixture's tag in its
 environment after any double fork: lineage.py) is the fixture's, checked at the fixture's teardown; the
-rest is the test's, checked at its teardown.
+rest is the test's, checked at its teardown. What a live object still holds at the session's end is
+checked after pytest has exited, by the run's subreaper (late.py).
 
 Must never: signal a process this run did not start (the members are the run's own descendants or carriers
 of its tree id, each ended by identity), nor a helper, a held process or an xdist worker.
@@ -26,6 +27,7 @@ from proctree._errors import ProcessLeakWarning
 from . import handoff as _handoff
 from . import held as _held
 from . import helpers as _helpers
+from . import late as _late
 from . import lineage as _lineage
 from .adoption import Adoption
 from .describe import Identity, describe, identity, settled
@@ -62,6 +64,7 @@ class Guard:
         self.failed_at_end = False
         self.watchdog: Watchdog | None = None
         self.adoption: Adoption | None = None  # pytest runs below the run's subreaper (handoff.py)
+        self.late: list[_late.Entry] = []  # held at the session's end: checked after pytest exits (late.py)
 
     # -- the containment ------------------------------------------------------------------
 
@@ -81,7 +84,12 @@ class Guard:
                     self.adoption = Adoption(helper, self.box.tree_id, self.worker)
                 self.owns_box = True
                 if s.watchdog:
-                    self.watchdog = Watchdog(self.box.tree_id, s.grace, detached=self.adoption is not None)
+                    # Below the subreaper, the controller's watchdog waits for it: it checks what was held at
+                    # the session's end after pytest exits (late.py). A worker's watches the worker.
+                    watched = helper if helper is not None and not self.worker else None
+                    self.watchdog = Watchdog(
+                        self.box.tree_id, s.grace, detached=self.adoption is not None, watched=watched
+                    )
         return self.box
 
     def _members(self) -> list[proctree.Proc]:
@@ -90,10 +98,25 @@ class Guard:
     def _mark(self) -> Any:
         return self.adoption.mark() if self.adoption is not None else self.box.mark()
 
-    def _close(self) -> None:
+    def _close(self, spare: set[Identity] | None = None) -> None:
+        """End every member but spare (held at the session's end: late.py) and what they started, and the
+        watchdog (it carries the run's tree id: the box would find it among the carriers), stopped on its own."""
+        spare = (spare or set()) | (self.watchdog.idents if self.watchdog is not None else set())
         if self.adoption is not None:  # what scrubbed its markers: the box finds members by them alone here
-            self.box.end(self._members())
-        self.box.close()
+            members = self._members()
+            kept = _helpers.with_descendants(spare, members)
+            self.box.end([p for p in members if identity(p) not in kept])
+        self.box.close(spare=spare)
+
+    def _late_path(self) -> str | None:
+        """The file the run's subreaper reads after pytest exits (late.py), when this pytest runs below it; a
+        pytest a test starts inherits the variable, not the subreaper."""
+        return _late.path() if self.adoption is not None and not self.worker else None
+
+    def _defers(self) -> bool:
+        """True when what is held at the session's end is checked after pytest exits (late.py): below the
+        run's subreaper, which a worker's controller hands its list to."""
+        return self.adoption is not None and (self.worker or self._late_path() is not None)
 
     def _skipped(self, members: list[proctree.Proc]) -> set[Identity]:
         own = self.gateways | (self.watchdog.idents if self.watchdog is not None else set())
@@ -151,20 +174,44 @@ class Guard:
             left = [p for p in members if identity(p) not in skip]
             left = settled(left, self.settings.settle) if left else []  # one exiting as the run ends is no leak
             if left:
-                lines = [
-                    describe(p, self.held.get(identity(p), ("the run (still running at its end)", None))[0])
-                    for p in left
-                ]
+                left = self._defer_held(left, members)
+            if left:
+                lines = [describe(p, self.held.get(identity(p), (_AT_END, None))[0]) for p in left]
                 self.box.end(left, grace=self.settings.grace)
                 self._at_end(session, lines)
+            if self.worker and self.late:  # the controller lists them for the late check
+                self.config.workeroutput["proctree_late"] = [list(e) for e in self.late]  # type: ignore[attr-defined]
         yield
         if self.box is not None and self.owns_box:
             # After every other plugin's end (xdist has stopped its workers by now): the helpers and the rest.
+            where = self._late_path()
+            late = self.late if where is not None else []
+            spared = self.late if self.worker or where is not None else []
+            if late and where is not None and not _late.write(where, late, self.settings):
+                late = spared = []  # not written: nothing would check them, so they end with the rest, unlisted
             try:
-                self._close()
+                self._close(spare={(pid, start) for pid, start, _ in spared})
             finally:
-                if self.watchdog is not None:
+                # A worker's held processes carry the controller's tree id too: its watchdog covers them. The
+                # controller's, with a late check to come, stays: it ends everything once the subreaper exits.
+                if self.watchdog is not None and not late:
                     self.watchdog.stop()
+
+    def _defer_held(self, left: list[proctree.Proc], members: list[proctree.Proc]) -> list[proctree.Proc]:
+        """left less what a live object still holds, when that is checked after pytest exits (late.py): those
+        are remembered in self.late, with the test or fixture that left them, and spared."""
+        if not self._defers():
+            return left
+        earlier = {i: who for i, (who, _) in self.held.items()}
+        unheld = self._not_held(left, members, _AT_END)
+        loose = {identity(p) for p in unheld}
+        # The report comes after pytest's summary, without its headings: an xdist worker says which it was.
+        worker = getattr(self.config, "workerinput", {}).get("workerid") if self.worker else None
+        for p in left:
+            if identity(p) not in loose:
+                who = earlier.get(identity(p), f"{_AT_END}{f' on {worker}' if worker else ''} (kept by a live object)")
+                self.late.append(_late.entry(p, describe(p, who)))
+        return unheld
 
     def _at_end(self, session: pytest.Session, lines: list[str]) -> None:
         self.leakers.append(("the session's end", lines))
@@ -184,7 +231,9 @@ class Guard:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        lines = (getattr(node, "workeroutput", None) or {}).get("proctree_leaks")
+        output = getattr(node, "workeroutput", None) or {}
+        self.late.extend(_late.from_worker(output.get("proctree_late")))
+        lines = output.get("proctree_leaks")
         if lines:
             who = getattr(getattr(node, "gateway", None), "id", "a worker")
             self.leakers.append((f"the session's end on {who}", [str(x) for x in lines]))
@@ -417,6 +466,9 @@ class Guard:
                 tr.write_line(f"    {line.strip()}")
         if self.failed_at_end:
             tr.write_line("the run failed: processes were still running at its end (--proctree-leaks=fail)")
+
+
+_AT_END = "the run (still running at its end)"
 
 
 def _any_of(checks: list[Any]) -> Any:

@@ -12,6 +12,16 @@ exits with pytest's status, or dies of the signal pytest died of. It dies
 with its parent (PR_SET_PDEATHSIG) and so does pytest with it: a SIGKILLed
 run leaves it to the watchdog.
 
+The late check: processes a live object still held at the session's end
+(docs/pytest.md, "Held is not leaked") are checked here, once pytest's
+interpreter has exited and so every atexit handler a library registered has
+run (execnet's default group ends its gateways in one). pytest lists them in
+the file PROCTREE_PYTEST_LATE names; those still running (after the settle)
+are leaks: reported on stderr, ended by identity (a pidfd, then the start
+time checked), and under --proctree-leaks=fail a status of 0 becomes 1. The
+run's watchdog watches this process, not pytest, so a kill at any point
+still leaves nothing.
+
 Signals: relay() is shared with the outer pytest (handoff.py). A process
 between a parent and pytest must be invisible: every signal a process sends
 it goes on to pytest, once; one the kernel sends (Ctrl-C, Ctrl-\\, Ctrl-Z
@@ -23,17 +33,20 @@ a stopped job) and pytest dying of a signal kills it with that signal.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 LINUX_ONLY = True  # the hand-off (handoff.py) starts it on Linux alone: prctl
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 ENV = "PROCTREE_PYTEST_HELPER"
+LATE_ENV = "PROCTREE_PYTEST_LATE"  # the file where pytest lists what a live object held at the session's end
 # si_code of a signal a process sent (kill, sigqueue, tgkill); the kernel's own (the terminal's) are positive.
 _SENT_BY_A_PROCESS = (0, -1, -6)
 _STOPS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
@@ -132,6 +145,101 @@ def _child_setup() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
+def started(pid: int) -> int | None:
+    """pid's start time (clock ticks after boot, as proctree reads it) while it runs; None once it is gone or a
+    zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # the name may hold spaces and ')': the last ')' ends it
+    if len(fields) < 20 or fields[0] in (b"Z", b"X", b"x"):
+        return None
+    return int(fields[19])
+
+
+Late = tuple[int, int, str]  # (pid, start time, its report line)
+
+
+def _reap_orphans() -> None:
+    """Reap every child that has ended (pytest is gone: its orphans, the listed ones among them, are ours)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _still_running(procs: list[Late], seconds: float) -> list[Late]:
+    """Those of procs still running after up to seconds; meanwhile the zombies that came here are reaped."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _reap_orphans()
+        procs = [p for p in procs if started(p[0]) == p[1]]
+        if not procs or time.monotonic() >= deadline:
+            return procs
+        time.sleep(0.02)
+
+
+def _send(procs: list[Late], signum: int) -> None:
+    """signum to each of procs that is still the process it was: its start time is checked once a pidfd holds
+    it, so a reused pid is never signalled (without pidfds, the check comes just before the kill)."""
+    for pid, start, _ in procs:
+        try:
+            fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            if started(pid) != start:
+                continue
+            if fd is None:
+                os.kill(pid, signum)
+            else:
+                signal.pidfd_send_signal(fd, signum)
+        except OSError:
+            pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def late_check(path: str, status: int) -> int:
+    """The late check (see the module's docstring) of what pytest listed in path; the wait status to exit with."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        os.unlink(path)
+        listed = json.loads(text) if text else None
+    except (OSError, ValueError):
+        return status
+    if not listed:
+        return status
+    procs = [(int(pid), int(start), str(line)) for pid, start, line in listed["procs"]]
+    left = _still_running(procs, float(listed["settle"]))
+    if not left:
+        return status
+    _send(left, signal.SIGTERM)
+    rest = _still_running(left, float(listed["grace"]))
+    _send(rest, signal.SIGKILL)
+    _still_running(rest, 5.0)
+    fail = listed["mode"] == "fail" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    lines = [
+        "proctree: processes a live object still held at the session's end were still running after pytest "
+        "exited (every atexit handler had run), now ended:",
+        *(f"  {line}" for _, _, line in left),
+    ]
+    if fail:
+        lines.append("proctree: the run failed: processes were still running at its end (--proctree-leaks=fail)")
+    try:
+        os.write(2, ("\n".join(lines) + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+    return 1 << 8 if fail else status  # the wait status of an exit with 1
+
+
 def main(argv: list[str]) -> int:
     parent = os.getppid()
     relayed = relayed_signals()
@@ -141,8 +249,24 @@ def main(argv: list[str]) -> int:
     if os.getppid() != parent:  # the pytest that started us is gone already
         return 70
     env = dict(os.environ, **{ENV: str(os.getpid())})
-    child = subprocess.Popen(argv, env=env, preexec_fn=_child_setup, close_fds=False)
-    status = relay(child.pid, relayed, only_from=parent, reap_all=True)
+    env.pop(LATE_ENV, None)  # an enclosing run's, if any: never this one's
+    try:
+        fd, late = tempfile.mkstemp(prefix="proctree-late-", suffix=".json")
+        os.close(fd)
+        env[LATE_ENV] = late
+    except OSError:  # no writable temporary folder: what is held at the session's end is reported there
+        late = ""
+    try:
+        child = subprocess.Popen(argv, env=env, preexec_fn=_child_setup, close_fds=False)
+        status = relay(child.pid, relayed, only_from=parent, reap_all=True)
+        if status != -1 and late:
+            status = late_check(late, status)
+    finally:
+        if late:
+            try:
+                os.unlink(late)
+            except OSError:
+                pass
     if status == -1:
         return 70
     if os.WIFSIGNALED(status):

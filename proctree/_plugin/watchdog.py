@@ -10,6 +10,11 @@ Below the run's subreaper (handoff.py) it is no child of pytest either: a
 shell starts it in the background and exits, so it is the subreaper's (a
 test that waits for any child of pytest, or counts them, never sees it).
 Otherwise it is pytest's own child.
+
+Below the run's subreaper it watches the subreaper rather than pytest: the
+subreaper checks what a live object still held at the session's end once
+pytest has exited (reaper.py, the late check), so the watchdog's sweep waits
+for that check, and still comes however the subreaper or pytest die.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ _DETACH = '"$@" </dev/null >/dev/null 2>&1 & echo $!'
 
 
 class Watchdog:
-    def __init__(self, tree_id: str, grace: float, detached: bool) -> None:
+    def __init__(self, tree_id: str, grace: float, detached: bool, watched: int | None = None) -> None:
+        """watched: the process whose end ends the run's processes (default: this pytest)."""
         self.tree_id, self.grace, self.detached = tree_id, grace, detached
+        self.watched = os.getpid() if watched is None else watched
         self.proc: subprocess.Popen[bytes] | None = None  # our own child (not detached)
         self.current: proctree.Proc | None = None
         self.idents: set[Identity] = set()  # every watchdog this run started: never counted
@@ -39,13 +46,13 @@ class Watchdog:
         self.start()
 
     def start(self) -> None:
-        me = proctree.proc(os.getpid())
         env = {k: v for k, v in os.environ.items() if k not in (_OWNER, _TREE)}
         env[_TREE] = f"{os.urandom(16).hex()}:{self.tree_id}"
-        argv = [sys.executable, "-m", "proctree._plugin.sentinel", str(me.pid), str(me.start_time), self.tree_id]
-        argv.append(str(self.grace))
         quiet = subprocess.DEVNULL
         try:
+            watched = proctree.proc(self.watched)
+            sentinel = [sys.executable, "-m", "proctree._plugin.sentinel"]
+            argv = [*sentinel, str(watched.pid), str(watched.start_time), self.tree_id, str(self.grace)]
             if self.detached:
                 out = subprocess.run(
                     ["sh", "-c", _DETACH, "sh", *argv],

@@ -28,14 +28,16 @@ import os, signal, subprocess, time, pytest, proctree
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 def watchdogs():
-    # This pytest's watchdog: its own child, or the run's subreaper's (below one); it names this pytest's pid.
+    # This pytest's watchdog: its own child, naming this pytest's pid; or, below the run's subreaper, the
+    # subreaper's child, naming the subreaper (it waits for the subreaper's late check).
+    watched = {str(os.getpid()), os.environ.get("PROCTREE_PYTEST_HELPER", "")}
     found = []
     for p in proctree.snapshot().procs():
         try:
             argv = proctree.cmdline(p.pid)
         except Exception:
             continue
-        if "proctree._plugin.sentinel" in argv and argv[argv.index("proctree._plugin.sentinel") + 1] == str(os.getpid()):
+        if "proctree._plugin.sentinel" in argv and argv[argv.index("proctree._plugin.sentinel") + 1] in watched:
             found.append(p.pid)
     return found
 

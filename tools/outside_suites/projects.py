@@ -111,6 +111,9 @@ PROJECTS: dict[str, Project] = {
                 "test_remote_exec_module_is_removed",
                 # a race in the test between the channel's close and the remote's send
                 "test_channel_passing_over_channel",
+                # a race in the test: the remote's chdir comes after its send, and the test may read the cwd first
+                # (failed stock too, socket gateways)
+                "test__rinfo",
             ),
         ),
         Project(
@@ -153,9 +156,9 @@ REQUIRED: dict[tuple[str, str], bool] = {
     ("execnet", "swap"): True,
     ("execnet", "plugin"): True,
     ("execnet", "plugin-n2"): True,
-    # its test_multi tests leave gateways execnet's default group holds and its atexit handler ends: the plugin
-    # reports them at the session's end (before atexit runs), so they are named beside the injected leak (issue 29)
-    ("execnet", "plugin-leak"): False,
+    # its test_multi tests leave gateways execnet's default group holds and its atexit handler ends: held at the
+    # session's end, they are checked after pytest exits, by the run's subreaper, and are gone by then (3 of 3 runs)
+    ("execnet", "plugin-leak"): True,
     ("anyio", "swap"): True,
     ("anyio", "swap-asyncio"): True,
     ("anyio", "plugin"): True,
