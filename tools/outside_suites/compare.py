@@ -65,6 +65,10 @@ def compare(
 ) -> Verdict:
     """The verdict for a proctree mode's outcomes against its baseline's (tests matching flaky not compared)."""
     verdict = Verdict(ok=True)
+    # A run that failed only because flaky tests did: its exit status says nothing of proctree.
+    only_flaky_bad = all(any(f in t for f in flaky) for t, o in mode.items() if o in BAD) and any(
+        o in BAD for o in mode.values()
+    )
     mode = {t: o for t, o in mode.items() if not any(f in t for f in flaky)}
     base = {t: o for t, o in base.items() if not any(f in t for f in flaky)}
     for test_id, outcome in sorted(mode.items()):
@@ -74,7 +78,7 @@ def compare(
     verdict.missing = sorted(t for t in base if t not in mode and not t.startswith("<collect>"))
     if timed_out:
         verdict.problems.append("the run hit the overall timeout")
-    if rc != 0 and base_rc == 0:
+    if rc != 0 and base_rc == 0 and not only_flaky_bad:
         verdict.problems.append(f"exit status {rc} where the baseline's is 0")
     if leftovers > base_leftovers:
         verdict.problems.append(f"left {leftovers} process(es) running, the baseline {base_leftovers}")

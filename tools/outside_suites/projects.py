@@ -95,6 +95,14 @@ PROJECTS: dict[str, Project] = {
                 # three commands' outputs, each read by a reader thread of its own (sarge's Capture.add_stream)
                 # into one queue: their order is the threads' race (seen once under load; 0 of 80 alone)
                 "test_list_merge",
+                # the same race between two reader threads ([b'bar', b'foo'] for [b'foo', b'bar']; 2 of 41 runs)
+                "test_byte_iterator",
+                # two races of sarge's Capture with lister.py writing a line every 10 ms: read() returns only after
+                # a 20 ms gap in the lines, so with steady scheduling it never does (the main thread's stack at the
+                # 120 s timeout: expect -> _try_match -> read -> queue.get, in a loop); and expect() matches on the
+                # caller's thread while the reader thread matches the same pattern, so 'line 11' can win over
+                # 'line 10' (3 of 57 runs under the plugin with -n 2, whose timing differs; never stock-n2)
+                "test_expect",
             ),
         ),
         Project(
@@ -150,9 +158,8 @@ REQUIRED: dict[tuple[str, str], bool] = {
     ("plumbum", "plugin-leak"): True,
     ("sarge", "swap"): True,
     ("sarge", "plugin"): True,
-    # test_expect hung once to its timeout under the plugin with -n 2 (its lister.py still running; 0 of 15 alone):
-    # not explained yet (issue 29)
-    ("sarge", "plugin-n2"): False,
+    # sarge's own races (test_expect, test_byte_iterator: see its flaky list) are not compared
+    ("sarge", "plugin-n2"): True,
     ("execnet", "swap"): True,
     ("execnet", "plugin"): True,
     ("execnet", "plugin-n2"): True,

@@ -35,6 +35,13 @@ def test_flaky_tests_are_not_compared():
     assert verdict.ok and not verdict.new_bad
 
 
+def test_a_run_failed_by_flaky_tests_alone_is_not_worse_for_its_exit_status():
+    base = {"t[a]": "passed", "u": "passed"}
+    assert compare({"t[a]": "failed", "u": "passed"}, base, rc=1, base_rc=0, flaky=("t[",), **CLEAN).ok
+    assert not compare({"t[a]": "failed", "u": "failed"}, base, rc=1, base_rc=0, flaky=("t[",), **CLEAN).ok
+    assert not compare({"t[a]": "passed", "u": "passed"}, base, rc=1, base_rc=0, flaky=("t[",), **CLEAN).ok
+
+
 def test_leftovers_and_timeouts_are_worse():
     same = {"a": "passed"}
     assert not compare(same, same, rc=0, base_rc=0, leftovers=1, base_leftovers=0, timed_out=False).ok
