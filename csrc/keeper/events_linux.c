@@ -73,6 +73,12 @@ void wait_events(int ms)
     int rc = poll(fds, 3, ms);
     if (rc > 0 && g_events_fd >= 0 && (fds[2].revents & (POLLPRI | POLLERR)))
         rearm_cgroup_events(); /* the caller's loop looks at the cgroup again now */
+    if (rc > 0 && K.owner_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        /* The owner has exited (owner_alive() says so from here on): its pidfd stays readable, and every later poll,
+         * a teardown's grace included, would return at once and spin. */
+        close(K.owner_fd);
+        K.owner_fd = -1;
+    }
     if (rc <= 0 || !(fds[0].revents & POLLIN))
         return;
     struct signalfd_siginfo si[16];

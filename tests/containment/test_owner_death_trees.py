@@ -134,3 +134,41 @@ def test_owner_sigkill_ends_every_adversarial_tree(pipe, mode, builder):
             if alive(pid, st) and pid not in (0, 1, os.getpid()):
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_keeper_waits_out_its_grace_after_the_owner_died_without_spinning():
+    # The owner's pidfd stays readable once it has exited: a keeper that kept polling it spun at 100% CPU for the
+    # whole grace (2 s for proctree.Popen's holding keeper, whose hold takes only SIGKILL) after every owner's exit.
+    owner = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import proctree\n"
+            "from proctree._containment import popenhold\n"
+            "proctree.Popen(['true']).wait()\n"
+            "print(popenhold.holder().keeper_pid, flush=True)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert owner.returncode == 0, owner.stderr
+    keeper = int(owner.stdout.split()[0])
+    try:
+        before = _cpu_seconds(keeper)
+    except FileNotFoundError:
+        pytest.skip("the keeper was gone already (a very slow machine's grace)")
+    time.sleep(1.0)  # inside the 2 s grace: the keeper waits for hold, which takes only SIGKILL
+    try:
+        spent = _cpu_seconds(keeper) - before
+    except FileNotFoundError:
+        spent = 0.0
+    assert spent < 0.3, f"the keeper used {spent:.2f} s of CPU in 1 s of its grace"
+    assert wait_gone([keeper], 10)
