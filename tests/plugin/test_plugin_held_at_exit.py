@@ -185,6 +185,14 @@ def _pytest_below(outer):
     return kids[0].pid
 
 
+def _python(script):
+    """script run by a fresh interpreter with this proctree; its CompletedProcess, which exited 0."""
+    env = dict(os.environ, PYTHONPATH=_PROCTREE_HOME)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 def test_contain_self_close_spares_what_it_is_told_with_what_that_started():
     script = r"""
 import os, signal, subprocess, sys, proctree
@@ -204,14 +212,7 @@ try:
 except proctree.NoSuchProcess:
     print("ended")
 """
-    r = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=_PROCTREE_HOME),
-    )
-    assert r.returncode == 0, r.stderr
+    r = _python(script)
     assert r.stdout.split()[-1] == "ended", r.stdout  # the identity did not match: ended with the rest
 
     script = r"""
@@ -234,14 +235,7 @@ print("spared" if alive else "ended")
 proctree.terminate_tree(kept.pid, grace=1)
 kept.wait(10)
 """
-    r = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=_PROCTREE_HOME),
-    )
-    assert r.returncode == 0, r.stderr
+    r = _python(script)
     assert r.stdout.split()[-1] == "spared", r.stdout
 
 
