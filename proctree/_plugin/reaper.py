@@ -42,6 +42,10 @@ import sys
 import tempfile
 import time
 
+TYPE_CHECKING = False  # typing costs import time in this small process; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
+
 LINUX_ONLY = True  # the hand-off (handoff.py) starts it on Linux alone: prctl
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -206,18 +210,39 @@ def _send(procs: list[Late], signum: int) -> None:
                 os.close(fd)
 
 
+def _listed(doc: Any) -> dict[str, Any]:
+    """What pytest listed (late.py's write), checked: ValueError for anything of another shape."""
+    if not isinstance(doc, dict) or doc.get("mode") not in ("fail", "warn", "kill"):
+        raise ValueError("not a list of held processes")
+    settle, grace, procs = doc.get("settle"), doc.get("grace"), doc.get("procs")
+    for seconds in (settle, grace):
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 86400:
+            raise ValueError("not a list of held processes")
+    if not isinstance(procs, list):
+        raise ValueError("not a list of held processes")
+    out: list[Late] = []
+    for item in procs:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[2], str)):
+            raise ValueError("not a list of held processes")
+        pid, start = item[0], item[1]
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (pid, start)) or pid <= 1 or start < 0:
+            raise ValueError("not a list of held processes")
+        out.append((pid, start, item[2]))
+    return {"mode": doc["mode"], "settle": settle, "grace": grace, "procs": out}
+
+
 def late_check(path: str, status: int) -> int:
     """The late check (see the module's docstring) of what pytest listed in path; the wait status to exit with."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         os.unlink(path)
-        listed = json.loads(text) if text else None
+        listed = _listed(json.loads(text)) if text else None
     except (OSError, ValueError):
         return status
     if not listed:
         return status
-    procs = [(int(pid), int(start), str(line)) for pid, start, line in listed["procs"]]
+    procs = listed["procs"]
     left = _still_running(procs, float(listed["settle"]))
     if not left:
         return status

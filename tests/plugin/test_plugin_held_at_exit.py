@@ -250,8 +250,19 @@ listed = {"mode": mode, "settle": 0.2, "grace": 1.0, "procs": [[p.pid, start, "p
 if case == "reused":  # the listed pid now names another process: never signalled
     listed["procs"][0][1] = start - 1
 path = os.path.join(sys.argv[4], "late.json")
+shapes = {
+    "empty": "",
+    "malformed": "{",
+    "a list": json.dumps(listed["procs"]),
+    "no procs": json.dumps({k: v for k, v in listed.items() if k != "procs"}),
+    "an odd mode": json.dumps(dict(listed, mode="explode")),
+    "a text settle": json.dumps(dict(listed, settle="1")),
+    "a pid as text": json.dumps(dict(listed, procs=[[str(p.pid), start, "x"]])),
+    "pid 1": json.dumps(dict(listed, procs=[[1, start, "x"]])),
+    "a short entry": json.dumps(dict(listed, procs=[[p.pid, start]])),
+}
 with open(path, "w") as f:
-    f.write({"empty": "", "malformed": "{"}.get(case, json.dumps(listed)))
+    f.write(shapes.get(case, json.dumps(listed)))
 out = reaper.late_check(path, status)
 print("status", out, "running", p.poll() is None, "file", os.path.exists(path))
 p.kill(); p.wait()
@@ -269,6 +280,19 @@ p.kill(); p.wait()
         ("fail", 0, "reused", (0, True)),  # another process now: not a leak, not signalled
         ("fail", 0, "empty", (0, True)),  # nothing was held at the session's end
         ("fail", 0, "malformed", (0, True)),
+        # any other shape is read as nothing listed: nothing is signalled, the status is pytest's
+        *(
+            ("fail", 0, shape, (0, True))
+            for shape in (
+                "a list",
+                "no procs",
+                "an odd mode",
+                "a text settle",
+                "a pid as text",
+                "pid 1",
+                "a short entry",
+            )
+        ),
     ],
 )
 def test_the_subreapers_late_check(tmp_path, mode, status, case, expected):
