@@ -13,7 +13,6 @@ from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 from .._validate import check_seconds, check_signal
-from . import asyncwait as _asyncwait
 from . import cgroup as _cgroup
 from . import keeperloss as _keeperloss
 from . import modes as _modes
@@ -38,10 +37,13 @@ if TYPE_CHECKING:
 
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
+    from . import asyncwait as _asyncwait
     from . import owner as _owner
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
     _owner = _lazyimport.LazyModule(".owner", __package__)
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
+    # Tree.wait_async only: on 3.10 it imports asyncio (its TimeoutError is a base of WaitTimeout there)
+    _asyncwait = _lazyimport.LazyModule(".asyncwait", __package__)
 
 
 def _log() -> Any:

@@ -108,8 +108,10 @@ def test_an_unprivileged_command_escapes_only_within_its_delegated_subtree():
         text=True,
         timeout=120,
     )
-    if out.returncode != 0 and "ModuleNotFoundError" in out.stderr:
-        pytest.skip("uid 4242 cannot run this installation")
+    if out.returncode != 0 and (
+        "ModuleNotFoundError" in out.stderr or "error while loading shared libraries" in out.stderr
+    ):
+        pytest.skip("uid 4242 cannot run this installation")  # a module, or the interpreter's library, unreadable
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["uid"] == 4242

@@ -40,7 +40,10 @@ OWNER = textwrap.dedent(r"""
         elif how == "session":
             p = proctree.Popen(sleep, start_new_session=True, stdin=subprocess.DEVNULL)
         elif how == "group":
-            p = proctree.Popen(sleep, process_group=0)
+            if sys.version_info >= (3, 11):
+                p = proctree.Popen(sleep, process_group=0)
+            else:  # no process_group= before 3.11: the command makes its own group (no preexec_fn in proctree)
+                p = proctree.Popen([sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(300)"])
         elif how == "launcher":
             out = proctree.check_output([sys.executable, "-c", launcher, *sleep], text=True)
             p = type("Launched", (), {"pid": int(out)})

@@ -64,7 +64,8 @@ def _start(tmp_path, plugin, conftest=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        process_group=0,
+        # a group of its own (process_group= is 3.11's; setpgrp in the child on 3.10)
+        **({"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}),
     )
     deadline = time.monotonic() + 60
     ready = tmp_path / "ready"
