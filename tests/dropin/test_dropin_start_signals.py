@@ -133,6 +133,19 @@ def test_group_signal_storm_in_the_marked_fallback(signame):
     assert set(outcomes) <= {"7", f"-{signame}"}, outcomes
 
 
+_LIBC_RESERVED = (1 << 31) | (1 << 32)  # signals 32 and 33: glibc's own (thread cancel, setxid), never a program's
+
+
+def _usable(text):
+    """The SigBlk/SigIgn/SigCgt words of /proc/PID/status, without the C library's reserved signals 32 and 33.
+
+    A program cannot handle, ignore or block those through the C library (it refuses), so they are nobody's
+    disposition to compare: on 3.13 the stdlib's vfork child shows them ignored where a fork child does not.
+    """
+    words = text.split()
+    return [w if w.endswith(":") else int(w, 16) & ~_LIBC_RESERVED for w in words]
+
+
 def test_command_has_the_callers_mask_and_dispositions_as_popens_child_does():
     script = r"""
 import signal, subprocess, sys, threading
@@ -159,7 +172,7 @@ for (name, restore, sns), text in sorted(out.items()):
     assert len(rows) == 8
     for (name, restore, sns), text in rows.items():
         if name == "proctree":
-            assert text == rows["stdlib", restore, sns], (restore, sns, text)
+            assert _usable(text) == _usable(rows["stdlib", restore, sns]), (restore, sns, text)
     blocked = int(rows["stdlib", "True", "False"].split()[1], 16)
     assert blocked & (1 << (signal.SIGUSR2 - 1)) and blocked & (1 << (signal.SIGRTMIN + 2))
 
