@@ -24,7 +24,6 @@ inner tree's daemons after the inner owner and keeper were killed.
 """
 
 import os
-import re
 from collections import namedtuple
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
@@ -35,15 +34,28 @@ ENV = "PROCTREE_OWNER"
 TREE_ENV = "PROCTREE_TREE"
 MAX_TREE_CHAIN = 7  # ids in one PROCTREE_TREE value: 7 * 33 - 1 = 230 bytes, within the core's 256-byte value slot
 
-# Patterns, not compiled ones: re compiles each at its first use and keeps it (a process's first
-# proctree.Popen loads this module, and should not pay for parsers it may never run).
-TAG_PATTERN = r"[A-Za-z0-9_.-]{1,64}"
-_TREE_PATTERN = r"[0-9a-f]{32}"
-_VALUE_PATTERN = (
-    r"([1-9][0-9]{0,9}):([0-9]{1,20})(?::([A-Za-z0-9_.-]{1,64}))?(?:@([0-9]{1,20})\.([0-9]{1,20})\.([0-9]{1,10}))?"
-)
+# The grammar is checked with str methods, not re: a process's first proctree.Popen writes a receipt
+# and reads a marker, and compiling a pattern costs more than that whole start's Python work.
+# Documented as patterns: tag [A-Za-z0-9_.-]{1,64}; tree id [0-9a-f]{32}; marker value
+# ([1-9][0-9]{0,9}):([0-9]{1,20})(:TAG)?(@([0-9]{1,20}).([0-9]{1,20}).([0-9]{1,10}))?
+_TAG_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_HEX = "0123456789abcdef"
 _U64 = 1 << 64
 _U32 = 1 << 32
+
+
+def is_tag(value):
+    """True if value is a str of 1 to 64 characters from [A-Za-z0-9_.-]."""
+    return isinstance(value, str) and 1 <= len(value) <= 64 and not value.strip(_TAG_CHARS)
+
+
+def _is_tree_id(value):
+    return len(value) == 32 and not value.strip(_HEX)
+
+
+def _digits(value, most):
+    """value is 1 to most ASCII digits (str.isdigit alone takes other scripts' digits too)."""
+    return 1 <= len(value) <= most and value.isascii() and value.isdigit()
 
 
 if TYPE_CHECKING:
@@ -85,7 +97,7 @@ def check_tag(tag):
         return None
     if not isinstance(tag, str):
         raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
-    if not re.fullmatch(TAG_PATTERN, tag):
+    if not is_tag(tag):
         raise ValueError(f"tag must match [A-Za-z0-9_.-]{{1,64}}, got {tag!r}")
     return tag
 
@@ -120,15 +132,23 @@ def parse_marker(value):
     value = _as_text(value)
     if value is None:
         return None
-    m = re.fullmatch(_VALUE_PATTERN, value)
-    if not m:
+    owner, at, place = value.partition("@")
+    fields = owner.split(":")
+    if not 2 <= len(fields) <= 3:
         return None
-    if m.group(4) is None:
-        return Marker(int(m.group(1)), int(m.group(2)), m.group(3))
-    pidns, timens, uid = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    pid, start = fields[0], fields[1]
+    tag = fields[2] if len(fields) == 3 else None
+    if not (_digits(pid, 10) and pid[0] != "0" and _digits(start, 20)) or (tag is not None and not is_tag(tag)):
+        return None
+    if not at:
+        return Marker(int(pid), int(start), tag)
+    numbers = place.split(".")
+    if len(numbers) != 3 or not all(_digits(n, most) for n, most in zip(numbers, (20, 20, 10))):
+        return None
+    pidns, timens, uid = (int(n) for n in numbers)
     if pidns >= _U64 or timens >= _U64 or uid >= _U32:
         return None
-    return Marker(int(m.group(1)), int(m.group(2)), m.group(3), pidns, timens, uid)
+    return Marker(int(pid), int(start), tag, pidns, timens, uid)
 
 
 def from_environ_block(data):
@@ -158,7 +178,7 @@ def new_tree_id():
 def parse_tree_id(value):
     """A PROCTREE_TREE value (str or bytes) as str, or None if it is not one. Never raises on garbage."""
     value = _as_text(value)
-    if value is None or not re.fullmatch(_TREE_PATTERN, value):
+    if value is None or not _is_tree_id(value):
         return None
     return value
 
@@ -169,7 +189,7 @@ def parse_tree_chain(value):
     if value is None:
         return None
     ids = value.split(":")
-    if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(re.fullmatch(_TREE_PATTERN, i) for i in ids):
+    if not 1 <= len(ids) <= MAX_TREE_CHAIN or not all(_is_tree_id(i) for i in ids):
         return None
     return tuple(ids)
 
