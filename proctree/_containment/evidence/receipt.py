@@ -21,13 +21,12 @@ it did not create, and never follow a symlink.
 from __future__ import annotations
 
 import errno
-import json
 import os
-import re
 import stat
 import sys
 import time
 
+from ... import _lazyimport
 from ..._record import record  # a frozen dataclass without dataclasses' import time
 from .. import protocol as _protocol
 from . import marker as _marker
@@ -39,6 +38,14 @@ TEMP_PREFIX = ".tmp-"
 TEMP_PATIENCE = 5.0  # seconds a temporary file may be an in-progress write
 MODES = ("cgroup", "subreaper", "session")
 _SUFFIX = ".json"
+# A receipt is written by every spawn() and a process's first proctree.Popen, and read only by the reaper:
+# written with _json below, json loads when a receipt is first read.
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    import json
+else:
+    json = _lazyimport.LazyModule("json", "")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _FIELDS = ("owner", "keeper", "command", "sid", "pgid", "cgroup", "tag", "mode", "marker", "tree", "created")
 
 
@@ -273,10 +280,39 @@ def encode(
     why = _invalid(doc)
     if why is not None:
         raise ValueError(f"invalid receipt: {why}")
-    data = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+    data = _json(doc).encode("ascii") + b"\n"
     if len(data) > MAX_BYTES:
         raise ValueError(f"receipt would be {len(data)} bytes, over {MAX_BYTES} (cgroup path too long?)")
     return data
+
+
+def _json(value: object) -> str:
+    """value as json.dumps(value, separators=(",", ":"), ensure_ascii=True) writes it, for a receipt's types."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+        return float.__repr__(value)
+    if isinstance(value, str):
+        return '"' + "".join(_ESCAPES.get(c) or (c if " " <= c <= "~" else _u_escape(c)) for c in value) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(_json(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
+    raise TypeError(f"a receipt holds no {type(value).__name__}")
+
+
+def _u_escape(c: str) -> str:
+    n = ord(c)
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000
+    return f"\\u{0xD800 | (n >> 10):04x}\\u{0xDC00 | (n & 0x3FF):04x}"
 
 
 def write(directory: str, data: bytes, keeper: tuple[int, int]) -> str:
@@ -495,7 +531,7 @@ def _invalid(doc: dict) -> str | None:
     if (cgroup is None) != (doc["mode"] != "cgroup"):
         return "field cgroup: given in cgroup mode only, and cgroup mode needs one"
     tag = doc["tag"]
-    if tag is not None and not (isinstance(tag, str) and re.fullmatch(_marker.TAG_PATTERN, tag)):
+    if tag is not None and not _marker.is_tag(tag):
         return "field tag: not a tag or null"
     marker = _marker.parse_marker(doc["marker"]) if isinstance(doc["marker"], str) else None
     if marker is None:
