@@ -18,7 +18,6 @@ another thread was importing on its own. This module must stay cheap to import
 from __future__ import annotations
 
 import _thread
-import importlib
 import os
 import sys
 from types import ModuleType
@@ -30,12 +29,26 @@ if TYPE_CHECKING:
 _importing: dict[int, int] = {}  # thread id -> how many lazy imports of proctree's it has under way
 
 
+def absolute(name: str, package: str) -> str:
+    """The absolute name of name (".x" or "..x" relative to package, as in a from-import; else as it is)."""
+    level = len(name) - len(name.lstrip("."))
+    if not level:
+        return name
+    base = package.rsplit(".", level - 1)[0] if level > 1 else package
+    return f"{base}.{name[level:]}" if name[level:] else base
+
+
 def load(name: str, package: str) -> ModuleType:
-    """importlib.import_module(name, package), recorded for the child of a fork that comes meanwhile."""
+    """importlib.import_module(name, package), recorded for the child of a fork that comes meanwhile.
+
+    (Through __import__: importlib itself costs import time that `import proctree` should not pay.)
+    """
     me = _thread.get_ident()
     _importing[me] = _importing.get(me, 0) + 1
     try:
-        return importlib.import_module(name, package)
+        full = absolute(name, package)
+        __import__(full)
+        return sys.modules[full]
     finally:
         depth = _importing.get(me, 1) - 1
         if depth > 0:

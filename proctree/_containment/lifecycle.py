@@ -19,7 +19,6 @@ Tree and keeperloss.py read and move this state only through these names
 
 from __future__ import annotations
 
-import enum
 import threading
 
 from .._errors import KeeperLost
@@ -30,8 +29,12 @@ if TYPE_CHECKING:
     from .._teardown.report import TeardownReport
 
 
-class Phase(enum.Enum):
-    """What the keeper last said it is doing."""
+class Phase:
+    """What the keeper last said it is doing: one of these strings, compared with `is`.
+
+    (Not an enum.Enum: creating one costs a process's first proctree.Popen, which loads this module,
+    more than its whole start's Python work.)
+    """
 
     RUNNING = "running"
     HELD = "held"
@@ -40,7 +43,7 @@ class Phase(enum.Enum):
 
 
 # The line that moves the keeper into each phase, and the phases' order.
-_PHASE_OF: dict[type, Phase] = {_protocol.Sweep: Phase.SWEEPING, _protocol.Held: Phase.HELD, _protocol.Done: Phase.DONE}
+_PHASE_OF: dict[type, str] = {_protocol.Sweep: Phase.SWEEPING, _protocol.Held: Phase.HELD, _protocol.Done: Phase.DONE}
 _ORDER = {Phase.RUNNING: 0, Phase.SWEEPING: 1, Phase.HELD: 2, Phase.DONE: 3}
 
 

@@ -10,7 +10,6 @@ This module must never patch or otherwise change the subprocess module.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import threading
@@ -82,11 +81,15 @@ def genuine_popen() -> type[subprocess.Popen]:
     global _private
     with _lock:
         if _private is None:
-            spec = importlib.util.find_spec("subprocess")
-            if spec is None or spec.loader is None:  # pragma: no cover - the stdlib always has it
-                raise ImportError("the subprocess module cannot be found")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            # Its source run in a module of our own (what importlib would do, without importlib's import time).
+            module = types.ModuleType("subprocess")
+            module.__file__ = _FILE
+            try:
+                with open(_FILE, "rb") as source:
+                    code = compile(source.read(), _FILE, "exec", dont_inherit=True)
+            except OSError as exc:  # pragma: no cover - the stdlib ships subprocess.py
+                raise ImportError(f"the subprocess module's source cannot be read: {exc}") from None
+            exec(code, module.__dict__)
             _private = module
         popen: type[subprocess.Popen] = _private.Popen
         return popen

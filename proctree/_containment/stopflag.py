@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import os
 import threading
 
@@ -58,6 +57,7 @@ async def _in_worker(fn, discard=None):
     interruption propagates: a cancelled call leaves nothing running.
     """
     import asyncio
+    import contextvars
 
     from .._teardown import trioface as _trioface
 

@@ -10,25 +10,35 @@ from __future__ import annotations
 
 import fcntl
 import os
-import struct
+import sys
 import termios
 
-_WINSIZE = struct.Struct("HHHH")  # struct winsize: rows, cols, xpixel, ypixel
+# struct winsize: four unsigned shorts, rows, cols, xpixel, ypixel (packed by hand: the struct module
+# costs import time that a process's first proctree.Popen, which loads this module, should not pay).
+_WINSIZE_BYTES = 8
+
+
+def _unpack(raw: bytes) -> tuple[int, int, int, int]:
+    rows, cols, xpix, ypix = (int.from_bytes(raw[i : i + 2], sys.byteorder) for i in range(0, 8, 2))
+    return rows, cols, xpix, ypix
+
+
+def _pack(size: tuple[int, int, int, int]) -> bytes:
+    return b"".join(int(v).to_bytes(2, sys.byteorder) for v in size)
 
 
 def window_size(fd: int) -> tuple[int, int, int, int] | None:
     """The window size of the terminal on fd as (rows, cols, xpixel, ypixel); None if fd is no terminal."""
     try:
-        raw = fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * _WINSIZE.size)
+        raw = fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * _WINSIZE_BYTES)
     except OSError:
         return None
-    rows, cols, xpix, ypix = _WINSIZE.unpack(raw)
-    return rows, cols, xpix, ypix
+    return _unpack(raw)
 
 
 def set_window_size(fd: int, size: tuple[int, int, int, int]) -> None:
     """Set the window size of the terminal on fd (a pty master: the kernel then sends SIGWINCH to its foreground)."""
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, _WINSIZE.pack(*size))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, _pack(size))
 
 
 def owner_window_size() -> tuple[int, int, int, int] | None:

@@ -8,7 +8,7 @@ processes stays small) or from Proc records given directly (tests, tools).
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
+from _bisect import bisect_left  # bisect.py only re-exports it, at an import's cost
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
