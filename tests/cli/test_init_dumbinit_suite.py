@@ -262,7 +262,14 @@ def test_all_processes_receive_term_on_exit_if_setsid(started, placement, mode):
     )
     assert p.wait(timeout=60) == 0
     print_signals_ready(p.stdout)
-    expect_line(p, signal.SIGTERM)
+    # proctree's teardown sends SIGCONT right after the stop signal (a stopped member must act on it), where
+    # dumb-init sends SIGTERM alone. The keeper sends TERM first (a sigwaitinfo reader sees 15, then 18, 0.1 ms
+    # apart), but print_signals' handlers run in Python: a CONT arriving while TERM's handler starts runs its
+    # own handler first (CPython checks for signals on entry to the handler's code), so on a busy machine 18
+    # can print before 15. Either order is one TERM then one CONT from the teardown.
+    first = readline(p.stdout, 15.0)
+    lines = {first} if first == b"15\n" else {first, readline(p.stdout, 15.0)}
+    assert b"15\n" in lines and lines <= {b"15\n", b"18\n"}, lines
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
