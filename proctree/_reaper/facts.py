@@ -117,113 +117,11 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
     snap = _binding.snapshot()
     guard = Guard()
     procs: dict[int, Proc] = {p.pid: p for p in snap.procs()}
-    readable = [p.pid for p in procs.values() if not p.is_zombie]  # a zombie carries no environment
-    markers: dict[int, _marker.Marker | str] = {}
     skipped: list[Skipped] = []
-    counts: dict[str, int] = {}
-
-    def unknown(pid: int, why: str) -> None:
-        markers[pid] = why
-        counts[why] = counts.get(why, 0) + 1
-
-    for pid, v in _binding.env_scan(marker, readable).items():
-        if isinstance(v, bytes):
-            m = _marker.parse_marker(v)
-            if m is None:
-                unknown(pid, "malformed")
-                continue
-            owner = procs.get(m.pid)
-            if owner is not None and owner.start_time == m.start_time and (m.legacy or (m.pidns, m.timens) == mine):
-                markers[pid] = m  # a live owner of ours: it only protects, wherever its member runs
-                continue
-            why = _unplaced(None if m.legacy else (m.pidns, m.timens), [pid], mine)
-            if why is not None:
-                # Its owner's pid and start time are another namespace's numbers (or may be).
-                unknown(pid, "other-namespace")
-                skipped.append(Skipped(pid, f"marker {m}: not proof here: {why}"))
-            else:
-                markers[pid] = m
-        elif v not in ("absent", "gone"):
-            unknown(pid, v)
-    for why, n in sorted(counts.items()):
-        warnings.append(f"{n} process(es) with a {why} {marker}: never proof of anything")
-
-    rule_hits: dict[int, tuple[str, int]] = {}
-    wanting_by_name: dict[str, list[Rule]] = {}  # names repeat (thousands of one worker): ask each rule once per name
-    for p in procs.values():
-        if p.is_zombie:
-            continue
-        wanting = wanting_by_name.get(p.name)
-        if wanting is None:
-            wanting = wanting_by_name[p.name] = [r for r in rules if r.wants_name(p.name)]
-        if not wanting:
-            continue
-        argv = argv_of(p.pid)
-        if not argv:
-            continue
-        for rule in wanting:
-            spawner = rule.match(argv)
-            if spawner is not None:
-                # A spawner pid says nothing of its namespace: placed only as a legacy value is.
-                why = _unplaced(None, [p.pid], mine)
-                if why is not None:
-                    skipped.append(
-                        Skipped(p.pid, f"rule {rule.name}: its spawner pid {spawner} is not proof here: {why}")
-                    )
-                else:
-                    rule_hits[p.pid] = (rule.name, spawner)
-                break
-
-    cgroups: list[_leftovers.LeftoverCgroup] = []
-    found_cgroups, cg_warnings = _leftovers.find()
-    warnings.extend(cg_warnings)
-    foreign: list[tuple[_leftovers.LeftoverCgroup, str]] = []  # empty, made in another pid namespace
-    for cg in found_cgroups:
-        owner = procs.get(cg.owner[0])
-        if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie and cg.ns in (None, mine):
-            cgroups.append(cg)  # its owner, as we see it, is alive: it protects the cgroup
-            continue
-        why = _unplaced(cg.ns, cg.pids, mine)
-        if why is not None and cg.ns is not None and not cg.pids and not cg.hidden and _namespaces.is_initial(mine):
-            foreign.append((cg, why))
-        elif why is not None:
-            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
-        else:
-            cgroups.append(cg)
-    # An empty cgroup whose owner's pid namespace is dead (a container's PID 1 killed with its namespace): its
-    # owner is provably gone, though its numbers are not ours.
-    dead_ns = _namespaces.dead_pid_namespaces({cg.ns[0] for cg, _ in foreign if cg.ns}, procs)
-    for cg, why in foreign:
-        if cg.ns is not None and cg.ns[0] in dead_ns:
-            cgroups.append(cg)
-        else:
-            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
-
-    receipts_by_path: dict[str, object] = {}
-    receipts: list[ReceiptFact] = []
-    found, problems = _receipt.read_all()
-    for path, why in problems:
-        warnings.append(f"receipt {path} ignored: {why}")
-    for r in found:
-        if mine is None or (r.pidns, r.timens) != mine:
-            skipped.append(
-                Skipped(None, f"receipt {r.path}: written in other (or unrecorded) namespaces: not proof here")
-            )
-            continue
-        receipts_by_path[r.path] = r
-        receipts.append(
-            ReceiptFact(
-                r.path,
-                r.owner,
-                r.keeper,
-                r.sid,
-                r.pgid,
-                r.tag,
-                None if r.command is None else r.command[0],
-                r.tree,
-                r.uid,
-            )
-        )
+    markers = _markers(marker, procs, mine, skipped, warnings)
+    rule_hits = _rule_hits(rules, procs, mine, skipped)
+    cgroups, dead_ns = _cgroups(procs, mine, skipped, warnings)
+    receipts, receipts_by_path = _receipts(mine, skipped, warnings)
     # The tree id of every process a receipt could lead to, to corroborate it.
     ids = {r.sid for r in receipts} | {r.pgid for r in receipts}
     near = [p.pid for p in procs.values() if (p.sid in ids or p.pgid in ids) and not p.is_zombie]
@@ -253,3 +151,138 @@ def gather(*, marker: str, rules: Sequence[Rule], warnings: list[str]) -> tuple[
         dead_ns,
     )
     return facts, receipts_by_path
+
+
+def _markers(
+    marker: str,
+    procs: dict[int, Proc],
+    mine: _namespaces.Namespaces | None,
+    skipped: list[Skipped],
+    warnings: list[str],
+) -> dict[int, _marker.Marker | str]:
+    """Each live process's owner marker, parsed, or why it proves nothing ("malformed", "other-namespace", ...)."""
+    readable = [p.pid for p in procs.values() if not p.is_zombie]  # a zombie carries no environment
+    markers: dict[int, _marker.Marker | str] = {}
+    counts: dict[str, int] = {}
+
+    def unknown(pid: int, why: str) -> None:
+        markers[pid] = why
+        counts[why] = counts.get(why, 0) + 1
+
+    for pid, v in _binding.env_scan(marker, readable).items():
+        if isinstance(v, bytes):
+            m = _marker.parse_marker(v)
+            if m is None:
+                unknown(pid, "malformed")
+                continue
+            owner = procs.get(m.pid)
+            if owner is not None and owner.start_time == m.start_time and (m.legacy or (m.pidns, m.timens) == mine):
+                markers[pid] = m  # a live owner of ours: it only protects, wherever its member runs
+                continue
+            why = _unplaced(None if m.legacy else (m.pidns, m.timens), [pid], mine)
+            if why is not None:
+                # Its owner's pid and start time are another namespace's numbers (or may be).
+                unknown(pid, "other-namespace")
+                skipped.append(Skipped(pid, f"marker {m}: not proof here: {why}"))
+            else:
+                markers[pid] = m
+        elif v not in ("absent", "gone"):
+            unknown(pid, v)
+    for why, n in sorted(counts.items()):
+        warnings.append(f"{n} process(es) with a {why} {marker}: never proof of anything")
+    return markers
+
+
+def _rule_hits(
+    rules: Sequence[Rule], procs: dict[int, Proc], mine: _namespaces.Namespaces | None, skipped: list[Skipped]
+) -> dict[int, tuple[str, int]]:
+    """pid -> (rule name, spawner pid) for each process a rule matched (and whose spawner pid means one here)."""
+    rule_hits: dict[int, tuple[str, int]] = {}
+    wanting_by_name: dict[str, list[Rule]] = {}  # names repeat (thousands of one worker): ask each rule once per name
+    for p in procs.values():
+        if p.is_zombie:
+            continue
+        wanting = wanting_by_name.get(p.name)
+        if wanting is None:
+            wanting = wanting_by_name[p.name] = [r for r in rules if r.wants_name(p.name)]
+        if not wanting:
+            continue
+        argv = argv_of(p.pid)
+        if not argv:
+            continue
+        for rule in wanting:
+            spawner = rule.match(argv)
+            if spawner is not None:
+                # A spawner pid says nothing of its namespace: placed only as a legacy value is.
+                why = _unplaced(None, [p.pid], mine)
+                if why is not None:
+                    skipped.append(
+                        Skipped(p.pid, f"rule {rule.name}: its spawner pid {spawner} is not proof here: {why}")
+                    )
+                else:
+                    rule_hits[p.pid] = (rule.name, spawner)
+                break
+    return rule_hits
+
+
+def _cgroups(
+    procs: dict[int, Proc], mine: _namespaces.Namespaces | None, skipped: list[Skipped], warnings: list[str]
+) -> tuple[list[_leftovers.LeftoverCgroup], frozenset[int]]:
+    """(proctree's cgroups that are evidence here, the dead pid namespaces among their owners')."""
+    cgroups: list[_leftovers.LeftoverCgroup] = []
+    found_cgroups, cg_warnings = _leftovers.find()
+    warnings.extend(cg_warnings)
+    foreign: list[tuple[_leftovers.LeftoverCgroup, str]] = []  # empty, made in another pid namespace
+    for cg in found_cgroups:
+        owner = procs.get(cg.owner[0])
+        if owner is not None and owner.start_time == cg.owner[1] and not owner.is_zombie and cg.ns in (None, mine):
+            cgroups.append(cg)  # its owner, as we see it, is alive: it protects the cgroup
+            continue
+        why = _unplaced(cg.ns, cg.pids, mine)
+        if why is not None and cg.ns is not None and not cg.pids and not cg.hidden and _namespaces.is_initial(mine):
+            foreign.append((cg, why))
+        elif why is not None:
+            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
+        else:
+            cgroups.append(cg)
+    # An empty cgroup whose owner's pid namespace is dead (a container's PID 1 killed with its namespace): its
+    # owner is provably gone, though its numbers are not ours.
+    dead_ns = _namespaces.dead_pid_namespaces({cg.ns[0] for cg, _ in foreign if cg.ns}, procs)
+    for cg, why in foreign:
+        if cg.ns is not None and cg.ns[0] in dead_ns:
+            cgroups.append(cg)
+        else:
+            skipped.append(Skipped(None, f"cgroup {cg.path}: not proof here: {why}"))
+    return cgroups, dead_ns
+
+
+def _receipts(
+    mine: _namespaces.Namespaces | None, skipped: list[Skipped], warnings: list[str]
+) -> tuple[list[ReceiptFact], dict[str, object]]:
+    """(The receipts written in this reaper's namespaces, as facts; the Receipt objects by path)."""
+    receipts_by_path: dict[str, object] = {}
+    receipts: list[ReceiptFact] = []
+    found, problems = _receipt.read_all()
+    for path, why in problems:
+        warnings.append(f"receipt {path} ignored: {why}")
+    for r in found:
+        if mine is None or (r.pidns, r.timens) != mine:
+            skipped.append(
+                Skipped(None, f"receipt {r.path}: written in other (or unrecorded) namespaces: not proof here")
+            )
+            continue
+        receipts_by_path[r.path] = r
+        receipts.append(
+            ReceiptFact(
+                r.path,
+                r.owner,
+                r.keeper,
+                r.sid,
+                r.pgid,
+                r.tag,
+                None if r.command is None else r.command[0],
+                r.tree,
+                r.uid,
+            )
+        )
+    return receipts, receipts_by_path
