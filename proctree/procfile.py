@@ -125,8 +125,9 @@ def load(
 
 def read_env_files(paths: Sequence[PathLike], *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The assignments of these .env files, as `proctree up -e` reads them: later files winning, values
-    expanded against environ (default os.environ) and the earlier files. Raises OSError for a file that
-    cannot be read, ProcfileError (with its line) for a line that is not an assignment."""
+    expanded against environ (default os.environ) and the earlier files. Raises ProcfileError naming the
+    file (and the line) for a file that is missing or a line that is not an assignment; OSError for another
+    failed read."""
     base = os.environ if environ is None else environ
     values: dict[str, str] = {}
     for path in _paths(paths, "paths") or []:
