@@ -53,12 +53,17 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 
 
-def _optional_path(value: object, what: str) -> str | None:
-    if value is None:
-        return None
+def _path(value: object, what: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{what} must be a path (str or os.PathLike), not {type(value).__name__}")
-    return os.fspath(value)
+    path = os.fspath(value)
+    if not isinstance(path, str):  # a PathLike of bytes
+        raise TypeError(f"{what} must be a path as str, not {type(path).__name__}")
+    return path
+
+
+def _optional_path(value: object, what: str) -> str | None:
+    return None if value is None else _path(value, what)
 
 
 def _paths(values: object, what: str) -> list[str] | None:
@@ -66,7 +71,7 @@ def _paths(values: object, what: str) -> list[str] | None:
         return None
     if isinstance(values, (str, bytes, os.PathLike)) or not isinstance(values, Iterable):
         raise TypeError(f"{what} must be a list of paths, not {type(values).__name__}")
-    return [_optional_path(v, what) or "" for v in values]
+    return [_path(v, what) for v in values]
 
 
 def choose_files(

@@ -98,6 +98,8 @@ LOAD_ERRORS = [
     ({"Procfile": "web: a\n"}, {"procfile": 3}, TypeError, "procfile must be a path"),
     ({"Procfile": "web: a\n"}, {"env_files": "one.env"}, TypeError, "env_files must be a list"),
     ({"Procfile": "web: a\n"}, {"names": "web"}, TypeError, "names must be a sequence"),
+    ({"Procfile": "web: a\n"}, {"env_files": [None]}, TypeError, "env_files must be a path"),
+    ({"Procfile": "web: a\n"}, {"app_root": b"/"}, TypeError, "app_root must be a path"),
 ]
 
 
@@ -105,7 +107,7 @@ LOAD_ERRORS = [
 def test_load_refuses_with_what_and_where(tmp_path, files, kwargs, error, words):
     lay_out(tmp_path, files)
     with pytest.raises(error, match=words):
-        procfile.load(app_root=str(tmp_path), environ={}, **kwargs)
+        procfile.load(**{"app_root": str(tmp_path), "environ": {}, **kwargs})
 
 
 def test_load_not_strict_reads_as_honcho_and_says_what_it_skipped(tmp_path):
