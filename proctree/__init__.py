@@ -11,7 +11,8 @@ the module proctree.subprocess, which stands in for subprocess whole;
 find_orphans(), reap_orphans(), Orphan, ReapReport, Rule, DEFAULT_RULES;
 Supervisor, SyncSupervisor, ServiceSpec, ServiceSnapshot, ServiceEvent, LogPage, ForegroundResult,
 Backoff; load_procfile(), ProcfilePlan, ProcfileService (what `proctree up`
-runs); and the exceptions Error, NoSuchProcess, AccessDenied, SupervisorError,
+runs) and the module proctree.procfile (the rest of what `proctree up` does with a
+Procfile: honcho's choice of files, .env reading, ServiceSpecs, foreman's exit rule); and the exceptions Error, NoSuchProcess, AccessDenied, SupervisorError,
 UnknownServiceError, ProcfileError.
 
 The teardown and containment layers (and asyncio, which they use) load on
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from subprocess import DEVNULL, PIPE, STDOUT, CalledProcessError, CompletedProcess, SubprocessError, TimeoutExpired
     from typing import Any
 
-    from . import subprocess
+    from . import procfile, subprocess
     from ._containment.dropintypes import (  # typed as typeshed types subprocess and asyncio's
         Popen,
         call,
@@ -163,6 +164,7 @@ __all__ = [
     "find_orphans",
     "load_procfile",
     "proc",
+    "procfile",
     "reap_orphans",
     "run",
     "snapshot",
@@ -181,8 +183,8 @@ def __getattr__(name: str) -> Any:
 
         value = globals()["__version__"] = installed_version()
         return value
-    if name == "subprocess":  # the submodule proctree.subprocess: importing it binds it here
-        return _lazyimport.load(".subprocess", __name__)  # fork-safe, as the other names
+    if name in ("subprocess", "procfile"):  # the public submodules: importing one binds it here
+        return _lazyimport.load("." + name, __name__)  # fork-safe, as the other names
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'proctree' has no attribute {name!r}")

@@ -8,5 +8,6 @@
 - lineage.py: who a process belongs to by its ancestry (a fixture's tag in the environment it inherited);
 - guard.py: the run's containment and the checks around each test, fixture and the session.
 
-A layer-6 face: the public API, the base layer, and proctree.Popen's holder (helpers.py).
+A layer-6 face: the public API, and proctree.Popen's holder (helpers.py; the allowlist in
+tests/project/test_architecture.py says why).
 """

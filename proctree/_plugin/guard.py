@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import proctree
-from proctree._errors import ProcessLeakWarning
+from proctree.pytest_plugin import ProcessLeakWarning
 
 from . import handoff as _handoff
 from . import held as _held

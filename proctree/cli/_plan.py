@@ -3,10 +3,8 @@ what `proctree up` runs and `proctree check` checks, read the same way."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import proctree
 from proctree._validate import port_from_text
 
 from ._common import CliError, shown
@@ -78,19 +76,17 @@ def _env_files(values):
 def load_plan(args) -> Any:
     """The checked plan for args, or CliError saying what is wrong and where (as args.command's: up or check)."""
     # Imported here, as proctree's own names load on first use: every command builds its parser.
-    from proctree._procfile.honchoopts import choose_procfile
+    from proctree import procfile as procfiles
 
     exit_with = getattr(args, "exit_with", None)
     names = list(args.names)
     if exit_with is not None and exit_with not in names and names:
         names.append(exit_with)  # it must run for the run to end with it
     try:
-        procfile, env_files = choose_procfile(
-            args.procfile, _env_files(args.env), args.app_root, os.environ, strict=args.strict
-        )
-        plan = proctree.load_procfile(
-            procfile,
-            env_files=env_files,
+        plan = procfiles.load(
+            args.procfile,
+            env_files=_env_files(args.env),
+            app_root=args.app_root,
             strict=args.strict,
             scale=",".join(args.formation) if args.formation else None,
             names=names,
@@ -109,12 +105,9 @@ def read_env_files(paths) -> dict[str, str]:
     """The assignments of these .env files (honcho's reading, as `proctree up -e` reads them), later files winning,
     values expanded against the environment and the earlier files: `proctree run --env-file` (honcho's `run`).
     CliError for a file that cannot be read or a line that is not an assignment."""
-    from proctree._procfile.dotenv import read_dotenv
+    from proctree import procfile as procfiles
 
-    values: dict[str, str] = {}
-    for path in paths:
-        try:
-            values.update(read_dotenv(path, base=os.environ, known=values))
-        except (OSError, ValueError) as exc:
-            raise CliError(f"--env-file: {exc}", kind=type(exc).__name__) from None
-    return values
+    try:
+        return procfiles.read_env_files(paths)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--env-file: {exc}", kind=type(exc).__name__) from None

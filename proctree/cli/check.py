@@ -50,7 +50,7 @@ def register(sub):
 def run(args):
     plan = load_plan(args)
     # Imported here, as proctree's own names load on first use: every command builds its parser.
-    from proctree._procfile.servicespecs import service_specs
+    from proctree.procfile import service_specs
 
     try:
         service_specs(plan)  # the settings the supervisor itself would refuse (ready, restart, stop_signal, ...)

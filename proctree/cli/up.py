@@ -134,12 +134,12 @@ def _parse_grace(text):
 
 def hidden_output(plan, quiet) -> frozenset[str]:
     """The instances whose output honcho's `-q NAMES` hides (none for a bare -q); CliError for an unknown name."""
-    from proctree._procfile.honchoopts import hidden_instances  # see service_specs()
+    from proctree.procfile import quiet_instances  # see service_specs()
 
     if not isinstance(quiet, str):
         return frozenset()
     try:
-        return hidden_instances(quiet, plan)
+        return quiet_instances(quiet, plan)
     except ValueError as exc:
         raise CliError(str(exc), kind=type(exc).__name__) from None
 
@@ -147,7 +147,7 @@ def hidden_output(plan, quiet) -> frozenset[str]:
 def service_specs(plan, stop_signal=None) -> list[Any]:
     """One proctree.ServiceSpec per planned instance; CliError naming the entry for a setting it refuses."""
     # Imported here, as proctree's own names load on first use: every command builds this parser.
-    from proctree._procfile.servicespecs import service_specs as specs_of
+    from proctree.procfile import service_specs as specs_of
 
     try:
         return specs_of(plan, stop_signal)
@@ -169,12 +169,12 @@ class Up:
     """One run: start the plan, print what happens, decide when it ends, stop everything, say so."""
 
     def __init__(self, plan, specs, args) -> None:
-        from proctree._procfile.exitrule import ExitRule  # see service_specs()
+        from proctree.procfile import ExitRule  # see service_specs()
 
         self.plan = plan
         self.specs = specs
         self.args = args
-        self.rule = ExitRule.for_plan(plan, args.exit_with)
+        self.rule = ExitRule(plan, args.exit_with)
         self.out = Output(
             sys.stdout,
             [s.name for s in plan.services],
@@ -304,7 +304,7 @@ class Up:
             self.sup.reap_sync()
 
     def decide(self, event: Any) -> None:
-        """Hand an entry's end to foreman's exit rule (proctree._procfile.exitrule); end the run if it says so.
+        """Hand an entry's end to foreman's exit rule (proctree.procfile.ExitRule); end the run if it says so.
 
         The ends are handled in the order the events are (not by live_count(), which is already
         ahead), so an entry whose end must stop the run is never passed over.
