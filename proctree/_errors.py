@@ -107,6 +107,14 @@ class ProcfileError(ValueError):
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # pickle and copy rebuild from the parts: args holds the whole message, which __init__ would prefix again.
+        return (_rebuild_procfile_error, (type(self), self.detail, self.source, self.line), self.__dict__)
+
+
+def _rebuild_procfile_error(cls: type[ProcfileError], message: str, source: str, line: int | None) -> ProcfileError:
+    return cls(message, source=source, line=line)
+
 
 class ProcessLeakWarning(UserWarning):
     """A test or fixture left processes running (--proctree-leaks=warn); they were ended."""

@@ -59,11 +59,41 @@ def _path(value: object, what: str) -> str:
     path = os.fspath(value)
     if not isinstance(path, str):  # a PathLike of bytes
         raise TypeError(f"{what} must be a path as str, not {type(path).__name__}")
+    if "\0" in path:
+        raise ValueError(f"{what} holds a NUL byte: no path does")
     return path
 
 
 def _optional_path(value: object, what: str) -> str | None:
     return None if value is None else _path(value, what)
+
+
+def _environ(environ: object) -> Mapping[str, str]:
+    """environ, checked: a mapping of str to str (default os.environ), or TypeError naming it."""
+    if environ is None:
+        return os.environ
+    if not isinstance(environ, Mapping):
+        raise TypeError(f"environ must be a mapping of names to values (str), not {type(environ).__name__}")
+    for key, value in environ.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            bad = key if not isinstance(key, str) else value
+            raise TypeError(f"environ must map str to str; it holds a {type(bad).__name__} (for {str(key)[:40]!r})")
+    return environ
+
+
+def _strict(strict: object) -> bool:
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict must be True or False, not {type(strict).__name__}")
+    return strict
+
+
+def _names(names: object) -> tuple[str, ...]:
+    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
+        raise TypeError(f"names must be a sequence of entry names (a list or tuple of str), not {type(names).__name__}")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"names must hold entry names (str), not {type(name).__name__}")
+    return tuple(names)
 
 
 def _paths(values: object, what: str) -> list[str] | None:
@@ -94,8 +124,8 @@ def choose_files(
         _optional_path(procfile, "procfile"),
         _paths(env_files, "env_files"),
         _optional_path(app_root, "app_root"),
-        os.environ if environ is None else environ,
-        strict=bool(strict),
+        _environ(environ),
+        strict=_strict(strict),
     )
 
 
@@ -116,15 +146,16 @@ def load(
     base_port: foreman's -p. strict=False reads as honcho does, what it skips said in plan.warnings.
     Raises ProcfileError (a ValueError) for anything that cannot be run as written.
     """
+    wanted = _names(names)
     chosen, files = choose_files(procfile, env_files=env_files, app_root=app_root, environ=environ, strict=strict)
     return load_procfile(
         chosen,
         env_files=files,
         scale=scale,
-        names=names,
+        names=wanted,
         base_port=base_port,
-        environ=environ,
-        strict=bool(strict),
+        environ=_environ(environ),
+        strict=strict,
     )
 
 
@@ -133,7 +164,9 @@ def read_env_files(paths: Sequence[PathLike], *, environ: Mapping[str, str] | No
     expanded against environ (default os.environ) and the earlier files. Raises ProcfileError naming the
     file (and the line) for a file that is missing or a line that is not an assignment; OSError for another
     failed read."""
-    base = os.environ if environ is None else environ
+    base = _environ(environ)
+    if paths is None:
+        raise TypeError("paths must be a list of paths, not None")
     values: dict[str, str] = {}
     for path in _paths(paths, "paths") or []:
         values.update(_dotenv.read_dotenv(path, base=base, known=values))
@@ -174,4 +207,34 @@ class ExitRule(_ExitRule):
     def __init__(self, plan: ProcfilePlan | Iterable[ProcfileService], exit_with: str | None = None) -> None:
         if exit_with is not None and not isinstance(exit_with, str):
             raise TypeError(f"exit_with must be an entry name (str), not {type(exit_with).__name__}")
-        super().__init__(plan.services if isinstance(plan, ProcfilePlan) else plan, exit_with)
+        if isinstance(plan, ProcfilePlan):
+            services = list(plan.services)
+        elif isinstance(plan, Iterable) and not isinstance(plan, (str, bytes)):
+            services = list(plan)
+            if not all(isinstance(s, ProcfileService) for s in services):
+                raise TypeError("plan must be a ProcfilePlan or an iterable of ProcfileService")
+        else:
+            raise TypeError(f"plan must be a ProcfilePlan (from load or load_procfile), not {type(plan).__name__}")
+        if exit_with is not None and not any(s.entry == exit_with for s in services):
+            known = sorted({s.entry for s in services})
+            raise ProcfileError(
+                f"exit_with {exit_with[:60]!r} has no instance in the plan (entries: {', '.join(known)[:200]})"
+            )
+        super().__init__(services, exit_with)
+        self._instances = frozenset(s.name for s in services)
+
+    def on_end(self, name: str, *, failed: bool, status: int, exit_code: int | None, how: str) -> RunEnding | None:
+        """Instance name (web.1) ended: failed, else it exited; status: the shell's status for its end;
+        exit_code: its exit code (None when a signal ended it); how: its end in words ("exited with code 3").
+        The run's end, or None: the run goes on. ValueError for an instance the plan does not have."""
+        if not isinstance(name, str) or name not in self._instances:
+            raise ValueError(f"{str(name)[:60]!r} is not an instance of the plan (web.1, web.2, ...)")
+        if not isinstance(failed, bool):
+            raise TypeError(f"failed must be True or False, not {type(failed).__name__}")
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise TypeError(f"status must be an int, not {type(status).__name__}")
+        if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
+            raise TypeError(f"exit_code must be an int or None, not {type(exit_code).__name__}")
+        if not isinstance(how, str):
+            raise TypeError(f"how must be a str, not {type(how).__name__}")
+        return super().on_end(name, failed=failed, status=status, exit_code=exit_code, how=how)

@@ -198,3 +198,66 @@ def test_a_supervisor_runs_a_plan_loaded_from_files(tmp_path):
         web = sup.wait("web.1", until=("starting", "ready", "running"), timeout=30)  # started once migrate completed
         assert web.pid is not None and alive(web.pid)
     assert not alive(web.pid)
+
+
+# Bad arguments a program may pass: each a TypeError or ValueError naming the argument, never an error from
+# deep inside the readers, and never a plan read differently from what was asked.
+BAD_CALLS = [
+    (lambda: procfile.load(environ=[("A", "b")]), TypeError, "environ"),
+    (lambda: procfile.load(environ="PORT=1"), TypeError, "environ"),
+    (lambda: procfile.load(environ={"PORT": 6000}), TypeError, "environ"),
+    (lambda: procfile.load(environ={"X": None}), TypeError, "environ"),
+    (lambda: procfile.choose_files(environ={"PROCFILE": 5}), TypeError, "environ"),
+    (lambda: procfile.read_env_files([".env"], environ={"X": b"y"}), TypeError, "environ"),
+    (lambda: procfile.load(strict=None), TypeError, "strict"),
+    (lambda: procfile.load(strict="false"), TypeError, "strict"),
+    (lambda: procfile.choose_files(strict=0), TypeError, "strict"),
+    (lambda: procfile.load(names=iter(["web"])), TypeError, "names"),
+    (lambda: procfile.load(names=None), TypeError, "names"),
+    (lambda: procfile.load(names="web"), TypeError, "names"),
+    (lambda: procfile.load(names=[b"web"]), TypeError, "names"),
+    (lambda: procfile.load("Proc\0file"), ValueError, "procfile"),
+    (lambda: procfile.load(app_root="a\0b"), ValueError, "app_root"),
+    (lambda: procfile.load(env_files=["a\0b"]), ValueError, "env_files"),
+    (lambda: procfile.read_env_files(None), TypeError, "paths"),
+    (lambda: procfile.ExitRule(None), TypeError, "plan"),
+    (lambda: procfile.ExitRule("Procfile"), TypeError, "plan"),
+    (lambda: procfile.ExitRule([object()]), TypeError, "plan"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "names"), BAD_CALLS, ids=range(len(BAD_CALLS)))
+def test_bad_arguments_are_named(tmp_path, monkeypatch, call, error, names):
+    lay_out(tmp_path, {"Procfile": "web: a\n", ".env": "B=${X}\n"})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error) as caught:
+        call()
+    assert names in str(caught.value)
+    assert not isinstance(caught.value, (AttributeError, KeyError))
+
+
+def test_the_exit_rule_refuses_what_up_refuses_and_checks_each_end(tmp_path):
+    lay_out(tmp_path, {"Procfile": "web: a\nworker: b\n"})
+    plan = procfile.load(tmp_path / "Procfile")
+    for exit_with in ("nope", "", "web.1"):
+        with pytest.raises(proctree.ProcfileError, match="exit_with"):
+            procfile.ExitRule(plan, exit_with=exit_with)
+    rule = procfile.ExitRule(plan, exit_with="web")
+    end = dict(failed=False, status=0, exit_code=0, how="exited with code 0")
+    with pytest.raises(ValueError, match="not an instance"):
+        rule.on_end("web", **end)  # the entry, not its instance
+    with pytest.raises(TypeError, match="status"):
+        rule.on_end("web.1", failed=False, status="3", exit_code=3, how="exited with code 3")
+    with pytest.raises(TypeError, match="failed"):
+        rule.on_end("web.1", failed=None, status=0, exit_code=0, how="exited with code 0")
+    assert rule.on_end("web.1", **end) == procfile.RunEnding(0, "web.1 exited with code 0")
+
+
+def test_a_procfile_error_survives_pickle_and_copy_unchanged():
+    import copy
+    import pickle
+
+    error = proctree.ProcfileError("'web' is defined twice", source="dup", line=2)
+    for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+        assert str(clone) == str(error) == "dup:2: 'web' is defined twice"
+        assert (clone.source, clone.line, clone.detail) == ("dup", 2, "'web' is defined twice")
