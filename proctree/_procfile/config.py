@@ -172,8 +172,8 @@ def load_settings(directory: str) -> tuple[dict[str, EntrySettings], str | None]
         ("pyproject.toml", ("tool", "proctree", "services")),
     ):
         path = os.path.join(directory, filename)
-        if not os.path.exists(path):
-            continue
+        if not os.path.lexists(path):
+            continue  # a broken link is read, and refused: its settings must not be lost without a word
         document = read_toml(path)
         _check_known_keys(document, path_in_file, path)
         table: Any = document

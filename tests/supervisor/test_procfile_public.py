@@ -261,3 +261,15 @@ def test_a_procfile_error_survives_pickle_and_copy_unchanged():
     for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
         assert str(clone) == str(error) == "dup:2: 'web' is defined twice"
         assert (clone.source, clone.line, clone.detail) == ("dup", 2, "'web' is defined twice")
+
+
+@pytest.mark.parametrize("settings", ["proctree.toml", "pyproject.toml"])
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+def test_a_settings_file_that_is_a_broken_link_is_refused_not_ignored(tmp_path, settings, link):
+    lay_out(tmp_path, {"Procfile": "web: a\n"})
+    target = tmp_path / settings
+    os.symlink(tmp_path / "nowhere" if link == "dangling" else target, target)
+    for strict in (True, False):
+        with pytest.raises(proctree.ProcfileError) as caught:
+            procfile.load(tmp_path / "Procfile", strict=strict)
+        assert settings in str(caught.value)
