@@ -82,14 +82,26 @@ def genuine_popen() -> type[subprocess.Popen]:
     with _lock:
         if _private is None:
             # Its source run in a module of our own (what importlib would do, without importlib's import time).
-            module = types.ModuleType("subprocess")
-            module.__file__ = _FILE
             try:
+                module = types.ModuleType("subprocess")
+                module.__file__ = _FILE
                 with open(_FILE, "rb") as source:
                     code = compile(source.read(), _FILE, "exec", dont_inherit=True)
-            except OSError as exc:  # pragma: no cover - the stdlib ships subprocess.py
-                raise ImportError(f"the subprocess module's source cannot be read: {exc}") from None
-            exec(code, module.__dict__)
+                exec(code, module.__dict__)
+            except (OSError, SyntaxError, ValueError):  # no source (a zipped or bytecode-only stdlib)
+                module = _load_private_copy()
             _private = module
         popen: type[subprocess.Popen] = _private.Popen
         return popen
+
+
+def _load_private_copy() -> Any:
+    """subprocess loaded afresh by importlib's own loader, wherever the stdlib keeps it (never registered)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("subprocess")
+    if spec is None or spec.loader is None:  # pragma: no cover - the stdlib always has it
+        raise ImportError("the subprocess module cannot be found")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
