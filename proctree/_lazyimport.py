@@ -34,7 +34,12 @@ def absolute(name: str, package: str) -> str:
     level = len(name) - len(name.lstrip("."))
     if not level:
         return name
-    base = package.rsplit(".", level - 1)[0] if level > 1 else package
+    if not package:
+        raise TypeError(f"the relative name {name!r} needs a package")
+    parts = package.rsplit(".", level - 1)
+    if len(parts) < level:
+        raise ImportError(f"{name!r} in {package!r}: a relative name beyond the top-level package")
+    base = parts[0]
     return f"{base}.{name[level:]}" if name[level:] else base
 
 

@@ -209,3 +209,19 @@ def test_lazy_names_resolve_as_importlib_does(name, package, expected):
 
     assert _lazyimport.absolute(name, package) == expected
     assert importlib.util.resolve_name(name, package) == expected
+
+
+@pytest.mark.parametrize(("name", "package", "error"), [("..x", "proctree", ImportError), (".x", "", TypeError)])
+def test_lazy_names_importlib_refuses_are_refused(name, package, error):
+    import importlib.util
+
+    with pytest.raises(error):
+        _lazyimport.absolute(name, package)
+    with pytest.raises((ImportError, ValueError)):
+        importlib.util.resolve_name(name, package)
+
+
+def test_receipt_json_refuses_keys_json_would_rename():
+    for key in (None, True, 1):
+        with pytest.raises(TypeError):
+            receipt._json({key: 1})

@@ -37,7 +37,7 @@ MAX_TREE_CHAIN = 7  # ids in one PROCTREE_TREE value: 7 * 33 - 1 = 230 bytes, wi
 # The grammar is checked with str methods, not re: a process's first proctree.Popen writes a receipt
 # and reads a marker, and compiling a pattern costs more than that whole start's Python work.
 # Documented as patterns: tag [A-Za-z0-9_.-]{1,64}; tree id [0-9a-f]{32}; marker value
-# ([1-9][0-9]{0,9}):([0-9]{1,20})(:TAG)?(@([0-9]{1,20}).([0-9]{1,20}).([0-9]{1,10}))?
+# ([1-9][0-9]{0,9}):([0-9]{1,20})(:TAG)?(@([0-9]{1,20})\.([0-9]{1,20})\.([0-9]{1,10}))?
 _TAG_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 _HEX = "0123456789abcdef"
 _U64 = 1 << 64

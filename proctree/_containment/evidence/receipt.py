@@ -303,7 +303,9 @@ def _json(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_json(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(_json(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("a receipt's keys are str")
+        return "{" + ",".join(_json(k) + ":" + _json(v) for k, v in value.items()) + "}"
     raise TypeError(f"a receipt holds no {type(value).__name__}")
 
 
