@@ -27,7 +27,8 @@
 /* PF_KTHREAD in the kernel's task flags: set only on kernel threads, and not settable from user space. */
 #define PF_KTHREAD 0x00200000ULL
 
-/* Returns 0 with *out set and *s moved past one decimal (an optional '-', 1 to 19 digits) in s..end, or -EIO. */
+/* Returns 0 with *out set and *s moved past one decimal (an optional '-', then digits) in s..end, or -EIO if there
+ * is none or it does not fit an int64_t (the kernel prints no field this parser reads that large). */
 static int parse_decimal(const char **s, const char *end, int64_t *out)
 {
     const char *p = *s;
@@ -37,9 +38,11 @@ static int parse_decimal(const char **s, const char *end, int64_t *out)
     if (neg)
         p++;
     while (p < end && *p >= '0' && *p <= '9') {
-        if (++digits > 19)
-            return -EIO; /* would not fit an int64_t: no real stat field is this long */
-        v = v * 10 + (uint64_t)(*p - '0');
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return -EIO; /* checked before the step, so nothing wraps */
+        v = v * 10 + d;
+        digits++;
         p++;
     }
     if (digits == 0)
