@@ -11,6 +11,8 @@
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
 #   csrc/core/args.c           every target above (the shared block parsers)
+#   csrc/core/facts_parse.c    every target above (the facts' shared parsers); facts_linux.c on the Linux
+#                                  targets, facts_macos.c (its placeholder) on the macOS ones
 #   csrc/keeper/*.c            the native keeper, file by file: the shared files
 #                                  and keeper_macos.c/events_macos.c on both macOS
 #                                  targets (kqueue, session mode only), the shared
@@ -68,6 +70,8 @@ for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/core/macos_procargs.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
+    check "$t" csrc/core/facts_parse.c
+    check "$t" csrc/core/facts_linux.c
 done
 
 echo "== proctree.Popen's exec step, freestanding (aarch64 and x86_64 system calls) =="
@@ -153,6 +157,8 @@ for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/core/linux.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
+    check "$t" csrc/core/facts_parse.c
+    check "$t" csrc/core/facts_linux.c
 done
 
 echo "== proctree.Popen's exec step, freestanding (aarch64 and x86_64 system calls) =="
