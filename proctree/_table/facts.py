@@ -12,7 +12,9 @@ is left out, and a refused file leaves its fields None with their names in Facts
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 
@@ -188,11 +190,14 @@ class _Units:
 
 
 _boot_time: float | None = None
+_LINUX = sys.platform.startswith("linux")
 
 
 def boot_time() -> float:
     """The boot time psutil adds to start ticks: /proc/stat's btime (whole seconds), read once."""
     global _boot_time
+    if not _LINUX:  # the core says ENOSYS before this is reached; this says the same, in case it is not
+        raise OSError(errno.ENOSYS, "process facts are read on Linux only, for now (docs/facts.md)")
     if _boot_time is None:
         with open("/proc/stat", "rb") as f:
             for line in f:
