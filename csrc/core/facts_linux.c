@@ -154,7 +154,9 @@ static int read_link_at(int dirfd, const char *name, struct arena *a, uint32_t *
     size_t room = a->cap - a->used;
     *off = (uint32_t)a->used;
     *len = 0;
-    ssize_t n = readlinkat(dirfd, name, a->buf + a->used, room);
+    char probe;
+    /* No room at all (or no buffer): one byte still tells a link that exists from one that does not. */
+    ssize_t n = room ? readlinkat(dirfd, name, a->buf + a->used, room) : readlinkat(dirfd, name, &probe, 1);
     if (n < 0) {
         int err = errno;
         if (err == EACCES || err == EPERM)
