@@ -313,7 +313,7 @@ def _facts_rows(rows: Any, n: int, arena: Any) -> list[RawFacts]:
     """The first n pt_facts rows as RawFacts, their strings cut from arena (one copy of each buffer)."""
     from struct import iter_unpack  # the facts' own cost: `import proctree` does not pay for struct
 
-    strings = ffi.buffer(arena)[:]
+    strings = ffi.buffer(arena)  # sliced per string: no copy of the whole buffer
     out = []
     for (
         pid, status, ppid, tty, have, denied, state, kthread, ruid, euid, suid,
