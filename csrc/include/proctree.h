@@ -131,7 +131,8 @@ int pt_procargs2_split(const char *blk, size_t len, size_t *argv_off, size_t *ar
 struct pt_facts {
     int32_t pid;
     int32_t status; /* 0, or this row's -errno: -ESRCH gone (or another process under the pid), -ENOBUFS its
-                        strings did not fit the buffer (read it alone), -EACCES/-EPERM/-EIO/... unreadable */
+                       strings did not fit the buffer (its stat fields are kept: read it alone, pinned to its
+                       start_time), -EACCES/-EPERM/-EIO/... unreadable */
     int32_t ppid;
     int32_t tty_nr;  /* the controlling terminal's device number, 0 for none */
     uint32_t have;   /* PT_FACT_* bits filled */

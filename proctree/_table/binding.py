@@ -353,15 +353,19 @@ def facts_one(pid: int, want: int, start_time: int | None = None) -> RawFacts:
         cap = min(cap * 4, 3 * BLOCK_MAX)
 
 
-def _fill_in(rows: list[RawFacts], want: int, starts: dict[int, int]) -> list[RawFacts]:
-    """rows, each whose strings did not fit the shared buffer read again alone (pinned to its start time)."""
+def _fill_in(rows: list[RawFacts], want: int) -> list[RawFacts]:
+    """rows, each whose strings did not fit the shared buffer read again alone, pinned to the start time the
+    pass read for it (a -ENOBUFS row keeps its stat fields): a process that exited or was replaced since is
+    ROW_GONE, never another process's facts."""
     for i, raw in enumerate(rows):
         if raw[0] == ROW_NO_ROOM:
-            pid = raw[1]
+            pid, start = raw[1], raw[11]
             try:
-                rows[i] = facts_one(pid, want, starts.get(pid))
+                rows[i] = facts_one(pid, want, start)
             except NoSuchProcess:
                 rows[i] = (ROW_GONE, *raw[1:])
+            except AccessDenied:
+                rows[i] = (-errno.EACCES, *raw[1:])
             except OSError as exc:
                 rows[i] = (-(exc.errno or errno.EIO), *raw[1:])
     return rows
@@ -385,7 +389,7 @@ def facts_table(want: int) -> list[RawFacts]:
         cap *= 4
     check(n)
     _last_facts_count = n
-    return _fill_in(_facts_rows(rows, n, arena), want, {})
+    return _fill_in(_facts_rows(rows, n, arena), want)
 
 
 def facts_scan(pids: Sequence[int], starts: Sequence[int] | None, want: int) -> list[RawFacts]:
@@ -401,4 +405,4 @@ def facts_scan(pids: Sequence[int], starts: Sequence[int] | None, want: int) -> 
     size = n * _FACTS_STRINGS_PER_ROW if want & (FACT_CMDLINE | FACT_EXE | FACT_CWD) else 0
     arena = ffi.new("char[]", max(size, 1))
     check(lib.pt_facts_scan(pid_arr, start_arr, n, want, rows, arena, size))
-    return _fill_in(_facts_rows(rows, n, arena), want, dict(zip(pids, starts)) if starts is not None else {})
+    return _fill_in(_facts_rows(rows, n, arena), want)
