@@ -34,6 +34,13 @@ struct arena {
     size_t cap, used;
 };
 
+/* Returns an arena over buf[0..cap), its size bounded so that every offset fits a row's uint32_t fields. */
+static struct arena arena_of(char *buf, size_t cap)
+{
+    struct arena a = {buf, buf ? (cap > UINT32_MAX ? UINT32_MAX : cap) : 0, 0};
+    return a;
+}
+
 /* Returns -ESRCH for the errors that mean "the process is gone" (ENOENT, ESRCH), else -err. */
 static int gone_or(int err)
 {
@@ -171,7 +178,8 @@ static int read_link_at(int dirfd, const char *name, struct arena *a, uint32_t *
     return 0;
 }
 
-/* Returns 0 after reading `bit`'s string with read(), recording it in out->have or out->denied, or -errno. */
+/* Returns 0 after recording the result rc of reading `bit`'s string (0 read, 1 refused) in out->have or
+ * out->denied, or rc itself if the read failed. */
 static int read_string_fact(int rc, uint32_t bit, struct pt_facts *out)
 {
     if (rc == 1) {
@@ -256,7 +264,7 @@ static int check_want(uint32_t want)
 
 int pt_facts(int32_t pid, const uint64_t *start_time, uint32_t want, struct pt_facts *out, char *buf, size_t cap)
 {
-    struct arena a = {buf, buf ? cap : 0, 0};
+    struct arena a = arena_of(buf, cap);
     char name[32];
     if (check_want(want) != 0 || !out)
         return -EINVAL;
@@ -274,7 +282,7 @@ int pt_facts_scan(const int32_t *pids, const uint64_t *starts, int n, uint32_t w
     int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (procfd < 0)
         return -errno;
-    struct arena a = {buf, buf ? cap : 0, 0};
+    struct arena a = arena_of(buf, cap);
     char name[16];
     for (int i = 0; i < n; i++) {
         const uint64_t *start = starts ? &starts[i] : NULL;
@@ -317,7 +325,7 @@ int pt_facts_table(uint32_t want, struct pt_facts *out, int cap, char *buf, size
         close(procfd);
         return -err;
     }
-    struct arena a = {buf, buf ? bufcap : 0, 0};
+    struct arena a = arena_of(buf, bufcap);
     int count = 0, rc = 0;
     for (;;) {
         errno = 0;
