@@ -294,7 +294,7 @@ def is_kernel_thread(pid: int) -> bool:
 
 
 # Process facts (csrc/core/facts_linux.c). The PT_FACT_* bits of proctree.h, mirrored: cffi's header reader
-# gives the module no constants. tests/table/test_facts_core.py holds the two to the same values.
+# gives the module no constants. tests/table/test_facts_parsers.py holds the two to the same values.
 FACT_STAT, FACT_UIDS, FACT_CMDLINE, FACT_EXE, FACT_CWD = 1, 2, 4, 8, 16
 FACT_ALL = 31
 FACTS_ROW_SIZE = ffi.sizeof("struct pt_facts")
@@ -310,7 +310,7 @@ RawFacts = tuple
 
 
 def _facts_rows(rows: Any, n: int, arena: Any) -> list[RawFacts]:
-    """The first n pt_facts rows as RawFacts, their strings cut from arena (one copy of each buffer)."""
+    """The first n pt_facts rows as RawFacts, each string sliced from arena."""
     from struct import iter_unpack  # the facts' own cost: `import proctree` does not pay for struct
 
     strings = ffi.buffer(arena)  # sliced per string: no copy of the whole buffer

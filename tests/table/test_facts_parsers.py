@@ -279,3 +279,43 @@ def test_the_bits_mirror_the_header():
         assert f"#define PT_FACT_{name} " in header
         line = next(x for x in header.splitlines() if x.startswith(f"#define PT_FACT_{name} "))
         assert int(line.split()[2]) == value == getattr(binding, f"FACT_{name}")
+
+
+def test_the_python_layout_matches_the_c_struct():
+    import struct
+
+    layout = binding._FACTS_LAYOUT
+    assert struct.calcsize(layout) == binding.FACTS_ROW_SIZE == ffi.sizeof("struct pt_facts")
+    row = ffi.new("struct pt_facts *")
+    row.pid, row.status, row.ppid, row.tty_nr, row.have, row.denied = 7, -3, 1, 34816, 31, 2
+    row.state, row.kthread, row.ruid, row.euid, row.suid = b"S", 1, 1000, 0, 2**32 - 1
+    row.start_time, row.utime, row.stime, row.vsize, row.rss_pages, row.num_threads = 2**40, 5, 6, 2**50, 9, -1
+    row.cmdline_off, row.cmdline_len, row.exe_off, row.exe_len, row.cwd_off, row.cwd_len = 1, 2, 3, 4, 5, 6
+    row.name = b"x" * 63
+    got = struct.unpack(layout, ffi.buffer(row))
+    assert got[:-1] == (
+        7,
+        -3,
+        1,
+        34816,
+        31,
+        2,
+        b"S",
+        1,
+        1000,
+        0,
+        2**32 - 1,
+        2**40,
+        5,
+        6,
+        2**50,
+        9,
+        -1,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    )
+    assert got[-1] == b"x" * 63 + b"\0"
