@@ -238,3 +238,16 @@ def test_a_pid_that_is_not_there_raises_no_such_process():
         pytest.skip("pid_max above what proctree accepts")
     with pytest.raises(proctree.NoSuchProcess):
         proctree.facts(free)
+
+
+def test_facts_pickle_and_compare_as_records():
+    import copy
+    import pickle
+
+    f = proctree.facts(os.getpid())
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        g = pickle.loads(pickle.dumps(f, protocol))
+        assert g == f and type(g) is proctree.Facts and g.memory_info == f.memory_info
+    assert copy.copy(f) == f and hash(f._replace(cmdline=None, denied=frozenset())) is not None
+    with pytest.raises(AttributeError):
+        f.pid = 1
