@@ -34,6 +34,7 @@ elif sys.platform == "darwin":
         "csrc/core/walk.c",
         "csrc/core/args.c",
         "csrc/core/facts_macos.c",
+        "csrc/core/facts_macos_row.c",
         "csrc/core/facts_parse.c",
     ]
 else:
