@@ -116,8 +116,8 @@ int pt_stream_find(int fd, const char *key, size_t keylen, char *val, size_t val
 int pt_procargs2_split(const char *blk, size_t len, size_t *argv_off, size_t *argv_len, size_t *env_off,
                        size_t *env_len);
 
-/* Process facts (csrc/core/facts_linux.c; facts_parse.c holds the pure parsers): what a psutil user reads about a
- * process, in the kernel's own units (the binding converts). Which files are read is chosen by a mask of the
+/* Process facts (csrc/core/facts_linux.c; facts_macos.c and facts_macos_row.c; facts_parse.c holds the pure
+ * parsers): what a psutil user reads about a process, in the kernel's own units (the binding converts). Which files are read is chosen by a mask of the
  * PT_FACT_* bits below (decimal: cffi's header reader replaces only decimal macros); stat is always read, since
  * it carries the identity. Every file of one process is opened relative to one open /proc/<pid> directory, so
  * a reused pid can never mix two processes' facts: the stale directory answers ESRCH/ENOENT instead. */
@@ -136,15 +136,17 @@ struct pt_facts {
     int32_t ppid;
     int32_t tty_nr;  /* the controlling terminal's device number, 0 for none */
     uint32_t have;   /* PT_FACT_* bits filled */
-    uint32_t denied; /* PT_FACT_* bits the system refused (EACCES/EPERM): unknown, not empty */
+    uint32_t denied; /* PT_FACT_* bits the system refused (EACCES/EPERM): unknown, not empty. macOS: PT_FACT_STAT
+                        here (with its bit in have) means the task's counters (utime, stime, vsize, rss_pages,
+                        num_threads) were refused (another user's process) and are unknown */
     char state;      /* stat's letter, as psutil reads it (the leader thread's) */
-    uint8_t kthread; /* 1 if PF_KTHREAD is in stat's flags */
+    uint8_t kthread; /* 1 if PF_KTHREAD is in stat's flags; macOS has none: 0 */
     char _pad[2];
     uint32_t ruid, euid, suid;
-    uint64_t start_time;   /* clock ticks since boot: pt_proc's start_time */
-    uint64_t utime, stime; /* clock ticks */
+    uint64_t start_time;   /* pt_proc's start_time: clock ticks since boot (macOS: microseconds since the epoch) */
+    uint64_t utime, stime; /* clock ticks (macOS: nanoseconds) */
     uint64_t vsize;        /* bytes */
-    uint64_t rss_pages;    /* pages */
+    uint64_t rss_pages;    /* pages (macOS: bytes, pti_resident_size) */
     int64_t num_threads;
     uint32_t cmdline_off, cmdline_len; /* where each string sits in the caller's buffer */
     uint32_t exe_off, exe_len;

@@ -196,7 +196,7 @@ _LINUX = sys.platform.startswith("linux")
 def boot_time() -> float:
     """The boot time psutil adds to start ticks: /proc/stat's btime (whole seconds), read once."""
     global _boot_time
-    if not _LINUX:  # the core says ENOSYS before this is reached; this says the same, in case it is not
+    if not _LINUX:  # the macOS core reads facts in other units (docs/facts.md), which nothing here converts yet
         raise OSError(errno.ENOSYS, "process facts are read on Linux only, for now (docs/facts.md)")
     if _boot_time is None:
         with open("/proc/stat", "rb") as f:

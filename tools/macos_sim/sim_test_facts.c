@@ -15,13 +15,15 @@
 #include "sim_test.h"
 
 #define ONE_SECOND_ABS 24000000ull /* Mach absolute units per second at sim_timebase (125/3): 24 MHz */
-#define TTY 0x10000003
+#define TTY            0x10000003
 
 /* KERN_PROCARGS2's strings: exec path, padding, argv (3 entries), environment. */
 static const char AREA[] = "/usr/local/bin/tool\0\0\0\0"
-                           "tool\0--port\0" "8080\0"
+                           "tool\0--port\0"
+                           "8080\0"
                            "HOME=/Users/me\0PATH=/usr/bin\0";
-static const char AREA_ARGV[] = "tool\0--port\0" "8080\0";
+static const char AREA_ARGV[] = "tool\0--port\0"
+                                "8080\0";
 
 static void reset_facts(void)
 {
@@ -78,7 +80,7 @@ static void check_counted(const struct pt_facts *f, const struct sim_proc *p)
     CHECK(f->start_time == start_of(p));
     CHECK(f->ruid == (uint32_t)p->ruid && f->euid == (uint32_t)p->uid && f->suid == (uint32_t)p->svuid);
     CHECK(f->tty_nr == TTY);
-    CHECK(f->rss_pages == p->rss && f->vsize == p->vsize); /* bytes on macOS */
+    CHECK(f->rss_pages == p->rss && f->vsize == p->vsize);        /* bytes on macOS */
     CHECK(f->utime == 1500000000ull && f->stime == 250000000ull); /* nanoseconds */
     CHECK(f->num_threads == 3);
 }
