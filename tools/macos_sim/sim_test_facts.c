@@ -361,6 +361,124 @@ static void test_table(void)
     printf("  facts: the table: pid 0 out, a process gone or reborn mid-pass out, the rest each with its marks\n");
 }
 
+/* A random table: every kind of row (own, another user's, zombie, stopped, traced, gone or reborn at a random
+ * look, long or missing argv), read as a random user with a random string room. */
+static void random_facts_table(struct sim_proc *before, int *n_before)
+{
+    static const char LONG[] = "/bin/x\0\0a-much-longer-argument-than-most\0b\0"
+                               "ENV=a-long-environment-value-to-fill-the-room\0";
+    static const int STATS[] = {SRUN, SSLEEP, SSTOP, SZOMB};
+    reset_facts();
+    sim_uid = rand() % 3 ? 501 : 0;
+    add_proc(0, 0, 0, SRUN, "kernel_task");
+    add_proc(1, 0, 0, SRUN, "launchd");
+    int n = 2 + rand() % 60, pid = 100;
+    for (int i = 0; i < n; i++) {
+        pid += 1 + rand() % 5;
+        int uid = rand() % 3 ? 501 : 0;
+        struct sim_proc *p = add_proc(pid, 1, uid, STATS[rand() % 4], "p");
+        if (rand() % 4 == 0) {
+            p->args = LONG;
+            p->args_len = sizeof LONG - 1;
+            p->argc = 3;
+        }
+        if (rand() % 6 == 0 && i > 0) {
+            p->traced = 1;
+            p->oppid = sim_table[sim_count - 2].pid;
+        }
+        if (rand() % 5 == 0) {
+            p->looks_left = 1 + rand() % 6;
+            p->reborn_sec = rand() % 2 ? 1800000000L : 0;
+        }
+    }
+    memcpy(before, sim_table, (size_t)sim_count * sizeof *before);
+    *n_before = sim_count;
+}
+
+static const struct sim_proc *was(const struct sim_proc *before, int n, int pid)
+{
+    for (int i = 0; i < n; i++)
+        if (before[i].pid == pid)
+            return &before[i];
+    return NULL;
+}
+
+/* Checks one row of a random table against what the process was before the read. */
+static void check_random_row(const struct pt_facts *f, const struct sim_proc *b, uint32_t want, size_t *packed_end,
+                             size_t bufcap)
+{
+    CHECK(b != NULL && b->pid > 0 && f->kthread == 0);
+    CHECK(f->status == 0 || f->status == -ENOBUFS);
+    CHECK(f->start_time == start_of(b)); /* never the reborn process's */
+    if (f->status != 0)
+        return;
+    CHECK((f->have | f->denied) == want && f->have & PT_FACT_STAT &&
+          (f->denied & ~(uint32_t)(PT_FACT_STAT | PT_FACT_CMDLINE | PT_FACT_CWD)) == 0);
+    int other = (uid_t)b->uid != sim_uid && sim_uid != 0;
+    if (b->stat == SZOMB)
+        CHECK(f->state == 'Z' && f->rss_pages == 0 && f->denied == 0 && f->have == want);
+    else
+        CHECK(!!(f->denied & PT_FACT_STAT) == other && (other || f->num_threads == 3));
+    /* A traced row reports its original parent, or launchd where that one is a zombie, gone or reborn. */
+    CHECK(b->traced ? f->ppid == b->oppid || f->ppid == 1 : f->ppid == b->ppid);
+    const uint32_t offs[] = {f->cmdline_off, f->exe_off, f->cwd_off}, lens[] = {f->cmdline_len, f->exe_len, f->cwd_len};
+    for (int i = 0; i < 3; i++) {
+        if (lens[i] == 0)
+            continue;
+        CHECK(offs[i] >= *packed_end && offs[i] + lens[i] <= bufcap); /* packed in order, inside the buffer */
+        *packed_end = offs[i] + lens[i];
+    }
+}
+
+/* 2,000 random tables, each through pt_facts_table and then pt_facts_scan of the same pids pinned to the
+ * starts they had. */
+static void test_random_facts(void)
+{
+    static struct sim_proc before[80];
+    struct pt_facts *out = malloc(80 * sizeof *out);
+    int32_t pids[80];
+    uint64_t starts[80];
+    srand(31);
+    for (int iter = 0; iter < 2000; iter++) {
+        int nb;
+        random_facts_table(before, &nb);
+        size_t bufcap = (size_t)(rand() % 4 ? rand() % 4096 : 0);
+        char *buf = malloc(bufcap ? bufcap : 1);
+        uint32_t want = (uint32_t)(rand() % (PT_FACT_ALL + 1)) | PT_FACT_STAT;
+        int n = pt_facts_table(want, out, 80, bufcap ? buf : NULL, bufcap);
+        CHECK(n >= 0 && n < nb);
+        size_t packed = 0;
+        for (int i = 0; i < n; i++) {
+            CHECK(i == 0 || out[i].pid > out[i - 1].pid);
+            check_random_row(&out[i], was(before, nb, out[i].pid), want, &packed, bufcap);
+        }
+        for (int i = 0; i < nb; i++) /* every process that stayed is in the table */
+            if (before[i].pid > 0 && before[i].looks_left == 0) {
+                int found = 0;
+                for (int j = 0; j < n; j++)
+                    found |= out[j].pid == before[i].pid;
+                CHECK(found);
+            }
+        for (int i = 0; i < nb; i++) {
+            pids[i] = before[i].pid;
+            starts[i] = start_of(&before[i]);
+        }
+        CHECK(pt_facts_scan(pids, starts, nb, want, out, bufcap ? buf : NULL, bufcap) == 0);
+        packed = 0;
+        for (int i = 0; i < nb; i++) {
+            CHECK(out[i].pid == pids[i]);
+            if (out[i].status != -ESRCH)
+                check_random_row(&out[i], &before[i], want, &packed, bufcap);
+            else
+                CHECK(pids[i] <= 0 || before[i].looks_left > 0 || was(sim_table, sim_count, pids[i]) == NULL ||
+                      start_of(was(sim_table, sim_count, pids[i])) != starts[i]);
+        }
+        free(buf);
+    }
+    free(out);
+    printf("  facts: 2000 random tables (every row kind, random room, user and root): table and scan hold\n");
+}
+
 void test_facts(void)
 {
     test_normal();
@@ -371,4 +489,5 @@ void test_facts(void)
     test_buffers();
     test_scan();
     test_table();
+    test_random_facts();
 }
