@@ -17,8 +17,8 @@ import pytest
 import proctree
 from proctree import NoSuchProcess
 
-FUNCS = [proctree.proc, proctree.children, proctree.descendants]
-FUNC_IDS = ["proc", "children", "descendants"]
+FUNCS = [proctree.proc, proctree.children, proctree.descendants, proctree.facts]
+FUNC_IDS = ["proc", "children", "descendants", "facts"]
 
 
 class IntLike:
