@@ -1,0 +1,81 @@
+"""A set of processes' summed usage: how many there are, their memory and their CPU times, as one Usage record.
+
+The sum is taken over Facts read by the core in one pass (facts_of with no attrs: each process's stat file
+only, through its own /proc/<pid> directory, pinned to its start time), so a process gone or whose pid was
+reused since it was listed is left out of every field at once: counted nowhere, never half-counted.
+
+Must never: raise for a member that vanished mid-read; count a process twice (a set's duplicates are one).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Iterable
+
+from .model import Proc
+
+TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import NamedTuple
+
+    from .facts import Facts
+
+    class _UsageFields(NamedTuple):
+        processes: int
+        rss: int
+        vms: int
+        cpu_user: float
+        cpu_system: float
+
+else:
+    _UsageFields = namedtuple("Usage", "processes rss vms cpu_user cpu_system")
+
+
+class Usage(_UsageFields):
+    """A set of processes' summed usage at one moment: an immutable tuple.
+
+    processes: how many were read (the ones gone mid-read are not); rss and vms: bytes, summed (a page two
+    members share counts twice, as psutil's sums and `ps` columns count it); cpu_user and cpu_system: CPU
+    seconds each member has used so far, summed (a member that exited took its seconds with it).
+    """
+
+    __slots__ = ()
+
+    @property
+    def cpu_total(self) -> float:
+        """cpu_user + cpu_system, seconds."""
+        return self.cpu_user + self.cpu_system
+
+    def to_dict(self) -> dict[str, float]:
+        """A JSON-ready dict of the five fields and cpu_total (the form `proctree up --json` prints)."""
+        return {**self._asdict(), "cpu_total": self.cpu_total}
+
+
+EMPTY = Usage(0, 0, 0, 0.0, 0.0)
+
+
+def summed(facts: Iterable[Facts]) -> Usage:
+    """The Usage of these facts, each process (by identity) counted once. Pure: no system calls."""
+    seen: set[tuple[int, int]] = set()
+    rss = vms = 0
+    user = system = 0.0
+    for f in facts:
+        key = (f.pid, f.start_time)
+        if key in seen:
+            continue
+        seen.add(key)
+        rss += f.rss
+        vms += f.vms
+        user += f.cpu_user
+        system += f.cpu_system
+    return Usage(len(seen), rss, vms, user, system)
+
+
+def usage_of(procs: list[Proc]) -> Usage:
+    """procs' summed usage, read now in one pass; those gone (or whose pid was reused) are left out."""
+    from . import binding as _binding
+    from . import facts as _facts
+
+    if not procs:
+        return EMPTY
+    return summed(_facts.facts_of(procs, _binding.FACT_STAT))
