@@ -46,6 +46,11 @@ class Usage(_UsageFields):
         """cpu_user + cpu_system, seconds."""
         return self.cpu_user + self.cpu_system
 
+    @classmethod
+    def of_facts(cls, facts: Iterable[Facts]) -> Usage:
+        """The Usage of these Facts (read once, by the caller), each process (by identity) counted once. Pure."""
+        return summed(facts)
+
     def to_dict(self) -> dict[str, float]:
         """A JSON-ready dict of the five fields and cpu_total (the form `proctree up --json` prints)."""
         return {**self._asdict(), "cpu_total": self.cpu_total}
