@@ -4,6 +4,10 @@ The sum is taken over Facts read by the core in one pass (facts_of with no attrs
 only, through its own /proc/<pid> directory, pinned to its start time), so a process gone or whose pid was
 reused since it was listed is left out of every field at once: counted nowhere, never half-counted.
 
+Zombies count as gone, as everywhere in proctree (they hold no memory): one that became a zombie since it was
+listed is left out too, by its stat's state (a whole zombie has one thread left, the leader's record; a process
+whose leader exited but whose other threads run has more and stays counted).
+
 Must never: raise for a member that vanished mid-read; count a process twice (a set's duplicates are one).
 """
 
@@ -48,7 +52,8 @@ class Usage(_UsageFields):
 
     @classmethod
     def of_facts(cls, facts: Iterable[Facts]) -> Usage:
-        """The Usage of these Facts (read once, by the caller), each process (by identity) counted once. Pure."""
+        """The Usage of these Facts (read once, by the caller), each process (by identity) counted once and
+        zombies not at all. Pure: no system calls."""
         return summed(facts)
 
     def to_dict(self) -> dict[str, float]:
@@ -60,13 +65,13 @@ EMPTY = Usage(0, 0, 0, 0.0, 0.0)
 
 
 def summed(facts: Iterable[Facts]) -> Usage:
-    """The Usage of these facts, each process (by identity) counted once. Pure: no system calls."""
+    """The Usage of these facts, each process (by identity) counted once, zombies not. Pure: no system calls."""
     seen: set[tuple[int, int]] = set()
     rss = vms = 0
     user = system = 0.0
     for f in facts:
         key = (f.pid, f.start_time)
-        if key in seen:
+        if key in seen or (f.status == "zombie" and f.num_threads <= 1):
             continue
         seen.add(key)
         rss += f.rss

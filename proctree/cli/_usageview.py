@@ -81,12 +81,13 @@ def subtree_usage(steps, facts):
     """pid -> the Usage of pid and everything drawn below it, from a drawing-order walk and pid -> Facts.
 
     steps: (pid, depth, last, kids) in pre-order, as `proctree tree` walks; kids are the pids drawn below.
-    A pid without facts (gone before the read) counts nowhere, but its drawn children still do. Pure.
+    A pid without facts (gone before the read) counts nowhere, nor does a zombie (proctree.Usage.of_facts's
+    rule), but their drawn children still do. Pure.
     """
     own: dict[int, tuple[int, int, int, float, float]] = {}
     for pid, _, _, kids in reversed(steps):  # children before their parent
         f = facts.get(pid)
-        n, rss, vms, user, system = (0, 0, 0, 0.0, 0.0) if f is None else (1, f.rss, f.vms, f.cpu_user, f.cpu_system)
+        n, rss, vms, user, system = proctree.Usage.of_facts(() if f is None else (f,))
         for kid in kids:
             k = own[kid]
             n, rss, vms, user, system = n + k[0], rss + k[1], vms + k[2], user + k[3], system + k[4]
