@@ -143,3 +143,27 @@ def test_up_stats_refuses_a_bad_interval(tmp_path, value):
     (tmp_path / "Procfile").write_text("a: true\n")
     r = cli("up", "-f", str(tmp_path / "Procfile"), "--stats", value)
     assert r.returncode == 2 and "--stats" in r.stderr and not r.stdout
+
+
+def test_without_facts_stats_is_refused_in_one_line_and_tree_still_draws(monkeypatch, capsys, tmp_path):
+    """Where the core has no facts (macOS today: ENOSYS), --stats says so; the tree is drawn, nothing hidden."""
+    import errno
+
+    from proctree.cli import main
+
+    def no_facts(*args, **kwargs):
+        raise OSError(errno.ENOSYS, "process facts are read on Linux only, for now")
+
+    monkeypatch.setattr(proctree, "facts", no_facts)
+    monkeypatch.setattr(proctree, "facts_of", no_facts)
+    assert main(["tree", "--stats", str(os.getpid())]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "--stats needs process facts" in err and "Traceback" not in err
+    assert main(["tree", "-q", str(os.getpid())]) == 0
+    assert capsys.readouterr().out.split() == [str(os.getpid())]
+    if 2 in proctree.snapshot():  # nothing known to be a kernel thread: drawn as any process
+        assert main(["tree", "-q"]) == 0 and "2" in capsys.readouterr().out.split()
+    (tmp_path / "Procfile").write_text("a: true\n")
+    assert main(["up", "-f", str(tmp_path / "Procfile"), "--stats", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert "--stats needs process facts" in err and "Traceback" not in err
