@@ -30,12 +30,12 @@ from .lifecycle import Lifecycle
 from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
+from .treeusage import MembersUsage
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
     from typing import Any
 
-    from .._table.usage import Usage
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
     from . import asyncwait as _asyncwait
@@ -58,7 +58,7 @@ def _log() -> Any:
 _HOLD_ANSWER = 2.0
 
 
-class Tree:
+class Tree(MembersUsage):
     """A contained process tree started by spawn().
 
     pid is the command's own pid; mode the containment in force ("cgroup",
@@ -384,16 +384,6 @@ class Tree:
         for pid, p in self._mode.members(self).items():  # the cgroup's; in session mode, by sid and marker
             out.setdefault(pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
-
-    def usage(self) -> Usage:
-        """The live members' summed usage now (processes, rss, vms, cpu_user, cpu_system): see proctree.usage().
-
-        The members are members()'s, the list a teardown would start from; one that exits during the read is
-        left out. Linux only for now: OSError (ENOSYS) elsewhere.
-        """
-        from .._table import usage as _usage
-
-        return _usage.usage_of(self.members())
 
     def terminate(self, grace: float | None = None, signal: int | str | None = None) -> TeardownReport:
         """Tear the whole tree down and return the TeardownReport.
