@@ -1,8 +1,9 @@
 """A set of processes' summed usage: how many there are, their memory and their CPU times, as one Usage record.
 
-The sum is taken over Facts read by the core in one pass (facts_of with no attrs: each process's stat file
+The sum is taken over one pass of the core, the one facts_of() makes with no attrs (each process's stat file
 only, through its own /proc/<pid> directory, pinned to its start time), so a process gone or whose pid was
 reused since it was listed is left out of every field at once: counted nowhere, never half-counted.
+Usage.of_facts() sums Facts a caller already holds, by the same rules.
 
 Zombies count as gone, as everywhere in proctree (they hold no memory): one that became a zombie since it was
 listed is left out too, by its stat's state (a whole zombie has one thread left, the leader's record; a process

@@ -206,11 +206,12 @@ def run(args, out=None):
     want_stats = getattr(args, "stats", False)
     if want_stats:
         _usageview.require_facts()
-    facts = _usageview.facts_by_pid(list(snap.values()))
-    hidden = set()
+    steps = list(walk(snap, roots, everything=pid is None))
+    facts = _usageview.facts_by_pid([snap[p] for p, _, _, _ in steps])  # only what is drawn: a subtree's, not all
     if not getattr(args, "kernel", False) and not (pid is not None and _kernel_thread(facts, pid)):
         hidden = {p for p, f in facts.items() if f.kernel_thread}
-    steps = list(walk(snap, roots, everything=pid is None, hidden=hidden))
+        if hidden:
+            steps = list(walk(snap, roots, everything=pid is None, hidden=hidden))
     if getattr(args, "quiet", False) and not args.json:
         out.write("".join(f"{pid}\n" for pid, _, _, _ in steps))
         return 0
