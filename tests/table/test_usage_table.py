@@ -155,3 +155,42 @@ def test_walk_leaves_hidden_processes_and_what_is_below_them_out():
     drawn = [pid for pid, *_ in tree.walk(snap, tree.table_roots(snap), everything=True, hidden={2, 3})]
     assert drawn == [1, 4]
     assert [pid for pid, *_ in tree.walk(snap, tree.table_roots(snap), everything=True)] == [1, 4, 2, 3]
+
+
+def raw_row(pid, status=0, state=b"S", start=100, utime=0, stime=0, vsize=0, rss_pages=0, threads=1):
+    """One core row as binding.facts_scan gives it (docs: binding.RawFacts), stat fields only."""
+    return (status, pid, 1, 0, 1, 0, state, 0, 0, 0, 0,
+            start, utime, stime, vsize, rss_pages, threads, None, None, None, b"p")  # fmt: skip
+
+
+def test_usage_of_sums_the_core_rows_in_its_units(monkeypatch):
+    """proctree.usage()'s own sum over synthetic rows: gone, refused, zombie and repeated rows left out,
+    pages and clock ticks converted once."""
+    import os
+
+    from proctree._table import binding
+    from proctree._table import usage as usage_mod
+
+    ticks, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    rows = [
+        raw_row(10, utime=ticks, stime=ticks // 2, vsize=4 * MIB, rss_pages=256),
+        raw_row(11, status=binding.ROW_GONE, utime=99 * ticks, vsize=MIB, rss_pages=99),  # exited: nowhere
+        raw_row(12, status=-13, utime=99 * ticks, rss_pages=99),  # refused (EACCES): nowhere
+        raw_row(13, state=b"Z", utime=3 * ticks),  # a whole zombie: gone
+        raw_row(14, state=b"Z", threads=3, utime=2 * ticks, vsize=0),  # leader exited, threads run: counted
+        raw_row(10, utime=ticks, stime=ticks // 2, vsize=4 * MIB, rss_pages=256),  # the same process again
+    ]
+    asked = []
+
+    def fake_scan(pids, starts, want):
+        asked.append((list(pids), list(starts), want))
+        return rows
+
+    monkeypatch.setattr(binding, "facts_scan", fake_scan)
+    procs = [proctree.Proc(pid, 1, pid, pid, 0, "S", 100, "p") for pid in (10, 11, 12, 13, 14, 10)]
+    u = usage_mod.usage_of(procs)
+    assert asked == [([10, 11, 12, 13, 14, 10], [100] * 6, binding.FACT_STAT)]  # one pass, pinned, stat only
+    assert u.processes == 2
+    assert u.rss == 256 * page and u.vms == 4 * MIB
+    assert u.cpu_user == pytest.approx(3.0) and u.cpu_system == pytest.approx((ticks // 2) / ticks)
+    assert usage_mod.usage_of([]) == proctree.Usage(0, 0, 0, 0.0, 0.0) and len(asked) == 1  # nothing read
