@@ -1,7 +1,7 @@
 """proctree: stop a process and everything it started, and nothing else.
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
-descendants(), environ(), cmdline(); Facts, facts(), all_facts(), facts_of(); terminate_tree(), terminate_tree_async(),
+descendants(), environ(), cmdline(); Facts, facts(), all_facts(), facts_of(), Usage, usage(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
 the drop-ins Popen, run(), call(), check_call(), check_output(),
 create_subprocess_exec(), create_subprocess_shell(), typed as typeshed types
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ._supervisor.supervisor import Supervisor
     from ._supervisor.syncface import SyncSupervisor
     from ._table.facts import Facts
+    from ._table.usage import Usage
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
 del TYPE_CHECKING  # the public namespace holds the public API only
@@ -101,6 +102,7 @@ _LAZY = {
     "ForegroundResult": "._supervisor.foreground",
     "Backoff": "._supervisor.restart",
     "Facts": "._table.facts",
+    "Usage": "._table.usage",
     "SupervisorError": "._errors",
     "UnknownServiceError": "._errors",
     "load_procfile": "._procfile.config",
@@ -155,6 +157,7 @@ __all__ = [
     "TimeoutExpired",
     "Tree",
     "UnknownServiceError",
+    "Usage",
     "call",
     "check_call",
     "check_output",
@@ -180,6 +183,7 @@ __all__ = [
     "subprocess",
     "terminate_tree",
     "terminate_tree_async",
+    "usage",
 ]
 
 
@@ -300,6 +304,24 @@ def facts_of(procs: Iterable[Proc], attrs: Iterable[str] | None = None) -> list[
         if not isinstance(p, Proc):
             raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
     return _facts.facts_of(listed, want)
+
+
+def usage(procs: Iterable[Proc]) -> Usage:
+    """Return procs' summed usage now: a Usage(processes, rss, vms, cpu_user, cpu_system) (docs/facts.md).
+
+    Read in one pass (each process's stat, pinned to its start time, as facts_of()); one that exited, or whose
+    pid another process took since, is left out of every field, never raised. Zombies in procs are left out
+    (they hold no memory). A process listed twice counts once. Linux only for now: OSError (ENOSYS) elsewhere.
+    """
+    from ._table import usage as _usage
+
+    if isinstance(procs, Proc):
+        raise TypeError("procs must be an iterable of Proc, not one Proc (use usage([p]))")
+    listed = list(procs)
+    for p in listed:
+        if not isinstance(p, Proc):
+            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
+    return _usage.usage_of([p for p in listed if not p.is_zombie])
 
 
 del annotations  # bound by the __future__ import; not part of the API
