@@ -43,12 +43,13 @@ def test_facts_agree_with_psutil_for_every_process():
             continue  # another process under the pid for psutil, or refused
         compared += 1
         where = f"pid {pid} ({a.name})"
-        assert info["ppid"] == a.ppid, where
+        if a.ppid == b.ppid:  # an orphan is reparented between reads on a busy machine
+            assert info["ppid"] == a.ppid, where
         # a state moves at any moment (a kernel thread runs for microseconds): only the names are the same
         assert info["status"] in STATUS_NAMES.values(), where
         if a.status == b.status and a.status in ("zombie", "stopped"):
             assert info["status"] == a.status, where
-        if len(a.name) < 15:  # psutil completes a 15-byte kernel name from argv
+        if len(a.name) < 15 and a.name == b.name:  # psutil completes a 15-byte name from argv; an exec renames
             assert info["name"] == a.name, where
         if info["cmdline"] is not None and a.cmdline == b.cmdline and not _psutil_cmdline_differs(a.cmdline):
             assert info["cmdline"] == a.cmdline, where
