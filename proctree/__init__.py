@@ -311,7 +311,7 @@ def usage(procs: Iterable[Proc]) -> Usage:
 
     Read in one pass (each process's stat, pinned to its start time, as facts_of()); one that exited, or whose
     pid another process took since, is left out of every field, never raised. Zombies in procs are left out
-    (they hold no memory). A process listed twice counts once. Linux only for now: OSError (ENOSYS) elsewhere.
+    (they hold no memory). A process listed twice counts once. OSError (ENOSYS) where this system's facts are not read.
     """
     from ._table import usage as _usage
 

@@ -25,7 +25,7 @@ class MembersUsage:
 
         The members are members()'s, the list a teardown would start from (proctree's keeper is not one),
         read as proctree.usage() reads them: one that exits during the read is left out, never raised.
-        Linux only for now: OSError (ENOSYS) elsewhere.
+        OSError (ENOSYS) where this system's facts are not read.
         """
         from .._table import usage as _usage
 

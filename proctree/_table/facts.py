@@ -7,12 +7,12 @@ CLK_TCK, rss is pages times the page size, names are decoded like file names, an
 uid's, or the uid as a string where no account has it.
 
 Must never: raise for a process that is gone or refused in an iteration (all_facts, facts_of): such a process
-is left out, and a refused file leaves its fields None with their names in Facts.denied.
+is left out, and a refused file leaves its fields None with their names in Facts.denied (macOS's refused
+task counters of another user's process read 0, named there too).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 from collections import namedtuple
@@ -116,6 +116,8 @@ ATTR_BITS = {
 }
 # The core's bit -> the fields a refusal of it leaves None.
 _DENIED_NAMES = {
+    # macOS refuses another user's task counters (its BSD record is read): they read 0, named here
+    _B.FACT_STAT: ("num_threads", "rss", "vms", "memory_info", "cpu_user", "cpu_system", "cpu_times"),
     _B.FACT_CMDLINE: ("cmdline",),
     _B.FACT_EXE: ("exe",),
     _B.FACT_CWD: ("cwd",),
@@ -159,13 +161,21 @@ def want_of(attrs: object) -> int:
 
 
 class _Units:
-    """What converting a batch of rows needs, read once per call: clock ticks, page size, boot time,
-    and the user names and terminals met so far."""
+    """What converting a batch of rows needs, read once per call: the platform's units (start time and CPU
+    time per second, bytes per rss unit, the boot time start times count from), and the user names and
+    terminals met so far.
 
-    def __init__(self) -> None:
-        self.ticks = os.sysconf("SC_CLK_TCK")
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        self.boot = boot_time()
+    Linux's core gives clock ticks since boot and pages; macOS's gives microseconds since the epoch,
+    nanoseconds of CPU and bytes (csrc/core/facts_macos_row.c).
+    """
+
+    def __init__(self, linux: bool | None = None) -> None:
+        if _LINUX if linux is None else linux:
+            self.start_hz = self.cpu_hz = float(os.sysconf("SC_CLK_TCK"))
+            self.rss_unit = os.sysconf("SC_PAGE_SIZE")
+            self.boot = boot_time()
+        else:
+            self.start_hz, self.cpu_hz, self.rss_unit, self.boot = 1e6, 1e9, 1, 0.0
         self.users: dict[int, str] = {}
         self.terminals: dict[int, str] | None = None
 
@@ -194,10 +204,8 @@ _LINUX = sys.platform.startswith("linux")
 
 
 def boot_time() -> float:
-    """The boot time psutil adds to start ticks: /proc/stat's btime (whole seconds), read once."""
+    """The boot time psutil adds to start ticks on Linux: /proc/stat's btime (whole seconds), read once."""
     global _boot_time
-    if not _LINUX:  # the macOS core reads facts in other units (docs/facts.md), which nothing here converts yet
-        raise OSError(errno.ENOSYS, "process facts are read on Linux only, for now (docs/facts.md)")
     if _boot_time is None:
         with open("/proc/stat", "rb") as f:
             for line in f:
@@ -246,13 +254,12 @@ def to_facts(raw: _binding.RawFacts, units: _Units) -> Facts:
     denied: frozenset[str] = frozenset()
     if denied_bits:
         denied = frozenset(n for bit, names in _DENIED_NAMES.items() if denied_bits & bit for n in names)
-    ticks = units.ticks
     return Facts(
         pid,
         ppid,
         os.fsdecode(name),
         STATUS_NAMES.get(letter, letter),
-        units.boot + start / ticks,
+        units.boot + start / units.start_hz,
         start,
         None if cmdline is None else _argv(cmdline),
         _link(exe),
@@ -260,10 +267,10 @@ def to_facts(raw: _binding.RawFacts, units: _Units) -> Facts:
         uids,
         None if uids is None else units.username(ruid),
         threads,
-        rss * units.page,
+        rss * units.rss_unit,
         vsize,
-        utime / ticks,
-        stime / ticks,
+        utime / units.cpu_hz,
+        stime / units.cpu_hz,
         units.terminal(tty),
         bool(kthread),
         denied,

@@ -51,14 +51,14 @@ def summary(u):
 
 
 def require_facts(option="--stats"):
-    """CliError (status 2) when this system's process facts cannot be read (not Linux, for now)."""
+    """CliError (status 2) when this system's process facts cannot be read (ENOSYS)."""
     try:
         proctree.facts(os.getpid(), attrs=[])
     except OSError as exc:
         if exc.errno != errno.ENOSYS:
             raise
         raise CliError(
-            f"{option} needs process facts (memory, CPU times), which proctree reads on Linux only for now",
+            f"{option} needs process facts (memory, CPU times), which proctree cannot read on this system",
             kind="OSError",
         ) from None
 
@@ -66,7 +66,7 @@ def require_facts(option="--stats"):
 def facts_by_pid(procs):
     """pid -> Facts for the procs still there as the same processes (one pass), {} where facts are not read.
 
-    Not Linux (ENOSYS): {} is the honest answer for the kernel-thread filter (no Linux kernel threads there);
+    No facts here (ENOSYS): {} is the honest answer for the kernel-thread filter (only Linux has kernel threads);
     --stats checks require_facts() first, so its columns are never silently empty.
     """
     try:
