@@ -51,6 +51,16 @@ def pytest_collection_finish(session):
         atexit.register(shutil.rmtree, run_dir, True)
 
 
+def pytest_configure(config):
+    # In an xdist worker: the pytest runs and other programs the tests start must see the environment a
+    # shell gives them, not a worker's (an inner pytest that finds PYTEST_XDIST_WORKER takes itself for one;
+    # xdist exports the controller's terminal size as COLUMNS and LINES, which a shell does not export, and
+    # `proctree tree` then fits its lines to 80 columns).
+    if hasattr(config, "workerinput"):
+        for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_") or n in ("COLUMNS", "LINES")]:
+            del os.environ[name]
+
+
 def pytest_sessionstart(session):
     global _CGROUPS_BEFORE
     _CGROUPS_BEFORE = _owner_cgroups()
@@ -111,7 +121,7 @@ def _owner_gone(name, live_namespaces):
 
 def pytest_sessionfinish(session, exitstatus):
     base, before = _CGROUPS_BEFORE
-    if base is None or os.environ.get("PYTEST_XDIST_WORKER"):
+    if base is None or hasattr(session.config, "workerinput"):
         return
     _, now = _owner_cgroups()
     live_namespaces = None
