@@ -124,3 +124,14 @@ def test_a_fresh_member_and_an_old_one(spawn):
         fresh, [[b]] = spawn.start("report(os.fork() or park())\npark()\n")
         below_me = {p.pid: p.ppid for p in proctree.descendants(os.getpid())}
         assert below_me[a] == old and below_me[b] == fresh
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_non_dumpable_member_of_another_user(spawn):
+    """The uid comes from task/'s owner: procfs gives it the process's euid, as /proc/<pid>, while the files of a
+    non-dumpable process go to root."""
+    body = "os.setresgid(65534, 65534, 65534)\nos.setresuid(65534, 65534, 65534)\nlibc.prctl(4, 0, 0, 0, 0)\n"
+    helper, _ = spawn.start(body + "report(os.getpid())\npark()\n")
+    assert os.stat(f"/proc/{helper}/stat").st_uid == 0  # what the record must not take
+    below_me = {p.pid: p for p in proctree.descendants(os.getpid())}
+    assert below_me[helper].uid == os.stat(f"/proc/{helper}").st_uid == 65534
