@@ -491,8 +491,10 @@ int pt_children(int32_t pid, int32_t *out, int cap)
  *   leader's children move to another thread only when the leader exits;
  * - the record, read after the list, shows the leader alive (not 'Z'), so none
  *   moved and the process did not exit (its children would have left);
- * - the record's start time is before the clock tick in which the reads began,
- *   so the pid named one process throughout (a reused pid starts later).
+ * - the record's start time is a whole clock tick before the tick in which
+ *   the reads began, so the pid named one process throughout (a reused pid
+ *   starts later; the tick of margin covers the kernel stamping a fork with
+ *   its NMI-safe clock, which may read a hair behind clock_gettime).
  * Otherwise the child is read as pt_proc reads it and its list is left to
  * pt_children_of at its turn. The owner is task/'s: procfs gives that
  * directory the owner it gives /proc/<pid> (task_dump_owner, same mode).
@@ -524,7 +526,7 @@ int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap)
                 rc = check_leader(pid); /* one thread at the start: only a reused pid could be a thread's */
             if (rc != 0)
                 return rc;
-            if (out->leader_state != 'Z' && out->start_time < began) {
+            if (out->leader_state != 'Z' && out->start_time + 1 < began) {
                 out->uid = (uint32_t)task.st_uid;
                 return n;
             }

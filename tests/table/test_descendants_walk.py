@@ -3,7 +3,7 @@
 The core reads a single-threaded member's children list together with its
 record and queues it in the caller's buffer until the member's turn
 (csrc/core/walk.c); a member with threads, an exited leader or a pid started
-in the current clock tick has its list read at its turn instead. These
+in the last clock tick or two has its list read at its turn instead. These
 tests put members of each kind below the test process and below a helper,
 in trees wider and deeper than the binding's first buffer, and compare the
 answer with the pure-Python parser's tree (support.procfs), read before and
@@ -118,7 +118,7 @@ def test_a_threaded_members_children(spawn, keep_thread):
 
 
 def test_a_fresh_member_and_an_old_one(spawn):
-    """Members started in the walk's own clock tick take the read-at-their-turn path; the answer is the same."""
+    """Members started a tick or two before the walk take the read-at-their-turn path; the answer is the same."""
     old, [[a]] = spawn.start("report(os.fork() or park())\npark()\n")
     for _ in range(20):
         fresh, [[b]] = spawn.start("report(os.fork() or park())\npark()\n")
