@@ -481,23 +481,14 @@ int pt_children(int32_t pid, int32_t *out, int cap)
 }
 
 /*
- * A walk's read of one listed child with its own children list read first
- * (walk.c queues the list until the child's turn), so that the record's read
- * of stat is also the read back that pt_children_of makes after a list: three
- * reads a process instead of four. The list stands only if
- * - task/'s link count (2 + the kernel's thread count, which still counts an
- *   exited leader while other threads run) says one thread before the list is
- *   read: a thread made later holds only children forked later, and the
- *   leader's children move to another thread only when the leader exits;
- * - the record, read after the list, shows the leader alive (not 'Z'), so none
- *   moved and the process did not exit (its children would have left);
- * - the record's start time is a whole clock tick before the tick in which
- *   the reads began, so the pid named one process throughout (a reused pid
- *   starts later; the tick of margin covers the kernel stamping a fork with
- *   its NMI-safe clock, which may read a hair behind clock_gettime).
- * Otherwise the child is read as pt_proc reads it and its list is left to
- * pt_children_of at its turn. The owner is task/'s: procfs gives that
- * directory the owner it gives /proc/<pid> (task_dump_owner, same mode).
+ * A walk's read of a listed child with its own children list first, so the
+ * record's stat read is also the read back pt_children_of makes after a list.
+ * The list stands only if task/'s link count (2 + threads, an exited leader
+ * still counted) said one thread before it, the record shows the leader
+ * alive, and the record's start time is a whole tick before the reads began
+ * (a reused pid starts later; the tick covers the kernel's NMI-safe fork
+ * stamp reading a hair behind clock_gettime). docs/platforms.md says why each
+ * suffices. The owner is task/'s, which procfs sets as /proc/<pid>'s.
  */
 int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap)
 {
