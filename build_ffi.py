@@ -19,7 +19,13 @@ CSRC = HERE / "csrc"
 INCLUDE = CSRC / "include"
 
 if sys.platform.startswith("linux"):
-    SOURCES = ["csrc/core/linux.c", "csrc/core/walk.c", "csrc/core/args.c"]
+    SOURCES = [
+        "csrc/core/linux.c",
+        "csrc/core/walk.c",
+        "csrc/core/args.c",
+        "csrc/core/facts_linux.c",
+        "csrc/core/facts_parse.c",
+    ]
 elif sys.platform == "darwin":
     SOURCES = [
         "csrc/core/macos_proc.c",
@@ -27,6 +33,9 @@ elif sys.platform == "darwin":
         "csrc/core/macos_procargs.c",
         "csrc/core/walk.c",
         "csrc/core/args.c",
+        "csrc/core/facts_macos.c",
+        "csrc/core/facts_macos_row.c",
+        "csrc/core/facts_parse.c",
     ]
 else:
     raise RuntimeError(f"proctree supports Linux and macOS, not {sys.platform}")

@@ -1,7 +1,7 @@
 """proctree: stop a process and everything it started, and nothing else.
 
 Public API (stable): Proc, Snapshot, snapshot(), proc(), children(),
-descendants(), environ(), cmdline(); terminate_tree(), terminate_tree_async(),
+descendants(), environ(), cmdline(); Facts, facts(), all_facts(), facts_of(), Usage, usage(); terminate_tree(), terminate_tree_async(),
 TeardownReport; spawn(), spawn_async(), Tree, ContainmentUnavailable, KeeperLost;
 the drop-ins Popen, run(), call(), check_call(), check_output(),
 create_subprocess_exec(), create_subprocess_shell(), typed as typeshed types
@@ -32,6 +32,7 @@ from ._validate import check_pid as _check_pid
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from subprocess import DEVNULL, PIPE, STDOUT, CalledProcessError, CompletedProcess, SubprocessError, TimeoutExpired
     from typing import Any
 
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from ._supervisor.spec import ServiceSpec
     from ._supervisor.supervisor import Supervisor
     from ._supervisor.syncface import SyncSupervisor
+    from ._table.facts import Facts
+    from ._table.usage import Usage
     from ._teardown.engine import terminate_tree, terminate_tree_async
     from ._teardown.report import TeardownReport
 del TYPE_CHECKING  # the public namespace holds the public API only
@@ -98,6 +101,8 @@ _LAZY = {
     "LogPage": "._supervisor.logring",
     "ForegroundResult": "._supervisor.foreground",
     "Backoff": "._supervisor.restart",
+    "Facts": "._table.facts",
+    "Usage": "._table.usage",
     "SupervisorError": "._errors",
     "UnknownServiceError": "._errors",
     "load_procfile": "._procfile.config",
@@ -126,6 +131,7 @@ __all__ = [
     "Containment",
     "ContainmentUnavailable",
     "Error",
+    "Facts",
     "ForegroundResult",
     "KeeperLost",
     "LogPage",
@@ -151,9 +157,11 @@ __all__ = [
     "TimeoutExpired",
     "Tree",
     "UnknownServiceError",
+    "Usage",
     "call",
     "check_call",
     "check_output",
+    "all_facts",
     "children",
     "cmdline",
     "contain_self",
@@ -161,6 +169,8 @@ __all__ = [
     "create_subprocess_shell",
     "descendants",
     "environ",
+    "facts",
+    "facts_of",
     "find_orphans",
     "load_procfile",
     "proc",
@@ -173,6 +183,7 @@ __all__ = [
     "subprocess",
     "terminate_tree",
     "terminate_tree_async",
+    "usage",
 ]
 
 
@@ -250,6 +261,67 @@ def cmdline(pid: int) -> list[str]:
     from ._table.model import cmdline_from_block
 
     return cmdline_from_block(_binding.cmdline_block(_check_pid(pid)))
+
+
+def facts(pid: int, attrs: Iterable[str] | None = None) -> Facts:
+    """Return what pid is now, as psutil names it: a Facts record (see docs/facts.md).
+
+    attrs names the facts wanted (psutil's attrs= habit: "cmdline", "exe", "cwd", "uids", "username",
+    "memory_info", "cpu_times", "create_time", ...); None reads them all. What one stat file holds is always
+    filled; cmdline, exe, cwd, uids and username only when asked for (else None). A file the system refuses
+    leaves its fields None and their names in Facts.denied. Raises NoSuchProcess, AccessDenied (not even its
+    stat is readable), TypeError/ValueError for bad arguments.
+    """
+    from ._table import facts as _facts
+
+    want = _facts.want_of(attrs)
+    return _facts.facts(_check_pid(pid), want)
+
+
+def all_facts(attrs: Iterable[str] | None = None) -> list[Facts]:
+    """Return the Facts of every visible process, read in one pass (psutil's process_iter(attrs=...)).
+
+    A process that exits or is refused during the pass is left out, never raised. attrs as in facts().
+    """
+    from ._table import facts as _facts
+
+    return _facts.all_facts(_facts.want_of(attrs))
+
+
+def facts_of(procs: Iterable[Proc], attrs: Iterable[str] | None = None) -> list[Facts]:
+    """Return the Facts of procs (from a snapshot, descendants(), a Tree) that are still the same processes.
+
+    Each is pinned to its (pid, start_time): one that exited, or whose pid another process took since, is
+    left out, never raised and never mistaken. In the order given. attrs as in facts().
+    """
+    from ._table import facts as _facts
+
+    want = _facts.want_of(attrs)
+    if isinstance(procs, Proc):
+        raise TypeError("procs must be an iterable of Proc, not one Proc (use facts(p.pid))")
+    listed = list(procs)
+    for p in listed:
+        if not isinstance(p, Proc):
+            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
+    return _facts.facts_of(listed, want)
+
+
+def usage(procs: Iterable[Proc]) -> Usage:
+    """Return procs' summed usage now: a Usage(processes, rss, vms, cpu_user, cpu_system) (docs/facts.md).
+
+    Read in one pass (each process's stat, pinned to its start time, as facts_of()); one that exited, or whose
+    pid another process took since, is left out of every field, never raised. Zombies in procs are left out
+    (they hold no memory). A process listed twice counts once. Linux only for now: OSError (ENOSYS) elsewhere.
+    """
+    from ._table import usage as _usage
+
+    if isinstance(procs, Proc):
+        raise TypeError("procs must be an iterable of Proc, not one Proc (use usage([p]))")
+    listed = list(procs)
+    for p in listed:
+        if not isinstance(p, Proc):
+            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
+    return _usage.usage_of([p for p in listed if not p.is_zombie])
 
 
 del annotations  # bound by the __future__ import; not part of the API

@@ -40,14 +40,18 @@ else:
     _RUN_OUTSIDE_CHECKOUT = False
 
 
-def pytest_sessionstart(session):
+def pytest_collection_finish(session):
     # The Pythons the tests start (`python -c`, `python -m proctree`) put their
     # working directory first on sys.path too: start them outside the checkout.
-    # (Here, not at import: pytest resolves testpaths against the cwd first.)
+    # (Here, not at import or session start: pytest, and each xdist worker,
+    # resolve the paths to collect against the cwd first.)
     if _RUN_OUTSIDE_CHECKOUT:
         run_dir = tempfile.mkdtemp(prefix="proctree-tests-")
         os.chdir(run_dir)
         atexit.register(shutil.rmtree, run_dir, True)
+
+
+def pytest_sessionstart(session):
     global _CGROUPS_BEFORE
     _CGROUPS_BEFORE = _owner_cgroups()
 
@@ -139,3 +143,11 @@ def _proctree_plugin_by_entry_point():
 # no-leftover check (configured in pyproject.toml), loaded here when proctree is not
 # installed with its entry point (an in-place build).
 pytest_plugins = ["support.plugin"] + ([] if _proctree_plugin_by_entry_point() else ["proctree.pytest_plugin"])
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    # A value whose repr carries its address (`<object object at 0x...>`) gets its type's name: test ids must
+    # be the same in every process that collects them (each xdist worker does).
+    if " at 0x" in repr(val):
+        return type(val).__name__
+    return None

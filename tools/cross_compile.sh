@@ -11,14 +11,16 @@
 #   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
 #   csrc/core/args.c           every target above (the shared block parsers)
+#   csrc/core/facts_parse.c    every target above (the facts' shared parsers); facts_linux.c on the Linux
+#                                  targets, facts_macos.c and facts_macos_row.c on the macOS ones
 #   csrc/keeper/*.c            the native keeper, file by file: the shared files
 #                                  and keeper_macos.c/events_macos.c on both macOS
 #                                  targets (kqueue, session mode only), the shared
 #                                  files and the *_linux.c ones on both Linux targets
 #                                  (build_keeper.keeper_own_sources names each set)
-#   two negative controls          copies of csrc/core/macos_proc.c with one offset
-#                                  made wrong (pbi_ppid, kp_proc.p_oppid) must
-#                                  FAIL to compile
+#   three negative controls        copies of csrc/core/macos_proc.c and facts_macos_row.c
+#                                  with one offset made wrong (pbi_ppid, kp_proc.p_oppid,
+#                                  pti_threadnum) must FAIL to compile
 #
 # Installs nothing except, if missing, `ziglang` and `cffi` via pip into the
 # Python it runs with ($PYTHON, default python3).
@@ -68,6 +70,9 @@ for t in "${MAC_TARGETS[@]}"; do
     check "$t" csrc/core/macos_procargs.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
+    check "$t" csrc/core/facts_parse.c
+    check "$t" csrc/core/facts_macos.c
+    check "$t" csrc/core/facts_macos_row.c
 done
 
 echo "== proctree.Popen's exec step, freestanding (aarch64 and x86_64 system calls) =="
@@ -156,6 +161,8 @@ for t in "${LINUX_TARGETS[@]}"; do
     check "$t" csrc/core/linux.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
+    check "$t" csrc/core/facts_parse.c
+    check "$t" csrc/core/facts_linux.c
 done
 
 echo "== negative controls: a wrong struct offset must fail the macOS check =="
@@ -163,20 +170,20 @@ echo "== negative controls: a wrong struct offset must fail the macOS check =="
 # skipped), every check above would pass vacuously. Break one offset in a
 # copy and require the compile to fail on that assert: one libproc struct
 # (proc_bsdinfo) and one sysctl struct (kinfo_proc).
-negative() { # label sed-expression assert-name
-    local label=$1 expr=$2 name=$3
+negative() { # label sed-expression assert-name [file, default macos_proc.c]
+    local label=$1 expr=$2 name=$3 file=${4:-macos_proc.c}
     rm -rf "$WORK/neg" && mkdir -p "$WORK/neg"
-    # macos_proc.c holds the asserts; it includes macos.h, which includes proctree.h.
-    cp csrc/include/proctree.h csrc/core/macos.h "$WORK/neg/"
-    sed "$expr" csrc/core/macos_proc.c > "$WORK/neg/macos_proc.c"
-    if cmp -s csrc/core/macos_proc.c "$WORK/neg/macos_proc.c"; then
+    # The file holds the asserts; the headers it includes (macos.h, facts_macos.h, platform.h, proctree.h) beside it.
+    cp csrc/include/proctree.h csrc/core/macos.h csrc/core/facts_macos.h csrc/core/platform.h "$WORK/neg/"
+    sed "$expr" "csrc/core/$file" > "$WORK/neg/$file"
+    if cmp -s "csrc/core/$file" "$WORK/neg/$file"; then
         echo "error: the negative control found no $name assert to break" >&2
         exit 1
     fi
     for t in "${MAC_TARGETS[@]}"; do
         printf '  %-24s %s ... ' "$t" "$label"
         if zcc -target "$t" -c -std=c11 -Wall -Wextra -Werror -I"$WORK/neg" \
-            "$WORK/neg/macos_proc.c" -o /dev/null 2> "$WORK/neg/err.txt"; then
+            "$WORK/neg/$file" -o /dev/null 2> "$WORK/neg/err.txt"; then
             echo "compiled: the layout asserts are NOT being evaluated" >&2
             exit 1
         fi
@@ -194,5 +201,8 @@ negative "pbi_ppid asserted at 20" \
 negative "kp_proc.p_oppid asserted at 48" \
     's/offsetof(struct kinfo_proc, kp_proc.p_oppid) == 44/offsetof(struct kinfo_proc, kp_proc.p_oppid) == 48/' \
     'kp_proc.p_oppid'
+negative "pti_threadnum asserted at 88" \
+    's/offsetof(struct proc_taskinfo, pti_threadnum) == 84/offsetof(struct proc_taskinfo, pti_threadnum) == 88/' \
+    pti_threadnum facts_macos_row.c
 
 echo "cross-compile checks passed"

@@ -23,6 +23,9 @@
 /* Returns nothing; sleeps CREATION_PAUSE_NS so a process being forked can finish. */
 void creation_pause(void);
 
+/* Returns the Linux letter (R S T Z) for a BSD p_stat value; one it does not know reads as alive ('R'). */
+char state_letter(uint32_t st);
+
 /* Returns 0 after copying src (at most srclen bytes, maybe unterminated) into name as a NUL-padded string. */
 int copy_name(char name[PT_NAME_MAX], const char *src, size_t srclen);
 
@@ -56,5 +59,15 @@ int fill_from_kinfo(const struct kinfo_proc *kp, struct pt_proc *out);
 
 /* Returns 1 if libproc sees pid in SIDL (being forked), else 0. */
 int in_creation(int32_t pid);
+
+/* Returns <0, 0 or >0 as the record *a's pid sorts before, with or after *b's (ascending, for qsort and bsearch). */
+int cmp_kinfo_pid(const void *a, const void *b);
+
+/* Returns 0 with *list (malloc'd, the caller frees it) holding *n records of every process (one
+ * sysctl(KERN_PROC_ALL)) in ascending pid order, -ENOBUFS if more than cap exist, or -errno (macos_table.c). */
+int sorted_kinfo_table(int cap, struct kinfo_proc **list, size_t *n);
+
+/* Returns 0 with *ppid set for the record kp of the sorted table[0..n), its traced parent resolved from the table. */
+int table_parent(const struct kinfo_proc *table, size_t n, const struct kinfo_proc *kp, int32_t *ppid);
 
 #endif

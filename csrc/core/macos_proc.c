@@ -97,7 +97,7 @@ void creation_pause(void)
 }
 
 /* Returns the Linux letter for a BSD p_stat value. */
-static char state_letter(uint32_t st)
+char state_letter(uint32_t st)
 {
     switch (st) {
     case SRUN: return 'R';

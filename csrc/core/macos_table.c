@@ -47,7 +47,7 @@
 #define TABLE_TRIES 32
 
 /* Returns <0, 0 or >0 as the record *a's pid sorts before, with or after *b's (ascending, for qsort and bsearch). */
-static int cmp_kinfo_pid(const void *a, const void *b)
+int cmp_kinfo_pid(const void *a, const void *b)
 {
     pid_t x = ((const struct kinfo_proc *)a)->kp_proc.p_pid;
     pid_t y = ((const struct kinfo_proc *)b)->kp_proc.p_pid;
@@ -104,8 +104,18 @@ static int read_table(int cap, struct kinfo_proc **list, size_t *n)
     return -EAGAIN; /* unreachable for cap < 2^24 (see TABLE_TRIES) */
 }
 
+/* Returns 0 with *list (malloc'd, the caller frees it) holding *n records of every process in ascending pid order,
+ * -ENOBUFS if more than cap exist, or -errno. */
+int sorted_kinfo_table(int cap, struct kinfo_proc **list, size_t *n)
+{
+    int rc = read_table(cap, list, n);
+    if (rc == 0)
+        qsort(*list, *n, sizeof **list, cmp_kinfo_pid);
+    return rc;
+}
+
 /* Returns 0 with *ppid set for the record kp, resolving a traced parent from the sorted table itself. */
-static int table_parent(const struct kinfo_proc *table, size_t n, const struct kinfo_proc *kp, int32_t *ppid)
+int table_parent(const struct kinfo_proc *table, size_t n, const struct kinfo_proc *kp, int32_t *ppid)
 {
     int32_t oppid = traced_parent(kp);
     *ppid = kp->kp_eproc.e_ppid;
@@ -172,10 +182,9 @@ int pt_snapshot(struct pt_proc *out, int cap)
         return -EINVAL;
     if (cap == 0)
         return -ENOBUFS; /* there is always at least one process: us */
-    int rc = read_table(cap, &table, &n);
+    int rc = sorted_kinfo_table(cap, &table, &n);
     if (rc != 0)
         return rc;
-    qsort(table, n, sizeof *table, cmp_kinfo_pid);
 
     int count = 0;
     for (size_t i = 0; i < n; i++) {

@@ -118,4 +118,71 @@ int pt_stream_find(int fd, const char *key, size_t keylen, char *val, size_t val
 int pt_procargs2_split(const char *blk, size_t len, size_t *argv_off, size_t *argv_len, size_t *env_off,
                        size_t *env_len);
 
+/* Process facts (csrc/core/facts_linux.c; facts_macos.c and facts_macos_row.c; facts_parse.c holds the pure
+ * parsers): what a psutil user reads about a process, in the kernel's own units (the binding converts). Which files are read is chosen by a mask of the
+ * PT_FACT_* bits below (decimal: cffi's header reader replaces only decimal macros); stat is always read, since
+ * it carries the identity. Every file of one process is opened relative to one open /proc/<pid> directory, so
+ * a reused pid can never mix two processes' facts: the stale directory answers ESRCH/ENOENT instead. */
+#define PT_FACT_STAT    1  /* state, ppid, name, start time, CPU ticks, memory, threads, terminal, kernel thread */
+#define PT_FACT_UIDS    2  /* real, effective and saved uid (the status file) */
+#define PT_FACT_CMDLINE 4  /* argv, NUL-separated as the kernel gives it */
+#define PT_FACT_EXE     8  /* the executable's path (readlink exe) */
+#define PT_FACT_CWD     16 /* the working directory (readlink cwd) */
+#define PT_FACT_ALL     31
+
+struct pt_facts {
+    int32_t pid;
+    int32_t status; /* 0, or this row's -errno: -ESRCH gone (or another process under the pid), -ENOBUFS its
+                       strings did not fit the buffer (its stat fields are kept: read it alone, pinned to its
+                       start_time), -EACCES/-EPERM/-EIO/... unreadable */
+    int32_t ppid;
+    int32_t tty_nr;  /* the controlling terminal's device number, 0 for none */
+    uint32_t have;   /* PT_FACT_* bits filled */
+    uint32_t denied; /* PT_FACT_* bits the system refused (EACCES/EPERM): unknown, not empty. macOS: PT_FACT_STAT
+                        here (with its bit in have) means the task's counters (utime, stime, vsize, rss_pages,
+                        num_threads) were refused (another user's process) and are unknown */
+    char state;      /* stat's letter, as psutil reads it (the leader thread's) */
+    uint8_t kthread; /* 1 if PF_KTHREAD is in stat's flags; macOS has none: 0 */
+    char _pad[2];
+    uint32_t ruid, euid, suid;
+    uint64_t start_time;   /* pt_proc's start_time: clock ticks since boot (macOS: microseconds since the epoch) */
+    uint64_t utime, stime; /* clock ticks (macOS: nanoseconds) */
+    uint64_t vsize;        /* bytes */
+    uint64_t rss_pages;    /* pages (macOS: bytes, pti_resident_size) */
+    int64_t num_threads;
+    uint32_t cmdline_off, cmdline_len; /* where each string sits in the caller's buffer */
+    uint32_t exe_off, exe_len;
+    uint32_t cwd_off, cwd_len;
+    char name[PT_NAME_MAX]; /* NUL-terminated, truncated to fit */
+};
+
+_Static_assert(sizeof(struct pt_facts) == 176, "pt_facts layout is part of the binding");
+
+/* Returns 0 with *out filled (out->status 0) for pid and the facts in want, its strings written to buf[0..cap);
+ * -ESRCH if pid is gone, is not a process, or (start_time not NULL) started at another time than *start_time;
+ * -ENOBUFS if its strings do not fit cap; -EINVAL for a want outside PT_FACT_ALL; or -errno. A zombie or a kernel
+ * thread has an empty argv and exe (the kernel gives none); a refused file leaves its bit in out->denied. */
+int pt_facts(int32_t pid, const uint64_t *start_time, uint32_t want, struct pt_facts *out, char *buf, size_t cap);
+
+/* Returns 0 after pt_facts for each of pids[0..n) (starts[i] its start time, or no check if starts is NULL):
+ * out[i].status gets its return, the strings are packed into buf[0..cap) one row after another (a row that does
+ * not fit gets -ENOBUFS and the rows after it go on); -EINVAL for bad arguments, before anything is read. */
+int pt_facts_scan(const int32_t *pids, const uint64_t *starts, int n, uint32_t want, struct pt_facts *out, char *buf,
+                  size_t cap);
+
+/* Returns the number of rows written to out: pt_facts of every process in /proc, in one pass (a process that
+ * exits during it is left out; one refused or whose strings do not fit buf[0..bufcap) keeps its row with its
+ * status), -ENOBUFS if more than cap processes exist, -EINVAL for a bad want, or -errno. */
+int pt_facts_table(uint32_t want, struct pt_facts *out, int cap, char *buf, size_t bufcap);
+
+/* Pure parsers of the facts' files (csrc/core/facts_parse.c), the same on every platform. */
+
+/* Returns 0 with the stat fields of *out (pid, name, state, ppid, tty_nr, kthread, utime, stime, num_threads,
+ * start_time, vsize, rss_pages) filled from one /proc/<pid>/stat line buf[0..len), or -EIO if it is not one. */
+int pt_parse_stat_facts(const char *buf, size_t len, struct pt_facts *out);
+
+/* Returns 0 with *tgid and uids[0..3) (real, effective, saved) from a /proc/<pid>/status text buf[0..len),
+ * -ENODATA if its Tgid or Uid line is missing, or -EIO if one is malformed. */
+int pt_parse_status_ids(const char *buf, size_t len, int32_t *tgid, uint32_t *uids);
+
 #endif

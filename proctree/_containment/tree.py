@@ -30,6 +30,7 @@ from .lifecycle import Lifecycle
 from .statuschannel import StatusChannel
 from .stopflag import _in_worker, _Stop, _Stopped
 from .sweep import _kill_marked, _merge_reports
+from .treeusage import MembersUsage
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _log() -> Any:
 _HOLD_ANSWER = 2.0
 
 
-class Tree:
+class Tree(MembersUsage):
     """A contained process tree started by spawn().
 
     pid is the command's own pid; mode the containment in force ("cgroup",

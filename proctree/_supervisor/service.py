@@ -25,6 +25,8 @@ from typing import Protocol
 
 from .._containment.spawn import Tree
 from .._errors import KeeperLost
+from .._table.usage import EMPTY as EMPTY_USAGE
+from .._table.usage import Usage
 from . import events as _ev
 from . import restart as _restart
 from .killnow import kill_now
@@ -154,7 +156,8 @@ class Service:
     def live(self) -> bool:
         return self.status in LIVE
 
-    def snapshot(self) -> ServiceSnapshot:
+    def snapshot(self, usage: bool = False) -> ServiceSnapshot:
+        """This service now; with usage=True also its tree's summed usage, read from /proc (a few ms)."""
         return ServiceSnapshot(
             **{name: getattr(self, name) for name in _RECORD_FIELDS},
             command=self.spec.command,
@@ -163,7 +166,16 @@ class Service:
             last_rows=tuple(r.text for r in self.ring.tail(self.host.settings.tail_rows)),
             rows_seen=self.ring.last_seq,
             rows_dropped=self.ring.dropped_total,
+            usage=self.usage() if usage else None,
         )
+
+    def usage(self) -> Usage:
+        """The summed usage of the current run's tree (Tree.usage(): its live members, the keeper not among
+        them); nothing running reads as zero processes. OSError where facts are not read (not Linux)."""
+        tree = self.tree
+        if tree is None or not self.live:
+            return EMPTY_USAGE
+        return tree.usage()
 
     @property
     def claimed_port(self) -> int | None:

@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .._table.usage import Usage
+
 # Live statuses: the service holds a slot and something may still happen to it.
 WAITING = "waiting"  # declared, waiting for its dependencies before it is spawned
 STARTING = "starting"  # spawned, readiness not proven yet
@@ -49,6 +51,9 @@ class ServiceSnapshot:
     sequences stripped). rows_seen: the log cursor (the seq of the newest row).
     kill_incomplete: a stop could not confirm its whole tree is gone. reason:
     why it failed, or why it is waiting. mode: the containment of its tree.
+    usage: its tree's summed usage (a Usage: processes, rss, vms, cpu_user,
+    cpu_system) when the snapshot was asked for with usage=True, else None;
+    a service with no live tree reads Usage(0, 0, 0, 0.0, 0.0).
     """
 
     id: str
@@ -74,6 +79,7 @@ class ServiceSnapshot:
     reason: str | None = None
     mode: str | None = None
     depends_on: tuple[tuple[str, str], ...] = ()
+    usage: Usage | None = None
 
     @property
     def live(self) -> bool:
@@ -88,4 +94,5 @@ class ServiceSnapshot:
             out["command"] = list(self.command)
         out["last_rows"] = list(self.last_rows)
         out["depends_on"] = dict(self.depends_on)
+        out["usage"] = None if self.usage is None else self.usage.to_dict()
         return out

@@ -283,17 +283,20 @@ class Supervisor:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def get(self, id_or_name: str) -> ServiceSnapshot | None:
+    def get(self, id_or_name: str, *, usage: bool = False) -> ServiceSnapshot | None:
         """The snapshot of a service by id or name (the newest of that name); None for a forgotten id.
 
-        UnknownServiceError for a name nobody has, or an id never handed out.
+        usage=True also reads its tree's summed usage into the snapshot's usage (a few ms of /proc reads, in
+        this thread; OSError where facts are not read, not Linux). UnknownServiceError for a name nobody has,
+        or an id never handed out.
         """
         service = self._records.find(id_or_name)
-        return None if service is None else service.snapshot()
+        return None if service is None else service.snapshot(usage=_check_flag(usage))
 
-    def list(self) -> list[ServiceSnapshot]:
-        """Snapshots of every remembered service, live and finished, oldest first."""
-        return [s.snapshot() for s in self._records.by_id.values()]
+    def list(self, *, usage: bool = False) -> list[ServiceSnapshot]:
+        """Snapshots of every remembered service, live and finished, oldest first; usage=True as in get()."""
+        want = _check_flag(usage)
+        return [s.snapshot(usage=want) for s in self._records.by_id.values()]
 
     def live_count(self) -> int:
         """How many services are live (waiting, starting, ready, running or restarting)."""
@@ -556,6 +559,12 @@ def _stop_graph(targets: builtins.list[Service]) -> dict[str, builtins.list[str]
                 todo.extend(d for d, _ in dep.needs)
         graph[service.id] = sorted(found)
     return graph
+
+
+def _check_flag(usage: object) -> bool:
+    if not isinstance(usage, bool):
+        raise TypeError(f"usage must be a bool, not {type(usage).__name__}")
+    return usage
 
 
 def _settled(service: Service) -> bool:

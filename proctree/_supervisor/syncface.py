@@ -98,11 +98,11 @@ class SyncSupervisor:
     def start_all(self, specs: Iterable[ServiceSpec]) -> builtins.list[ServiceSnapshot]:
         return self._call(self._sup.start_all, check_specs(specs))
 
-    def get(self, id_or_name: str) -> ServiceSnapshot | None:
-        return self._answer(self._sup.get, id_or_name)
+    def get(self, id_or_name: str, *, usage: bool = False) -> ServiceSnapshot | None:
+        return self._answer(self._sup.get, id_or_name, usage=usage)
 
-    def list(self) -> builtins.list[ServiceSnapshot]:
-        return self._answer(self._sup.list)
+    def list(self, *, usage: bool = False) -> builtins.list[ServiceSnapshot]:
+        return self._answer(self._sup.list, usage=usage)
 
     def live_count(self) -> int:
         return self._answer(self._sup.live_count)
@@ -110,7 +110,7 @@ class SyncSupervisor:
     def read(self, id_or_name: str, since: int | None = None, limit: int | None = None) -> LogPage:
         return self._answer(self._sup.read, id_or_name, since, limit)
 
-    def _answer(self, read: Callable[..., Any], *args: Any) -> Any:
+    def _answer(self, read: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A read of the Supervisor's records: in its loop while it runs, and after close() from the final state.
 
         Once the loop's thread has ended nothing changes the records any
@@ -119,8 +119,8 @@ class SyncSupervisor:
         """
         if self._closed and threading.current_thread() is not self._thread:
             self._thread.join()  # close() may still be ending it
-            return read(*args)
-        return self._call(read, *args)
+            return read(*args, **kwargs)
+        return self._call(read, *args, **kwargs)
 
     def wait(self, id_or_name: str, until: Any = ("ready", "running"), timeout: float | None = None) -> ServiceSnapshot:
         return self._call(self._sup.wait, id_or_name, until, timeout)

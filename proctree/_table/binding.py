@@ -291,3 +291,118 @@ def is_kernel_thread(pid: int) -> bool:
         return bool(stat_flags(stat) & PF_KTHREAD)
     except ValueError as exc:
         raise OSError(errno.EIO, f"unreadable /proc/{pid}/stat") from exc
+
+
+# Process facts (csrc/core/facts_linux.c). The PT_FACT_* bits of proctree.h, mirrored: cffi's header reader
+# gives the module no constants. tests/table/test_facts_parsers.py holds the two to the same values.
+FACT_STAT, FACT_UIDS, FACT_CMDLINE, FACT_EXE, FACT_CWD = 1, 2, 4, 8, 16
+FACT_ALL = 31
+FACTS_ROW_SIZE = ffi.sizeof("struct pt_facts")
+# Room for one process's strings (argv, exe, cwd) before a row is read again alone with more.
+_FACTS_STRINGS_PER_ROW = 1024
+# A row's status after the C call: facts_table() gives these back as they are.
+ROW_GONE, ROW_NO_ROOM = -errno.ESRCH, -errno.ENOBUFS
+
+# One row as raw values: (status, pid, ppid, tty_nr, have, denied, state, kthread, ruid, euid, suid,
+# start_time, utime, stime, vsize, rss_pages, num_threads, cmdline, exe, cwd, name); the three strings are bytes
+# or None (not read), the name bytes.
+RawFacts = tuple
+
+
+def _facts_rows(rows: Any, n: int, arena: Any) -> list[RawFacts]:
+    """The first n pt_facts rows as RawFacts, each string sliced from arena."""
+    from struct import iter_unpack  # the facts' own cost: `import proctree` does not pay for struct
+
+    strings = ffi.buffer(arena)  # sliced per string: no copy of the whole buffer
+    out = []
+    for (
+        pid, status, ppid, tty, have, denied, state, kthread, ruid, euid, suid,
+        start, utime, stime, vsize, rss, threads, c_off, c_len, e_off, e_len, w_off, w_len, name,
+    ) in iter_unpack(_FACTS_LAYOUT, ffi.buffer(rows, n * FACTS_ROW_SIZE)):  # fmt: skip
+        out.append(
+            (
+                status, pid, ppid, tty, have, denied, state, kthread, ruid, euid, suid,
+                start, utime, stime, vsize, rss, threads,
+                strings[c_off : c_off + c_len] if have & FACT_CMDLINE else None,
+                strings[e_off : e_off + e_len] if have & FACT_EXE else None,
+                strings[w_off : w_off + w_len] if have & FACT_CWD else None,
+                name.split(b"\0", 1)[0],
+            )
+        )  # fmt: skip
+    return out
+
+
+# struct pt_facts as the struct module reads it: standard sizes, no padding added (the C layout has none but _pad).
+_FACTS_LAYOUT = "=iiiiIIcB2xIIIQQQQQqIIIIII64s"
+
+
+def facts_one(pid: int, want: int, start_time: int | None = None) -> RawFacts:
+    """pid's facts (want: FACT_* bits); NoSuchProcess if it is gone or (start_time given) another process has
+    its pid, AccessDenied if its stat is refused, OSError otherwise. pid already validated."""
+    row = ffi.new("struct pt_facts *")
+    start = ffi.NULL if start_time is None else ffi.new("uint64_t *", start_time)
+    cap = 64 * 1024
+    while True:
+        arena = ffi.new("char[]", cap)
+        rc = lib.pt_facts(pid, start, want, row, arena, cap)
+        if rc != -errno.ENOBUFS:
+            check(rc, pid)
+            return _facts_rows(row, 1, arena)[0]
+        if cap >= 3 * BLOCK_MAX:
+            raise OSError(errno.E2BIG, f"the argv, exe and cwd of pid {pid} are longer than {3 * BLOCK_MAX} bytes")
+        cap = min(cap * 4, 3 * BLOCK_MAX)
+
+
+def _fill_in(rows: list[RawFacts], want: int) -> list[RawFacts]:
+    """rows, each whose strings did not fit the shared buffer read again alone, pinned to the start time the
+    pass read for it (a -ENOBUFS row keeps its stat fields): a process that exited or was replaced since is
+    ROW_GONE, never another process's facts."""
+    for i, raw in enumerate(rows):
+        if raw[0] == ROW_NO_ROOM:
+            pid, start = raw[1], raw[11]
+            try:
+                rows[i] = facts_one(pid, want, start)
+            except NoSuchProcess:
+                rows[i] = (ROW_GONE, *raw[1:])
+            except AccessDenied:
+                rows[i] = (-errno.EACCES, *raw[1:])
+            except OSError as exc:
+                rows[i] = (-(exc.errno or errno.EIO), *raw[1:])
+    return rows
+
+
+_last_facts_count = 512
+
+
+def facts_table(want: int) -> list[RawFacts]:
+    """Every process's facts in one pass over /proc (those that exit meanwhile left out); a row that could not be
+    read keeps its -errno status (AccessDenied ones, say); ROW_NO_ROOM rows are already read again alone."""
+    global _last_facts_count
+    cap = _last_facts_count + _last_facts_count // 4 + 64
+    strings_per_row = _FACTS_STRINGS_PER_ROW if want & (FACT_CMDLINE | FACT_EXE | FACT_CWD) else 0
+    while True:
+        rows = ffi.new("struct pt_facts[]", cap)
+        arena = ffi.new("char[]", max(cap * strings_per_row, 1))
+        n = lib.pt_facts_table(want, rows, cap, arena, cap * strings_per_row)
+        if n != -errno.ENOBUFS:
+            break
+        cap *= 4
+    check(n)
+    _last_facts_count = n
+    return _fill_in(_facts_rows(rows, n, arena), want)
+
+
+def facts_scan(pids: Sequence[int], starts: Sequence[int] | None, want: int) -> list[RawFacts]:
+    """The facts of each of pids (each pinned to starts[i], if starts is given) in one C call, a row each in
+    order; a row that could not be read keeps its -errno status (ROW_GONE for a process that is gone or was
+    replaced). pids already validated."""
+    n = len(pids)
+    if n == 0:
+        return []
+    pid_arr = ffi.new("int32_t[]", list(pids))
+    start_arr = ffi.NULL if starts is None else ffi.new("uint64_t[]", list(starts))
+    rows = ffi.new("struct pt_facts[]", n)
+    size = n * _FACTS_STRINGS_PER_ROW if want & (FACT_CMDLINE | FACT_EXE | FACT_CWD) else 0
+    arena = ffi.new("char[]", max(size, 1))
+    check(lib.pt_facts_scan(pid_arr, start_arr, n, want, rows, arena, size))
+    return _fill_in(_facts_rows(rows, n, arena), want)

@@ -1,4 +1,4 @@
-"""`proctree tree [PID] [--names] [-q|-v] [--json]`: draw the process tree like pstree, with command lines.
+"""`proctree tree [PID] [--names] [--stats] [-k] [-q|-v] [--json]`: draw the process tree like pstree.
 
 Each process is shown with its command line (argv, escaped like names, cut to
 the terminal's width as ps cuts it; -v never cuts), or its name in brackets
@@ -9,6 +9,13 @@ The walk is iterative (a chain thousands deep draws like any other tree),
 and the JSON form is flat, one record per process in drawing order with its
 depth and child pids: nested JSON as deep as the tree is more than common
 parsers accept (Python's json.loads stops near 500 levels of processes).
+
+Kernel threads (PF_KTHREAD in their stat flags, read with the facts; never
+guessed from a parent pid of 2, which an ordinary process has in a pid
+namespace) are left out unless -k asks for them, or PID is one. --stats adds
+each process's rss and CPU time, and below a process with children the summed
+usage of its subtree, from one facts read pinned to the snapshot's start times
+(a process gone by then shows "-" and counts nowhere).
 Reads one snapshot; never signals anything.
 """
 
@@ -17,6 +24,7 @@ import sys
 
 import proctree
 
+from . import _usageview
 from ._common import CliError, add_output_options, cut, parse_pid, printable, subcommand, write_json
 
 
@@ -31,6 +39,14 @@ def register(sub):
     )
     p.add_argument("pid", nargs="?", metavar="PID", help="root of the tree to draw (default: the whole table)")
     p.add_argument("--names", action="store_true", help="show process names, not command lines")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="add each process's rss and CPU time (user+system), and each subtree's summed usage (Linux)",
+    )
+    p.add_argument(
+        "-k", "--kernel", action="store_true", help="show kernel threads too (hidden unless PID is one of them)"
+    )
     add_output_options(
         p,
         quiet="print only the pids, one per line, in drawing order",
@@ -45,14 +61,15 @@ def table_roots(snap):
     return [pid for pid, p in snap.items() if p.ppid == pid or p.ppid not in snap]
 
 
-def walk(snap, roots, everything=False):
+def walk(snap, roots, everything=False, hidden=frozenset()):
     """Yield (pid, depth, is_last_child, child_pids) in drawing order, each pid once.
 
     Pre-order, children in pid order, with an explicit stack (no recursion
     limit). child_pids are the children drawn below pid. With everything=True,
     processes no root reaches (a parent-link cycle) follow, from their lowest pid.
+    hidden: pids not drawn, nor anything below them.
     """
-    seen = set()
+    seen = set(hidden)
 
     def from_root(root):
         seen.add(root)
@@ -104,19 +121,35 @@ def shown_command(p, argv):
     return f"[{printable(p.name)}]"
 
 
-def label(p, argv=None, names=True):
+def label(p, argv=None, names=True, stats=None):
+    """One process's line; stats: its --stats columns, put before the command, which a width cuts."""
     what = printable(p.name) if names else shown_command(p, argv)
-    return f"{p.pid} [pgid {p.pgid} sid {p.sid} {p.state}] {what}"
+    columns = "" if stats is None else f"{stats} "
+    return f"{p.pid} [pgid {p.pgid} sid {p.sid} {p.state}] {columns}{what}"
 
 
-def draw(snap, steps, out, argvs=None, width=None):
+def stats_columns(steps, facts):
+    """pid -> the --stats columns of each drawn process: its own rss and CPU ("-" where it was gone), and,
+    below a process with children, its subtree's summed usage in braces."""
+    sums = _usageview.subtree_usage(steps, facts)
+    out = {}
+    for pid, _, _, kids in steps:
+        f = facts.get(pid)
+        own = "rss - cpu -" if f is None else _usageview.proc_columns(f)
+        out[pid] = f"{own} {{{_usageview.summary(sums[pid])}}}" if kids else own
+    return out
+
+
+def draw(snap, steps, out, argvs=None, width=None, stats=None):
     """Write the walk as a pstree-like drawing, one line per process.
 
-    argvs: pid -> argv to show command lines (names without it); width: cut each line to it.
+    argvs: pid -> argv to show command lines (names without it); width: cut each line to it;
+    stats: pid -> --stats columns (stats_columns()).
     """
     rails: list[str] = []  # rails[d]: what runs down the column of depth d+1 below the current line
     for pid, depth, last, _ in steps:
-        text = label(snap[pid], None if argvs is None else argvs.get(pid), names=argvs is None)
+        columns = None if stats is None else stats[pid]
+        text = label(snap[pid], None if argvs is None else argvs.get(pid), names=argvs is None, stats=columns)
         if depth == 0:
             out.write(cut(text, width) + "\n")
             rails.clear()
@@ -126,16 +159,26 @@ def draw(snap, steps, out, argvs=None, width=None):
         rails.append("   " if last else "│  ")
 
 
-def document(snap, steps, argvs=None):
+def document(snap, steps, argvs=None, facts=None):
     """The --json form: {"ok": true, "roots": [...], "procs": [{Proc fields, argv, depth, children}, ...]}.
 
-    argv is [] for a kernel thread or a zombie, null where it could not be read.
+    argv is [] for a kernel thread or a zombie, null where it could not be read. With facts (--stats) each
+    record also has "usage" (its own: rss, vms, cpu_user, cpu_system; null where it was gone) and
+    "subtree" (the Usage of it and everything below it, as a dict).
     """
     argvs = {} if argvs is None else argvs
     procs = [
         {**snap[pid]._asdict(), "argv": argvs.get(pid), "depth": depth, "children": kids}
         for pid, depth, _, kids in steps
     ]
+    if facts is not None:
+        sums = _usageview.subtree_usage(steps, facts)
+        for record in procs:
+            f = facts.get(record["pid"])
+            record["usage"] = (
+                None if f is None else {k: getattr(f, k) for k in ("rss", "vms", "cpu_user", "cpu_system")}
+            )
+            record["subtree"] = sums[record["pid"]].to_dict()
     return {"ok": True, "roots": [p["pid"] for p in procs if p["depth"] == 0], "procs": procs}
 
 
@@ -160,13 +203,28 @@ def run(args, out=None):
         roots = [pid]
     else:
         raise CliError(f"no process with pid {pid}", kind="NoSuchProcess", pid=pid)
+    want_stats = getattr(args, "stats", False)
+    if want_stats:
+        _usageview.require_facts()
     steps = list(walk(snap, roots, everything=pid is None))
+    facts = _usageview.facts_by_pid([snap[p] for p, _, _, _ in steps])  # only what is drawn: a subtree's, not all
+    if not getattr(args, "kernel", False) and not (pid is not None and _kernel_thread(facts, pid)):
+        hidden = {p for p, f in facts.items() if f.kernel_thread}
+        if hidden:
+            steps = list(walk(snap, roots, everything=pid is None, hidden=hidden))
     if getattr(args, "quiet", False) and not args.json:
         out.write("".join(f"{pid}\n" for pid, _, _, _ in steps))
         return 0
     argvs = None if getattr(args, "names", False) and not args.json else argvs_of(snap, steps)
     if args.json:
-        write_json(document(snap, steps, argvs), out)
+        write_json(document(snap, steps, argvs, facts if want_stats else None), out)
     else:
-        draw(snap, steps, out, argvs, width=None if getattr(args, "verbose", False) else terminal_width(out))
+        stats = stats_columns(steps, facts) if want_stats else None
+        width = None if getattr(args, "verbose", False) else terminal_width(out)
+        draw(snap, steps, out, argvs, width=width, stats=stats)
     return 0
+
+
+def _kernel_thread(facts, pid):
+    f = facts.get(pid)
+    return f is not None and f.kernel_thread

@@ -1,5 +1,5 @@
 """`proctree up [-f Procfile] [-d DIR] [-e .env] [-m web=2,worker=1] [--grace S] [--exit-with NAME] [--strict]
-[--no-prefix] [--no-colour] [-q [NAMES]] [--json] [NAME...]`
+[--no-prefix] [--no-colour] [-q [NAMES]] [--json] [--stats SECONDS] [NAME...]`
 
 A Procfile runner that foreman and honcho users can switch to unchanged: each
 entry runs as a service of proctree.Supervisor (a contained tree), its output
@@ -10,6 +10,8 @@ NAME does, with NAME's status (a test runner between services). Ctrl+C,
 SIGTERM or SIGHUP stop everything within the grace (a second Ctrl+C ends it
 at once), then up says what it stopped and that nothing is left, and exits
 130 / 143 / 129, or with the status of the entry whose end stopped the run.
+--stats SECONDS prints, that often, each live entry's summed usage (its
+tree's processes, memory and CPU), read only then: nothing is read otherwise.
 
 The plan (Procfile, .env, scale, settings) is read and checked whole before
 anything starts; every error names its file and line. What honcho would skip
@@ -29,7 +31,7 @@ from typing import Any
 import proctree
 from proctree._validate import MAX_STOP_GRACE
 
-from . import _upview
+from . import _upview, _usageview
 from ._common import CliError, discard_output, parse_seconds, parse_signal, shown, subcommand
 from ._plan import add_plan_options, add_strict_option, load_plan
 
@@ -119,6 +121,13 @@ def register(sub):
         "and why the run failed if it did",
     )
     p.add_argument("--json", action="store_true", help="print each event as one JSON object per line")
+    p.add_argument(
+        "--stats",
+        type=_parse_interval,
+        metavar="SECONDS",
+        help="every SECONDS, each live entry's summed usage (processes, rss, CPU) as a line, or a "
+        '{"kind": "usage"} object under --json (Linux)',
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="run only these entries (and what they depend on)")
 
 
@@ -129,6 +138,16 @@ def _parse_grace(text):
     seconds = parse_seconds(text)
     if seconds > MAX_STOP_GRACE:
         raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)} (at most {MAX_STOP_GRACE:g}, one day)")
+    return seconds
+
+
+def _parse_interval(text):
+    """--stats: plain decimal seconds above zero (a zero interval would read usage without a pause)."""
+    import argparse
+
+    seconds = parse_seconds(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {shown(text)}")
     return seconds
 
 
@@ -162,6 +181,8 @@ def run(args):
     if not plan.services:  # an empty Procfile: honcho runs nothing and exits 0
         return 0
     specs = service_specs(plan, args.stop_signal)
+    if getattr(args, "stats", None) is not None:
+        _usageview.require_facts("--stats")  # said before anything starts, not as a traceback mid-run
     return asyncio.run(Up(plan, specs, args).main())
 
 
@@ -222,7 +243,11 @@ class Up:
                 await asyncio.wait({starting, ended}, return_when=asyncio.FIRST_COMPLETED)
                 if starting.done() and starting.exception() is not None:
                     self.end(2, f"could not start: {starting.exception()}")
+                stats = None if self.args.stats is None else asyncio.ensure_future(self.report_usage(sup))
                 await self.ending.wait()
+                if stats is not None:
+                    stats.cancel()
+                    await asyncio.gather(stats, return_exceptions=True)
                 if not starting.done():
                     starting.cancel()
                     await asyncio.gather(starting, return_exceptions=True)
@@ -261,6 +286,19 @@ class Up:
                 return
             self.show(event)
             self.decide(event)
+
+    async def report_usage(self, sup: Any) -> None:
+        """--stats: every interval, each live entry's summed usage; read here only, never by the supervisor."""
+        while True:
+            await asyncio.sleep(self.args.stats)
+            try:
+                snaps = sup.list(usage=True)
+            except OSError as exc:  # a read the system refused whole: said once, the run goes on
+                sys.stderr.write(f"proctree up: --stats: could not read usage, no more tried: {exc}\n")
+                return
+            for snap in snaps:
+                if snap.live:
+                    self.out.usage(snap)
 
     async def drain(self, queue: asyncio.Queue[Any], printer: asyncio.Future[Any]) -> None:
         queue.put_nowait(None)
@@ -468,6 +506,13 @@ class Output:
             self.write([_upview.json_line({"kind": kind, "at": time.time(), "message": text, **fields})])
         else:
             self.write([("\r" if after_echo and self.view.colour else "") + self.view.system(text)])
+
+    def usage(self, snap: Any) -> None:
+        """One entry's --stats report: a usage object with the snapshot (usage filled) or a line of words."""
+        if self.json:
+            self.write([_upview.json_line({"kind": "usage", "at": time.time(), "service": snap.to_dict()})])
+        elif not self.quiet and snap.name not in self.hidden:
+            self.write([self.view.system(f"{snap.name}: {_usageview.summary(snap.usage)}")])
 
     def closing(self, stopped: list[Any], code: int) -> None:
         if self.json:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the macOS core (csrc/core/macos_*.c) on this (Linux) machine against a simulated
+# Runs the macOS core (csrc/core/macos_*.c, facts_macos*.c) on this (Linux) machine against a simulated
 # libproc/sysctl (sim_kernel.c, which says which real behaviours it mimics),
 # under AddressSanitizer and UBSan. It checks the core's logic and memory
 # handling; only the macOS wheel tests say anything about macOS itself.
@@ -13,5 +13,7 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
     -Iinclude -I../../csrc/include \
     ../../csrc/core/macos_proc.c ../../csrc/core/macos_table.c ../../csrc/core/macos_procargs.c \
-    ../../csrc/core/walk.c ../../csrc/core/args.c sim_kernel.c sim_test.c -o "$out/sim_test"
+    ../../csrc/core/walk.c ../../csrc/core/args.c \
+    ../../csrc/core/facts_macos.c ../../csrc/core/facts_macos_row.c ../../csrc/core/facts_parse.c \
+    sim_kernel.c sim_test.c sim_test_facts.c -o "$out/sim_test"
 "$out/sim_test"

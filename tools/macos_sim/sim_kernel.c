@@ -27,6 +27,23 @@
  *   can be told to miss a process a few times (one not findable yet).
  * - A process with sidl_reads > 0 is being forked: every look at it counts
  *   down, and it turns SRUN when the count reaches 0.
+ * - proc_pidinfo(PROC_PIDTASKALLINFO) (proc_info.c proc_pidtaskallinfo):
+ *   proc_bsdinfo and proc_taskinfo of one process in one call; CHECK_SAME_USER
+ *   (EPERM for another user's process unless root), ESRCH for a zombie
+ *   (proc_find skips it: no task). Its CPU times are Mach absolute time
+ *   units, converted by mach_timebase_info, which answers 125/3 as on Apple
+ *   silicon (24 MHz ticks; Intel's is 1/1, nanoseconds already).
+ * - proc_pidinfo(PROC_PIDVNODEPATHINFO): the cwd (pvi_cdir.vip_path);
+ *   CHECK_SAME_USER as above, ESRCH for a zombie.
+ * - proc_pidpath (PROC_PIDPATHINFO): NO_CHECK_SAME_USER, so another user's
+ *   exe is readable; ESRCH for a zombie; libproc refuses a buffer outside
+ *   [MAXPATHLEN, PROC_PIDPATHINFO_MAXSIZE] with ENOMEM, and the answer is
+ *   the path's length.
+ * - A process with looks_left > 0 exits during the reads: each call about
+ *   it (proc_pidinfo, proc_pidpath, KERN_PROC_PID, KERN_PROCARGS2, getsid)
+ *   counts down, and the call that reaches 0 finds it gone, or finds
+ *   another process (started at reborn_sec) under its pid. KERN_PROC_ALL
+ *   does not count: a test lists it, then sees it go mid-batch.
  * - sysctl(KERN_PROCARGS2) (kern_sysctl.c sysctl_procargsx): EINVAL for a
  *   request larger than KERN_ARGMAX (plus the argc word), for a pid proc_find
  *   does not find (gone, zombie), for another user's process unless root
@@ -41,6 +58,7 @@
  * wheel tests (cibuildwheel on a macOS runner) give. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <libproc.h>
@@ -55,6 +73,7 @@ int sim_sidl_listed;
 int sim_grow_per_read;
 struct sim_calls sim_calls;
 int sim_argmax = 1 << 18;
+struct mach_timebase_info sim_timebase = {125, 3};
 
 #define KERN_PROCSLOP 5
 
@@ -64,6 +83,30 @@ static struct sim_proc *find(int pid)
         if (sim_table[i].pid == pid)
             return &sim_table[i];
     return NULL;
+}
+
+/* Returns pid's entry after one look at it by a call about that pid: the look that ends looks_left finds the
+ * process gone (NULL), or another process under its pid. */
+static struct sim_proc *look(int pid)
+{
+    struct sim_proc *p = find(pid);
+    if (!p || p->looks_left <= 0 || --p->looks_left > 0)
+        return p;
+    if (p->reborn_sec) {
+        p->sec = p->reborn_sec; /* the pid's new process: another start time, its own everything */
+        p->usec = 0;
+        return p;
+    }
+    size_t i = (size_t)(p - sim_table);
+    memmove(p, p + 1, (size_t)(sim_count - 1 - (int)i) * sizeof *p);
+    sim_count--;
+    return NULL;
+}
+
+kern_return_t mach_timebase_info(mach_timebase_info_t info)
+{
+    *info = sim_timebase;
+    return 0;
 }
 
 /* One look at p: a process being forked comes closer to SRUN with each. */
@@ -94,6 +137,9 @@ static void fill_kinfo(const struct sim_proc *p, int stat, struct kinfo_proc *k)
     k->kp_eproc.e_ppid = p->ppid;
     k->kp_eproc.e_pgid = p->pgid;
     k->kp_eproc.e_ucred.cr_uid = (uid_t)p->uid;
+    k->kp_eproc.e_pcred.p_ruid = (uid_t)p->ruid;
+    k->kp_eproc.e_pcred.p_svuid = (uid_t)p->svuid;
+    k->kp_eproc.e_tdev = p->tdev;
 }
 
 int proc_listchildpids(pid_t ppid, void *buffer, int buffersize)
@@ -153,6 +199,9 @@ static int bsd_info(struct sim_proc *p, int stat, void *buffer, int buffersize)
     b.pbi_status = (uint32_t)stat;
     b.pbi_flags = p->traced ? PROC_FLAG_TRACED : 0;
     b.pbi_uid = (uid_t)p->uid;
+    b.pbi_ruid = (uid_t)p->ruid;
+    b.pbi_svuid = (uid_t)p->svuid;
+    b.e_tdev = (uint32_t)p->tdev;
     strncpy(b.pbi_comm, p->exe, MAXCOMLEN - 1);
     if (!p->no_p_name)
         strncpy(b.pbi_name, p->exe, 2 * MAXCOMLEN - 1);
@@ -162,6 +211,66 @@ static int bsd_info(struct sim_proc *p, int stat, void *buffer, int buffersize)
     return (int)sizeof b;
 }
 
+/* Returns what PROC_PIDTASKALLINFO copies: bsd_info's record and the task's counters (same-user rule as BSDINFO). */
+static int task_all_info(struct sim_proc *p, int stat, void *buffer, int buffersize)
+{
+    struct proc_taskallinfo t;
+    if (buffersize < (int)sizeof t) {
+        errno = ENOMEM;
+        return 0;
+    }
+    memset(&t, 0, sizeof t);
+    if (bsd_info(p, stat, &t.pbsd, (int)sizeof t.pbsd) == 0)
+        return 0; /* EPERM: another user's */
+    t.ptinfo.pti_virtual_size = p->vsize;
+    t.ptinfo.pti_resident_size = p->rss;
+    t.ptinfo.pti_total_user = p->user_abs;
+    t.ptinfo.pti_total_system = p->sys_abs;
+    t.ptinfo.pti_threadnum = p->threads;
+    memcpy(buffer, &t, sizeof t);
+    return (int)sizeof t;
+}
+
+/* Returns what PROC_PIDVNODEPATHINFO copies: the cwd (and root) paths, for the caller's own processes. */
+static int vnode_path_info(struct sim_proc *p, void *buffer, int buffersize)
+{
+    struct proc_vnodepathinfo v;
+    if ((uid_t)p->uid != sim_uid && sim_uid != 0) {
+        errno = EPERM;
+        return 0;
+    }
+    if (buffersize < (int)sizeof v) {
+        errno = ENOMEM;
+        return 0;
+    }
+    memset(&v, 0, sizeof v);
+    strncpy(v.pvi_cdir.vip_path, p->cwd ? p->cwd : "/", sizeof v.pvi_cdir.vip_path - 1);
+    strcpy(v.pvi_rdir.vip_path, "/");
+    memcpy(buffer, &v, sizeof v);
+    return (int)sizeof v;
+}
+
+int proc_pidpath(int pid, void *buffer, uint32_t buffersize)
+{
+    sim_calls.pidpath++;
+    if (buffersize < MAXPATHLEN || buffersize > PROC_PIDPATHINFO_MAXSIZE) {
+        errno = ENOMEM;
+        return 0;
+    }
+    struct sim_proc *p = look(pid);
+    if (!p || p->stat == SZOMB) {
+        errno = ESRCH;
+        return 0;
+    }
+    char *out = buffer;
+    if (p->path)
+        strncpy(out, p->path, buffersize - 1);
+    else
+        snprintf(out, buffersize, "/usr/bin/%s", p->exe);
+    out[buffersize - 1] = 0;
+    return (int)strlen(out);
+}
+
 int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize)
 {
     (void)arg;
@@ -169,7 +278,11 @@ int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize
         sim_calls.shortinfo++;
     else if (flavor == PROC_PIDTBSDINFO)
         sim_calls.bsdinfo++;
-    struct sim_proc *p = find(pid);
+    else if (flavor == PROC_PIDTASKALLINFO)
+        sim_calls.taskallinfo++;
+    else if (flavor == PROC_PIDVNODEPATHINFO)
+        sim_calls.vnodepathinfo++;
+    struct sim_proc *p = look(pid);
     if (!p || p->stat == SZOMB) {
         errno = ESRCH;
         return 0;
@@ -179,6 +292,10 @@ int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize
         return short_info(p, stat, buffer, buffersize);
     if (flavor == PROC_PIDTBSDINFO)
         return bsd_info(p, stat, buffer, buffersize);
+    if (flavor == PROC_PIDTASKALLINFO)
+        return task_all_info(p, stat, buffer, buffersize);
+    if (flavor == PROC_PIDVNODEPATHINFO)
+        return vnode_path_info(p, buffer, buffersize);
     errno = EINVAL;
     return 0;
 }
@@ -239,7 +356,7 @@ static int kern_proc_all(void *oldp, size_t *oldlenp)
 static int kern_proc_pid(int pid, void *oldp, size_t *oldlenp)
 {
     sim_calls.kern_proc_pid++;
-    struct sim_proc *p = find(pid);
+    struct sim_proc *p = look(pid);
     int stat = p ? p->stat : 0;
     if (!p || !kern_lists(p)) {
         *oldlenp = 0;
@@ -273,6 +390,7 @@ static int kern_procargs2(int pid, void *oldp, size_t *oldlenp)
         return -1;
     }
     size_t buflen = *oldlenp - sizeof(int);
+    p = look(pid);
     if (!p || p->stat == SZOMB || observe(p) == SIDL || ((uid_t)p->uid != sim_uid && sim_uid != 0)) {
         errno = EINVAL;
         return -1;
@@ -314,7 +432,7 @@ int sysctl(int *name, unsigned namelen, void *oldp, size_t *oldlenp, void *newp,
 pid_t sim_getsid(pid_t pid)
 {
     sim_calls.getsid++;
-    struct sim_proc *p = find(pid);
+    struct sim_proc *p = look(pid);
     if (p)
         observe(p);
     if (!p || p->stat == SZOMB) {

@@ -1,4 +1,4 @@
-/* Drives the macOS core, csrc/core/macos_*.c (and csrc/core/walk.c over it) against
+/* Drives the macOS core, csrc/core/macos_*.c (and csrc/core/walk.c over it; the facts in sim_test_facts.c) against
  * sim_kernel.c: the contracts in csrc/include/proctree.h, the xnu behaviours listed
  * in sim_kernel.c, and (under ASan) the snapshot's buffer handling. */
 #include <errno.h>
@@ -11,14 +11,8 @@
 #include <sys/proc.h>
 
 #include "sim_kernel.h"
+#include "sim_test.h"
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 static struct sim_proc *add(int pid, int ppid, int uid, int stat, const char *exe)
 {
@@ -624,6 +618,7 @@ int main(void)
     test_env_find();
     test_procargs2_fuzz();
     test_stream_vs_block();
+    test_facts();
     CHECK(pt_now(&now) == 0 && now > 1700000000ull * 1000000u);
     printf("macOS core simulation: all checks passed\n");
     return 0;

@@ -6,6 +6,7 @@
 
 int proc_listchildpids(pid_t ppid, void *buffer, int buffersize);
 int proc_pidinfo(int pid, int flavor, uint64_t arg, void *buffer, int buffersize);
+int proc_pidpath(int pid, void *buffer, uint32_t buffersize);
 
 /* getsid() must answer from the simulated table, not this machine's. */
 #define getsid sim_getsid
