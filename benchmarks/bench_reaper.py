@@ -1,6 +1,6 @@
 """Benchmark for the orphan reaper's read side, measured side by side in one run.
 
-    python benchmarks/bench_reaper.py [--rounds N] [--markdown] [--profile]
+    python benchmarks/bench_reaper.py [--rounds N] [--leftovers N,N,...] [--markdown] [--profile]
 
 With 2,000 extra processes (500 carrying the PROCTREE_OWNER marker of a live
 owner, this benchmark itself; 1,500 without), three ways to find who carries
@@ -12,11 +12,12 @@ a marker, interleaved round by round:
   (c) the seed's way: `ps -A -o pid=,ppid=,args=` plus one Python read of
       /proc/<pid>/environ per listed process, searching for the marker.
 
-Then the same floor and find_orphans() again with LEFTOVERS (250) empty
-leftover proctree cgroups of dead owners (half with today's names, half
-with the legacy ones), as a busy CI machine collects them beside its
-processes: the reaper's cost must stay linear in processes + cgroups. They
-are made in this run's own cgroup and removed in the finally block.
+All three are measured at each count of --leftovers (0, 100 and 1,000 by
+default) empty leftover proctree cgroups of dead owners (half with
+today's names, half with the legacy ones), as a busy CI machine collects
+them beside its processes: the reaper's cost must stay linear in processes +
+cgroups. They are made in this run's own cgroup and removed before the next
+count (and in the finally block).
 
 Prints medians, the ratios with their targets (PASS/GAP), and whether
 find_orphans() named any of the extra processes (it must not: they have a
@@ -31,6 +32,7 @@ anything it did not start, and never reaps. Linux only.
 
 import argparse
 import cProfile
+import ctypes
 import io
 import os
 import pstats
@@ -48,7 +50,7 @@ import proctree  # noqa: E402
 
 MARKER = "PROCTREE_OWNER"
 MARKED, UNMARKED = 500, 1500
-LEFTOVERS = 250
+LEFTOVERS = (0, 100, 1000)
 
 
 def _dead_pid():
@@ -87,11 +89,19 @@ def make_leftovers(n):
 
 
 def remove_leftovers(made):
+    """Remove the leftovers made; return how many were still there (a reaper elsewhere on the machine may have
+    removed some: they are real leftovers of a dead owner)."""
+    still = 0
     for parent in made or ():
-        for d in os.listdir(parent):
-            if d.startswith("tree-"):
-                os.rmdir(os.path.join(parent, d))
-        os.rmdir(parent)
+        try:
+            for d in os.listdir(parent):
+                if d.startswith("tree-"):
+                    os.rmdir(os.path.join(parent, d))
+            os.rmdir(parent)
+            still += 1
+        except FileNotFoundError:
+            pass
+    return still
 
 
 FLOOR_C = r"""
@@ -130,6 +140,65 @@ int floor_scan(void)
     }
     closedir(d);
     return n;
+}
+
+/* Returns 1 if the directory at <dirfd>/<name> is populated by cgroup.events (a failed read: 1, as the reaper). */
+static int populated(int dirfd, const char *name)
+{
+    char path[512], buf[256];
+    snprintf(path, sizeof path, "%s/cgroup.events", name);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 1;
+    buf[got] = '\0';
+    return strstr(buf, "populated 0\n") == NULL;
+}
+
+/* Returns the number of cgroup directories at and below the open directory fd, reading what the reaper reads:
+ * cgroup.events of each proctree-* directory, and cgroup.procs of the tree cgroups below a populated one. */
+static int walk_cgroups(int fd, int in_proctree)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    int n = 1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_type != DT_DIR || de->d_name[0] == '.')
+            continue;
+        int leftover = !in_proctree && strncmp(de->d_name, "proctree-", 9) == 0;
+        if (leftover && !populated(dirfd(d), de->d_name)) {
+            n++;
+            continue;
+        }
+        if (in_proctree) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/cgroup.procs", de->d_name);
+            int procs = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC);
+            if (procs >= 0) {
+                (void)read(procs, env, sizeof env);
+                close(procs);
+            }
+        }
+        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sub >= 0)
+            n += walk_cgroups(sub, in_proctree || leftover);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Returns the number of cgroup directories walked under mount, or -1. */
+int floor_cgroups(const char *mount)
+{
+    int fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -1 : walk_cgroups(fd, 0);
 }
 """
 
@@ -174,9 +243,71 @@ def profile(fn, top=18):
     return buf.getvalue()
 
 
+def _counts(text):
+    """--leftovers: comma-separated counts of leftover cgroups, each >= 0."""
+    counts = tuple(int(x) for x in text.split(","))
+    if any(c < 0 for c in counts):
+        raise argparse.ArgumentTypeError("counts must be >= 0")
+    return counts
+
+
+def measure(lib, counts, rounds):
+    """{leftover count: medians of the floors, find_orphans, seed}; counts without cgroups (None) are left out."""
+    from proctree._containment import cgroup
+
+    mount = cgroup.find_mount()
+    lib.floor_cgroups.argtypes = [ctypes.c_char_p]
+
+    def floor():
+        lib.floor_scan()
+        if mount is not None:
+            lib.floor_cgroups(os.fsencode(mount))
+
+    out = {}
+    for count in counts:
+        made = make_leftovers(count) if count else []
+        try:
+            if made is None:
+                continue  # no writable cgroup here
+            times = side_by_side(
+                {
+                    "procs floor": lib.floor_scan,
+                    "floor": floor,
+                    "find_orphans": proctree.find_orphans,
+                    "seed": seeds_way,
+                },
+                rounds,
+            )
+        finally:
+            still = remove_leftovers(made)
+        times["kept"] = still if count else 0
+        out[count] = times
+    return out
+
+
+def rows_for(times):
+    """The table's rows: per leftover count, the three medians and the two ratios with their targets."""
+    rows = []
+    for count, t in times.items():
+        kept = f", {t['kept']} still there at the end" if t["kept"] != count else ""
+        tag = f"{count} leftover cgroups{kept}"
+        r_floor = t["find_orphans"] / t["floor"]
+        r_seed = t["seed"] / t["find_orphans"]
+        rows += [
+            (f"{tag}: C floor, stat + environ of each process", ms(t["procs floor"]), "", ""),
+            (f"{tag}: C floor, the same + the cgroup reads (the floor)", ms(t["floor"]), "", ""),
+            (f"{tag}: proctree.find_orphans(), machine-wide", ms(t["find_orphans"]), "", ""),
+            (f"{tag}: seed's way, ps -A + Python read of each environ", ms(t["seed"]), "", ""),
+            (f"{tag}: find_orphans() / floor", f"{r_floor:.2f}x", "<= 1.2x", "PASS" if r_floor <= 1.2 else "GAP"),
+            (f"{tag}: seed's way / find_orphans()", f"{r_seed:.1f}x", ">= 4x", "PASS" if r_seed >= 4 else "GAP"),
+        ]
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--leftovers", type=_counts, default=LEFTOVERS, help="leftover cgroup counts (0,100,1000)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (for docs/benchmarks.md)")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of one find_orphans()")
     args = ap.parse_args(argv)
@@ -197,7 +328,6 @@ def main(argv=None):
     owner = f"{me.pid}:{me.start_time}@{os.stat('/proc/self/ns/pid').st_ino}.{os.stat('/proc/self/ns/time').st_ino}.{os.geteuid()}"
     load_before = os.getloadavg()[0]
     prof_text = ""
-    leftovers = None
     with tempfile.TemporaryDirectory() as tmp:
         lib, forker = build(tmp, FLOOR_C)
         crowd = Crowd(forker)
@@ -213,41 +343,15 @@ def main(argv=None):
             assert lib.floor_scan() > 0
             seen_marked = {pid for pid, _, v in seeds_way() if v == owner.encode()}
             assert marked <= seen_marked, f"the seed's way missed {len(marked - seen_marked)} marked processes"
-            t = side_by_side(
-                {"floor": lib.floor_scan, "find_orphans": proctree.find_orphans, "seed": seeds_way},
-                args.rounds,
-            )
+            times = measure(lib, args.leftovers, args.rounds)
             found = proctree.find_orphans()
             named = [o for o in found if o.proc.pid in ours]
-            leftovers = make_leftovers(LEFTOVERS)
-            if leftovers is not None:
-                t_cg = side_by_side({"floor": lib.floor_scan, "find_orphans": proctree.find_orphans}, args.rounds)
             if args.profile:
                 prof_text = profile(proctree.find_orphans)
         finally:
             crowd.stop()
-            remove_leftovers(leftovers)
 
-    r_floor = t["find_orphans"] / t["floor"]
-    r_seed = t["seed"] / t["find_orphans"]
-    rows = [
-        ("C floor: stat + environ of each process", ms(t["floor"]), "", ""),
-        ("proctree.find_orphans(), machine-wide", ms(t["find_orphans"]), "", ""),
-        ("seed's way: ps -A + Python read of each environ", ms(t["seed"]), "", ""),
-        ("find_orphans() / floor", f"{r_floor:.2f}x", "<= 1.5x", "PASS" if r_floor <= 1.5 else "GAP"),
-        ("seed's way / find_orphans()", f"{r_seed:.1f}x", ">= 4x", "PASS" if r_seed >= 4 else "GAP"),
-    ]
-    if leftovers is not None:
-        r_cg = t_cg["find_orphans"] / t_cg["floor"]
-        rows += [
-            (f"find_orphans(), {LEFTOVERS} leftover empty cgroups", ms(t_cg["find_orphans"]), "", ""),
-            (
-                f"find_orphans() / floor, {LEFTOVERS} leftover cgroups",
-                f"{r_cg:.2f}x",
-                "<= 1.5x",
-                "PASS" if r_cg <= 1.5 else "GAP",
-            ),
-        ]
+    rows = rows_for(times)
     rows += [
         (
             f"candidates among our {len(ours)} (live owner or no marker)",

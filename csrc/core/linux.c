@@ -300,13 +300,13 @@ int pt_proc(int32_t pid, struct pt_proc *out)
     return read_pid_stat(pid, out, &extra);
 }
 
-/* Returns the number of pids appended to out[*n..cap) from one children file,
+/* Returns the number of pids appended to out[*n..cap) from the children file <dirfd>/<path>,
  * 0 if the thread is gone, -ENOBUFS, or -errno. The file is read to its end:
  * each read() yields at most a page, and the caller validates the result. */
-static int read_children_file(const char *path, int32_t *out, int *n, int cap)
+static int read_children_file(int dirfd, const char *path, int32_t *out, int *n, int cap)
 {
     char buf[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return (errno == ENOENT || errno == ESRCH) ? 0 : -errno;
     int64_t cur = -1; /* the number being parsed, carried across reads */
@@ -434,7 +434,7 @@ int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
          * hold children forked since then, and the leader's own children can
          * move to it only if the leader exits, which the after-read catches. */
         snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-        rc = read_children_file(path, out, &n, cap);
+        rc = read_children_file(AT_FDCWD, path, out, &n, cap);
         if (rc < 0)
             return rc;
     } else {
@@ -446,7 +446,7 @@ int pt_children_of(const struct pt_proc *parent, int32_t *out, int cap)
             return nt;
         for (int i = 0; i < nt; i++) {
             snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)tids[i]);
-            rc = read_children_file(path, out, &n, cap);
+            rc = read_children_file(AT_FDCWD, path, out, &n, cap);
             if (rc < 0)
                 return rc;
         }
@@ -478,6 +478,53 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     if (rc != 0)
         return rc;
     return pt_children_of(&before, out, cap);
+}
+
+/*
+ * A walk's read of a listed child with its own children list first, so the
+ * record's stat read is also the read back pt_children_of makes after a list.
+ * The list stands only if task/'s link count (2 + threads, an exited leader
+ * still counted) said one thread before it, the record shows the leader
+ * alive, and the record's start time is a whole tick before the reads began
+ * (a reused pid starts later; the tick covers the kernel's NMI-safe fork
+ * stamp reading a hair behind clock_gettime). docs/platforms.md says why each
+ * suffices. The owner is task/'s, which procfs sets as /proc/<pid>'s.
+ */
+int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap)
+{
+    char path[64];
+    struct stat task;
+    struct stat_extra extra;
+    uint64_t began;
+    int n = 0;
+    if (pid <= 0)
+        return -ESRCH;
+    int rc = pt_now(&began);
+    if (rc != 0)
+        return rc;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    if (stat(path, &task) != 0)
+        return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
+    if (task.st_nlink == 3) {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        rc = read_children_file(AT_FDCWD, path, kids, &n, cap);
+        if (rc == -ENOBUFS)
+            return rc;
+        if (rc == 0) {
+            snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+            rc = read_stat_at(AT_FDCWD, path, out, &extra);
+            if (rc == 0 && extra.num_threads > 1)
+                rc = check_leader(pid); /* one thread at the start: only a reused pid could be a thread's */
+            if (rc != 0)
+                return rc;
+            if (out->leader_state != 'Z' && out->start_time + 1 < began) {
+                out->uid = (uint32_t)task.st_uid;
+                return n;
+            }
+        }
+    }
+    rc = pt_proc(pid, out);
+    return rc != 0 ? rc : -EAGAIN;
 }
 
 int pt_now(uint64_t *out)

@@ -26,6 +26,7 @@
  */
 #define _DARWIN_C_SOURCE /* struct kinfo_proc, struct extern_proc */
 #include "macos.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <libproc.h>
@@ -304,6 +305,16 @@ int pt_children(int32_t pid, int32_t *out, int cap)
     if (rc != 0)
         return rc;
     return pt_children_of(&parent, out, cap);
+}
+
+/* Returns -EAGAIN with *out filled for pid (its list is read at its turn: there is no cheaper pair here), -ESRCH,
+ * or -errno. */
+int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap)
+{
+    (void)kids;
+    (void)cap;
+    int rc = pt_proc(pid, out);
+    return rc != 0 ? rc : -EAGAIN;
 }
 
 /* Returns 0 with *out set to now in microseconds since the epoch (start_time units), or -errno. */

@@ -11,4 +11,9 @@
 int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, size_t valcap, char *scratch,
                         size_t scratchcap);
 
+/* Returns the number of pid's children written to kids with *out filled for pid, both read so that the list needs
+ * no read back (linux.c says when that holds); -EAGAIN with *out filled as pt_proc fills it when it does not hold
+ * (read the list at the row's turn with pt_children_of); -ENOBUFS if more than cap children; -ESRCH; or -errno. */
+int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap);
+
 #endif

@@ -1,5 +1,5 @@
 /* A verified breadth-first walk of one subtree, over the platform's
- * pt_children_of() and pt_proc(): the same on every platform.
+ * pt_children_of(), pt_proc() and pt_proc_listed(): the same on every platform.
  *
  * Why it is in C: a walk reads one children list and one record per process;
  * doing that from Python costs more than the reads themselves on small trees.
@@ -7,13 +7,21 @@
  * every pid on it is still there with the same parent when read back (a
  * kernel list can skip an entry when one it returned leaves mid-read), read
  * again up to WALK_ATTEMPTS times, else -EAGAIN and the caller scans.
+ *
+ * pt_descendants_of reads each child's own list together with its record
+ * (pt_proc_listed: on Linux that spares a read of stat per process) and
+ * queues the list until the child's turn comes, in int32 slots at the end of
+ * the caller's buffer, so the walk allocates nothing.
  */
-#include "proctree.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <string.h>
 
 #define WALK_ATTEMPTS 3
+
+/* the most pids one queued list may hold; a longer one gives -ENOBUFS and the caller grows its buffer */
+#define LIST_MAX (1 << 24)
 
 /* pid slots one row's bytes can hold */
 #define ROW_INTS ((int)(sizeof(struct pt_proc) / sizeof(int32_t)))
@@ -73,15 +81,142 @@ int pt_verified_children_of(const struct pt_proc *parent, struct pt_proc *out, i
     return expand(parent, out, &n, cap);
 }
 
+/*
+ * The queue of lists: int32 slots counted back from the end of the caller's
+ * buffer (slot i is end[-1 - i]), one entry per row in row order, each a
+ * count k with k pids below it (in slots i + 1 .. i + k, lowest address
+ * first), UNLISTED (the row's list is read at its turn), or a skip over the k
+ * slots that held a list read at a row's turn. Rows grow up, slots grow down.
+ */
+#define UNLISTED (-1)
+#define SKIP(k)  (-2 - (k))
+
+struct list_queue {
+    int32_t *end; /* one past the caller's buffer */
+    long used;    /* slots written */
+    long next;    /* the slot of the next entry to read */
+};
+
+/* Returns the address of slot i. */
+static int32_t *slot(const struct list_queue *q, long i)
+{
+    return q->end - 1 - i;
+}
+
+/* Returns the int32 slots free between rows [0, n) and the queue. */
+static long free_slots(int n, int cap, const struct list_queue *q)
+{
+    return ((long)cap - n) * ROW_INTS - q->used;
+}
+
+/* Returns 1 with kid's row at out[*n] and its list queued, 0 if kid left parent since the list was read
+ * (read the list again), -ENOBUFS, or -errno. */
+static int add_child(int32_t kid, int32_t parent, struct pt_proc *out, int *n, int cap, struct list_queue *q)
+{
+    long room = free_slots(*n + 1, cap, q) - 1; /* past the new row and its entry's count */
+    if (room < 0)
+        return -ENOBUFS;
+    /* The list is read just past the new row, then moved into the queue: with
+     * at most room / 2 pids the two places cannot overlap. */
+    int32_t *scratch = (int32_t *)(void *)(out + *n + 1);
+    long most = room / 2 < LIST_MAX ? room / 2 : LIST_MAX;
+    int k = pt_proc_listed(kid, &out[*n], scratch, (int)most);
+    if (k == -ESRCH)
+        return 0; /* reaped since the list was read: it may have hidden a sibling */
+    if (k < 0 && k != -EAGAIN)
+        return k;
+    if (out[*n].ppid != parent)
+        return 0; /* reparented since the list was read: likewise */
+    if (k == -EAGAIN) {
+        *slot(q, q->used++) = UNLISTED;
+    } else {
+        *slot(q, q->used) = k;
+        memmove(slot(q, q->used + k), scratch, (size_t)k * sizeof *scratch);
+        q->used += 1 + k;
+    }
+    (*n)++;
+    return 1;
+}
+
+/* Returns 1 if every pid of kids[0..k) was added as a row, 0 if one left parent (read the list again), or -errno. */
+static int add_children(const int32_t *kids, int k, int32_t parent, struct pt_proc *out, int *n, int cap,
+                        struct list_queue *q)
+{
+    for (int i = 0; i < k; i++) {
+        int rc = add_child(kids[i], parent, out, n, cap, q);
+        if (rc <= 0)
+            return rc;
+    }
+    return 1;
+}
+
+/* Returns the number of rows appended at out[*n..) for the verified children of parent, its list read now with
+ * pt_children_of in up to attempts tries; -EAGAIN if none survived, -ESRCH if parent is gone, -ENOBUFS, or -errno. */
+static int expand_now(const struct pt_proc *parent, struct pt_proc *out, int *n, int cap, struct list_queue *q,
+                      int attempts)
+{
+    for (int attempt = 0; attempt < attempts; attempt++) {
+        long room = free_slots(*n, cap, q) - 1; /* past the skip entry */
+        if (room <= 0)
+            return -ENOBUFS;
+        int32_t *read_at = slot(q, q->used + room);
+        int k = pt_children_of(parent, read_at, room < INT32_MAX ? (int)room : INT32_MAX);
+        if (k == -EAGAIN)
+            continue;
+        if (k < 0)
+            return k;
+        /* Keep the list in the queue, right below the entries written so far, behind a skip entry. */
+        long used_before = q->used;
+        int32_t *kids = slot(q, used_before + k);
+        memmove(kids, read_at, (size_t)k * sizeof *kids);
+        *slot(q, used_before) = SKIP(k);
+        q->used += 1 + k;
+        int start = *n;
+        int rc = add_children(kids, k, parent->pid, out, n, cap, q);
+        if (rc == 1)
+            return *n - start;
+        if (rc < 0)
+            return rc;
+        *n = start;
+        q->used = used_before;
+    }
+    return -EAGAIN;
+}
+
+/* Returns the number of rows appended at out[*n..) for the verified children of parent, whose entry is the next
+ * in the queue; errors as expand_now(). */
+static int expand_queued(const struct pt_proc *parent, struct pt_proc *out, int *n, int cap, struct list_queue *q)
+{
+    int32_t k;
+    while ((k = *slot(q, q->next)) <= SKIP(0))
+        q->next += 1 + (SKIP(0) - k);
+    q->next++;
+    if (k == UNLISTED)
+        return expand_now(parent, out, n, cap, q, WALK_ATTEMPTS);
+    const int32_t *kids = slot(q, q->next - 1 + k);
+    q->next += k;
+    int start = *n;
+    long used_before = q->used;
+    int rc = add_children(kids, k, parent->pid, out, n, cap, q);
+    if (rc == 1)
+        return *n - start;
+    if (rc < 0)
+        return rc;
+    *n = start;
+    q->used = used_before;
+    return expand_now(parent, out, n, cap, q, WALK_ATTEMPTS - 1); /* the queued list was the first attempt */
+}
+
 int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap)
 {
+    struct list_queue q = {(int32_t *)(void *)(out + cap), 0, 0};
     int n = 0;
-    int rc = expand(root, out, &n, cap);
+    int rc = expand_now(root, out, &n, cap, &q, WALK_ATTEMPTS);
     if (rc < 0)
         return rc;
     for (int head = 0; head < n; head++) {
-        struct pt_proc parent = out[head]; /* a copy: expand may not move rows, but be plain about it */
-        rc = expand(&parent, out, &n, cap);
+        struct pt_proc parent = out[head]; /* a copy: plain about rows not moving */
+        rc = expand_queued(&parent, out, &n, cap, &q);
         if (rc == -ESRCH)
             continue; /* exited during the walk: its children left the subtree */
         if (rc < 0)

@@ -60,7 +60,9 @@ int pt_verified_children_of(const struct pt_proc *parent, struct pt_proc *out, i
  * parent's list and found with the same parent; -EAGAIN if the tree kept
  * changing under the walk (scan instead), -ENOBUFS if more than fit in cap,
  * -ESRCH if root is gone, or -errno. A process that reparented within the
- * subtree during the walk may appear twice (csrc/core/walk.c). */
+ * subtree during the walk may appear twice (csrc/core/walk.c). The walk
+ * keeps its queue of children lists in out past the rows, so it can need
+ * -ENOBUFS (a bigger out) for a tree that has fewer than cap processes. */
 int pt_descendants_of(const struct pt_proc *root, struct pt_proc *out, int cap);
 
 /* Returns 0 with *out set to "now" in start_time units, or -errno. */

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._containment.evidence import leftovers as _leftovers
 from .._containment.evidence import marker as _marker
@@ -169,9 +170,14 @@ def _markers(
         markers[pid] = why
         counts[why] = counts.get(why, 0) + 1
 
+    # One owner's members all carry one value: each distinct value is parsed once (parse_marker is pure).
+    parsed: dict[bytes, Any] = {}
     for pid, v in _binding.env_scan(marker, readable).items():
         if isinstance(v, bytes):
-            m = _marker.parse_marker(v)
+            if v in parsed:
+                m = parsed[v]
+            else:
+                m = parsed[v] = _marker.parse_marker(v)
             if m is None:
                 unknown(pid, "malformed")
                 continue

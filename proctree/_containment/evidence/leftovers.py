@@ -58,11 +58,18 @@ def parse_parent_name(name: str) -> tuple[tuple[int, int], tuple[int, int] | Non
 
 def _unpopulated(path: str) -> bool:
     """True only when cgroup.events says nothing runs in the cgroup or below it (a failed read: False)."""
+    # One unbuffered read: a walk makes one per leftover parent, and cgroup.events is a few dozen bytes, far
+    # under one page, which the kernel hands over whole in the first read.
     try:
-        with open(os.path.join(path, "cgroup.events"), "rb") as f:
-            return b"populated 0\n" in f.read()
+        fd = os.open(os.path.join(path, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        return b"populated 0\n" in os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _tag_of(tree_dir: str) -> str | None:
