@@ -20,8 +20,10 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
+    from . import cgroupworld as _cgroupworld
     from . import owner as _owner
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
     _owner = _lazyimport.LazyModule(".owner", __package__)
 
 
@@ -125,7 +127,7 @@ def _end_keeper(popen, cgroup, mode):
             if popen.returncode is None:
                 _spare.retrying(lambda: _owner.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session"))
             elif cgroup is not None:
-                _spare.retrying(lambda: _owner.end_cgroup(cgroup, 0))
+                _spare.retrying(lambda: _cgroupworld.terminate(cgroup, 0))
         ended = True
     finally:
         if popen.pid is not None:

@@ -1,300 +1,27 @@
-"""Owner-side teardown of contained trees: what a Tree does with its cgroup, its command and a failed spawn.
+"""Signals by identity outside a teardown ladder: one recorded member, everything below a stopped keeper.
 
-Built only on the teardown layer's primitives (identity-checked signals,
-event-driven exit waits, the engine) and on cgroup.py; it never imports the
-keeper, which has its own copy of these policies for its side of the tree.
-One pidfd decision (signals.pidfds_available(), which honours
-PROCTREE_NO_PIDFD) governs every signal sent from here.
+signal_member sends one signal to the process a record names, if it is still
+that process (Tree.send_signal, the supervisor's kill). kill_below_keeper
+SIGKILLs what a keeper that is gone or stopped started: its descendants (by
+the ladder, from the keeper while it is our unreaped child), its cgroup (the
+ladder over the cgroup's members) and, in session mode, its session.
 
-This module must never signal a process it did not verify as a member: a
-cgroup member is one read from the tree's own cgroup, held by pidfd (or
-re-checked by start time) before each signal; the keeper's descendants are
-left to the engine, which walks from the keeper while it is our unreaped
-child. The Guard (pid 0, 1, the caller and its ancestors) is applied to all.
+Must never: signal a process it did not verify (pidfd, or a start-time
+check) to be the one recorded; pass the Guard by (pid 0, 1, the caller and
+its ancestors).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import time
-from collections.abc import Iterable, Mapping
 
-from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
 from .._teardown import engine as _engine
-from .._teardown import exitwait as _exitwait
 from .._teardown import signals as _signals
-from .._teardown.report import TeardownReport
-from . import cgroup as _cgroup
-
-# Late joiners are looked for this often while waiting (quickly at first).
-RESCAN_FIRST = 0.002
-RESCAN_MAX = 0.05
-# How long SIGKILLed members may take to go before they count as survivors.
-KILL_PATIENCE = 2.0
-
-
-class _Member:
-    __slots__ = ("proc", "target", "late", "ended", "killed", "denied")
-
-    def __init__(self, proc: Proc, target: _signals.Target | None, late: bool) -> None:
-        self.proc = proc
-        self.target = target
-        self.late = late
-        self.ended = False
-        self.killed = False
-        self.denied = target is None  # its identity could not be checked: we may not signal it
-
-
-class _CgroupTeardown:
-    """One teardown of a cgroup's members: the stop signal to each by identity, once, wait for exits, then kill the cgroup."""
-
-    def __init__(
-        self,
-        path: str,
-        spare: Iterable[int],
-        stop_signal: int = signal.SIGTERM,
-        already: Mapping[tuple[int, int], int] | None = None,
-    ) -> None:
-        self.path = os.path.normpath(path)
-        self.spare = frozenset(spare)
-        self.stop_signal = stop_signal
-        self.already = dict(already or {})  # identity -> a stop signal another path sent it: no second one
-        self.signals: dict[int, int] = {}  # pid -> the stop signal the member got
-        self.use_pidfd = _signals.pidfds_available()
-        self.guard = _signals.Guard()
-        self.waiter = _exitwait.make_waiter(self.use_pidfd)
-        self.members: dict[tuple[int, int], _Member] = {}
-        self.by_pid: dict[int, _Member] = {}  # the latest member seen under each pid
-        self.by_target: dict[int, _Member] = {}
-
-    def admit(self, late: bool, polite: bool = True) -> None:
-        """Take in every member not yet known, and (polite) send it SIGTERM + SIGCONT.
-
-        Every new member is read, then held (pidfd, or its start time), then
-        confirmed by a second read of cgroup.procs made while it is held: a pid
-        listed there names a member, or a process that ended since (a signal
-        then reaches nothing). All are read before any is signalled: a TERM can
-        end the command, and the keeper then ends the rest at once, so a member
-        read after the first send might be missing from the report.
-        """
-        held = []
-        for pid in _cgroup.pids(self.path):
-            known = self.by_pid.get(pid)
-            if known is not None and not known.ended:
-                continue  # held and alive: its pid cannot name another process yet
-            if pid in self.spare or not self.guard.allows(pid):
-                continue
-            try:
-                target = _signals.hold(pid, self.guard, self.use_pidfd)
-            except (NoSuchProcess, AccessDenied, OSError):
-                continue  # unreadable: nothing to record it by (cgroup.kill still ends it)
-            if target is None:
-                self._admit_ended(pid, late)
-                continue
-            if (target.proc.pid, target.proc.start_time) in self.members:
-                target.close()
-                continue
-            held.append((target.proc, target))
-        listed = set(_cgroup.pids(self.path)) if held else set()
-        for proc, target in held:
-            if proc.pid not in listed:
-                target.close()
-                if self._ended_since(proc):
-                    # Exiting (the keeper may be ending the tree too): it was a member when
-                    # listed, and it is gone now.
-                    m = self._add(_Member(proc, None, late))
-                    m.denied, m.ended = False, True
-                continue  # else its pid was reused by a process outside the tree since the first read
-            m = self._add(_Member(proc, target, late))
-            self.by_target[id(target)] = m
-            if polite:
-                self._polite(m)
-            elif not self.waiter.watch(target):
-                m.ended = True
-
-    def _admit_ended(self, pid: int, late: bool) -> None:
-        """A listed pid that exited before it could be held: a member all the same, if its zombie is still there."""
-        try:
-            proc = _binding.proc(pid)
-        except (NoSuchProcess, AccessDenied, OSError):
-            return
-        if proc.is_zombie and (proc.pid, proc.start_time) not in self.members:
-            m = self._add(_Member(proc, None, late))
-            m.denied, m.ended = False, True
-
-    def _add(self, m: _Member) -> _Member:
-        self.members[(m.proc.pid, m.proc.start_time)] = m
-        self.by_pid[m.proc.pid] = m
-        return m
-
-    @staticmethod
-    def _ended_since(proc: Proc) -> bool:
-        """proc (as read) is gone or a zombie now: it ended, rather than its pid being reused."""
-        try:
-            now = _binding.proc(proc.pid)
-        except NoSuchProcess:
-            return True
-        except (AccessDenied, OSError):
-            return False
-        return now.start_time == proc.start_time and now.is_zombie
-
-    def _polite(self, m: _Member) -> None:
-        assert m.target is not None
-        earlier = self.already.get((m.proc.pid, m.proc.start_time))
-        if earlier is not None:
-            self.signals[m.proc.pid] = earlier  # draining already: a second stop signal is "force quit" to many
-        else:
-            outcome = _signals.send(m.target, self.stop_signal, self.guard)
-            if outcome == _signals.DENIED:
-                m.denied = True
-                return
-            if outcome == _signals.SENT:
-                self.signals[m.proc.pid] = self.stop_signal
-            _signals.send(m.target, signal.SIGCONT, self.guard)
-        if not self.waiter.watch(m.target):
-            m.ended = True
-
-    def live(self) -> list[_Member]:
-        return [m for m in self.members.values() if not m.ended]
-
-    def collect(self) -> None:
-        for t in self.waiter.ready():
-            m = self.by_target.get(id(t))
-            if m is not None:
-                m.ended = True
-
-    def wait(self, timeout: float, stop_fd: int | None = None) -> bool:
-        """Sleep until a member may have ended or timeout passed; True if stop_fd became readable."""
-        interval = self.waiter.poll_interval()
-        if interval is not None:
-            timeout = min(timeout, interval)
-        fds = [fd for fd in (self.waiter.fileno(), stop_fd) if fd is not None]
-        try:
-            ready = _fds.readable(fds, max(0.0, timeout)) if fds else []
-            if not fds:
-                time.sleep(max(0.0, timeout))
-        except InterruptedError:
-            ready = []
-        return stop_fd is not None and stop_fd in ready
-
-    def kill(self) -> None:
-        """SIGKILL what is left: cgroup.kill (or the freeze-kill fallback) and each member by identity.
-
-        Each member is sent its SIGKILL once; after that the loop only waits
-        for the exits. It kills again only for a late joiner (cgroup.kill
-        reaches every process in the cgroup when it is written, and the
-        kernel kills a child forked meanwhile at birth) or when cgroup.kill
-        itself failed: re-sending to the dying members would cost a write and
-        a signal per member on every wake-up while 100 processes exit.
-        """
-        deadline = time.monotonic() + KILL_PATIENCE
-        cgroup_killed = False
-        while True:
-            self.collect()
-            self.admit(late=True, polite=False)  # a late joiner now: killed with the rest
-            live = [m for m in self.live() if m.target is not None or not m.denied]
-            if not live:
-                return
-            unsent = [m for m in live if not m.killed]
-            # Whatever is still alive now ends by this kill, whichever of the
-            # two sends reaches it first (cgroup.kill can leave the per-member
-            # send nothing but a reaped pid).
-            for m in unsent:
-                m.killed = True
-            if unsent or not cgroup_killed:
-                try:
-                    _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
-                    cgroup_killed = True
-                except (OSError, ValueError):
-                    pass  # the members are still killed one by one below, and cgroup.kill tried again
-            for m in unsent:
-                if m.target is None:
-                    continue
-                if _signals.send(m.target, signal.SIGKILL, self.guard) == _signals.DENIED:
-                    m.denied = True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self.wait(min(left, 0.02))
-
-    def report(self, t0: float) -> TeardownReport:
-        ms = list(self.members.values())
-
-        def procs(pick) -> tuple[Proc, ...]:
-            return tuple(m.proc for m in ms if pick(m))
-
-        return TeardownReport(
-            root=None,
-            found=procs(lambda m: True),
-            exited=procs(lambda m: m.ended and not m.killed),
-            killed=procs(lambda m: m.killed),
-            survivors=procs(lambda m: not m.ended),
-            late=procs(lambda m: m.late),
-            denied=procs(lambda m: m.denied),
-            elapsed=time.monotonic() - t0,
-            mode="cgroup",
-            signals={pid: _signal_name(sig) for pid, sig in self.signals.items()},
-        )
-
-    def close(self) -> None:
-        self.waiter.close()
-        for m in self.members.values():
-            if m.target is not None:
-                m.target.close()
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"SIG{sig}"
-
-
-def end_cgroup(
-    path: str,
-    grace: float,
-    *,
-    spare: Iterable[int] = (),
-    stop_fd: int | None = None,
-    stop_signal: int = signal.SIGTERM,
-    already: Mapping[tuple[int, int], int] | None = None,
-) -> TeardownReport:
-    """End every process in the tree cgroup at path and return the TeardownReport (root None, mode "cgroup").
-
-    The stop signal (SIGTERM by default) + SIGCONT to each member by identity,
-    once, late joiners too (none to a member in already, which had one); wait
-    (event-driven) up to grace for them to exit; then cgroup.kill, or freeze
-    and kill where the kernel lacks it, and SIGKILL each member left (with
-    no grace, straight to the kill; the members are read first, for the report). spare:
-    pids never signalled one by one (the keeper). stop_fd: once readable, the
-    rest of the grace is skipped.
-    """
-    t0 = time.monotonic()
-    run = _CgroupTeardown(path, spare, stop_signal, already)
-    try:
-        # No grace: a TERM an instant before the KILL would only cost time.
-        run.admit(late=False, polite=grace > 0)
-        deadline = t0 + grace
-        pause = RESCAN_FIRST
-        while True:
-            run.collect()
-            if not run.live():
-                break
-            left = deadline - time.monotonic()
-            if left <= 0 or run.wait(min(left, pause), stop_fd):
-                break
-            pause = min(pause * 2, RESCAN_MAX)
-            run.collect()
-            run.admit(late=True)
-        run.kill()
-        run.collect()
-        return run.report(t0)
-    finally:
-        run.close()
+from . import cgroupworld as _cgroupworld
 
 
 def signal_member(proc: Proc, sig: int, guard: _signals.Guard | None = None) -> str:
@@ -328,7 +55,7 @@ def kill_below_keeper(keeper_pid: int, *, cgroup: str | None, session: bool) -> 
     if session:
         _kill_session(keeper_pid)
     if cgroup is not None:
-        end_cgroup(cgroup, 0)
+        _cgroupworld.terminate(cgroup, 0)
 
 
 def _kill_session(sid: int, rounds: int = 10) -> None:

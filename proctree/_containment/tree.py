@@ -38,8 +38,10 @@ if TYPE_CHECKING:
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
     from . import asyncwait as _asyncwait
+    from . import cgroupworld as _cgroupworld
     from . import owner as _owner
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
     _owner = _lazyimport.LazyModule(".owner", __package__)
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
     # Tree.wait_async only: on 3.10 it imports asyncio (its TimeoutError is a base of WaitTimeout there)
@@ -519,7 +521,7 @@ class Tree:
                 self._close_pty()
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
-                    _owner.end_cgroup(self.cgroup, 0)
+                    _cgroupworld.terminate(self.cgroup, 0)
                 if not _cgroup.remove(self.cgroup):
                     # A read-only or busy cgroupfs: the tree is ended, an empty directory stays behind.
                     _log().warning(
@@ -551,7 +553,7 @@ class Tree:
                     self._keeper.end_now(self.cgroup, self.mode)
                 if sweep and self.cgroup is None and self._keeper_start is not None:
                     # A daemon that left the keeper's session, or was reparented away while the keeper
-                    # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
+                    # was ended, is found by its marker only (in a cgroup, cgroupworld.terminate had it).
                     _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))
             finally:
                 self._remove_receipt()
