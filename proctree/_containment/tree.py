@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
     from . import asyncwait as _asyncwait
+    from . import byidentity as _byidentity
     from . import cgroupworld as _cgroupworld
-    from . import owner as _owner
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
     _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
-    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _byidentity = _lazyimport.LazyModule(".byidentity", __package__)
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
     # Tree.wait_async only: on 3.10 it imports asyncio (its TimeoutError is a base of WaitTimeout there)
     _asyncwait = _lazyimport.LazyModule(".asyncwait", __package__)
@@ -353,14 +353,14 @@ class Tree:
 
     def _send_direct(self, sig):
         if self._root is not None and self._root_held():
-            _owner.signal_member(self._root, sig)
+            _byidentity.signal_member(self._root, sig)
 
     def _send_group(self, sig):
         # Checked before the members are read, whose records the sends then check one by one.
         if self._root is not None and self._root_held():
             for p in self.members():
                 if p.pgid == self._root.pid:
-                    _owner.signal_member(p, sig)
+                    _byidentity.signal_member(p, sig)
 
     # -- membership and teardown --------------------------------------------
     def _check_owner(self) -> None:
