@@ -194,6 +194,14 @@ class Ladder:
             timeout = min(timeout, interval)
         return _Wait(self._waiter().fileno(), timeout)
 
+    def _climb(self, t0: float, root: Proc | None) -> Generator[Request, Any, TeardownReport]:
+        """Make the waiter, climb the ladder, and close every target and the waiter however it ends."""
+        self.waiter = self.world.make_waiter(self.use_pidfd)
+        try:
+            return (yield from self._run(t0, root))
+        finally:
+            self._close()
+
     def _run(self, t0: float, root: Proc | None) -> Generator[Request, Any, TeardownReport]:
         """The ladder: take the tree, the stop signal + CONT to each member, wait out the grace, kill, report.
 

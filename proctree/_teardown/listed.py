@@ -82,12 +82,7 @@ class _ListedTeardown(Ladder):
     def steps(self) -> Generator[Request, Any, TeardownReport]:
         t0 = self.world.monotonic()
         self.guard = self.world.guard()
-        self.waiter = self.world.make_waiter(self.use_pidfd)
-        try:
-            report = yield from self._run(t0, None)
-        finally:
-            self._close()
-        return report
+        return (yield from self._climb(t0, None))
 
     def _take(self, root: Proc | None) -> Generator[Request, Any, list[Member]]:
         first = yield from self._rescan(late=False)

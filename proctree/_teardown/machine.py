@@ -251,12 +251,7 @@ class _Teardown(Ladder):
         if self.world.is_kernel_thread(self.pid):
             raise ValueError(f"refusing to tear down pid {self.pid}: it is a kernel thread, not a process tree")
         self.owners = set(guard.protected - {0, 1}) | {guard.me}
-        self.waiter = self.world.make_waiter(self.use_pidfd)
-        try:
-            report = yield from self._run(t0, root)
-        finally:
-            self._close()
-        return report
+        return (yield from self._climb(t0, root))
 
     def _take(self, root: Proc | None) -> Generator[Request, Any, list[Member]]:
         """The tree from its root, before any signal, and its group checked (hung up if asked): the members to signal."""
