@@ -20,9 +20,11 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import owner as _owner
+    from . import byidentity as _byidentity
+    from . import cgroupworld as _cgroupworld
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
-    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
+    _byidentity = _lazyimport.LazyModule(".byidentity", __package__)
 
 
 def _keeper_popen_class() -> type[subprocess.Popen]:
@@ -123,9 +125,11 @@ def _end_keeper(popen, cgroup, mode):
         if popen.pid is not None:
             popen.send_signal(signal.SIGSTOP)
             if popen.returncode is None:
-                _spare.retrying(lambda: _owner.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session"))
+                _spare.retrying(
+                    lambda: _byidentity.kill_below_keeper(popen.pid, cgroup=cgroup, session=mode == "session")
+                )
             elif cgroup is not None:
-                _spare.retrying(lambda: _owner.end_cgroup(cgroup, 0))
+                _spare.retrying(lambda: _cgroupworld.terminate(cgroup, 0))
         ended = True
     finally:
         if popen.pid is not None:

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from .._teardown import many as _many
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
-    from . import owner as _owner
+    from . import cgroupworld as _cgroupworld
     from .stopflag import _Stop
     from .tree import Tree
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
-    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
     _teardown = _lazyimport.LazyModule("proctree._teardown.engine", "")
     _many = _lazyimport.LazyModule("proctree._teardown.many", "")
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
@@ -179,16 +179,16 @@ class Cgroup(Subreaper):
         return out
 
     def teardown(self, tree: Tree, grace: float, stop: _Stop | None, sig: int) -> TeardownReport:
-        """The cgroup's members ended by owner.end_cgroup (the keeper, outside it, spared); a stop skips the
+        """The cgroup's members ended by cgroupworld.terminate (the keeper, outside it, spared); a stop skips the
         rest of the grace. Also when the keeper is no longer ours: the cgroup is."""
         assert tree.cgroup is not None
-        return _owner.end_cgroup(
+        return _cgroupworld.terminate(
             tree.cgroup, grace, spare={tree.keeper_pid}, stop_fd=_stop_fd(stop), stop_signal=sig, already=tree._stopped
         )
 
     def leftovers(self, tree: Tree, grace: float) -> TeardownReport:
         assert tree.cgroup is not None
-        return _owner.end_cgroup(tree.cgroup, grace, stop_signal=tree.terminate_signal, already=tree._stopped)
+        return _cgroupworld.terminate(tree.cgroup, grace, stop_signal=tree.terminate_signal, already=tree._stopped)
 
 
 MODES: dict[str, Subreaper] = {"cgroup": Cgroup(), "subreaper": Subreaper(), "session": Session()}

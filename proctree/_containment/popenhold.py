@@ -49,9 +49,9 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import owner as _owner
+    from . import cgroupworld as _cgroupworld
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
-    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
 
 # proctree.Popen's exec step, built beside the keeper (build_keeper.py, Linux only).
 ENTER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree-enter")
@@ -538,7 +538,7 @@ def end_now(path: str, grace: float) -> None:
         return
     try:
         with contextlib.suppress(OSError, ValueError):
-            _owner.end_cgroup(path, grace)
+            _cgroupworld.terminate(path, grace)
         with contextlib.suppress(OSError, ValueError):
             _cgroup.remove(path, timeout=1.0)
     finally:

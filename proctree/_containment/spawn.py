@@ -9,7 +9,7 @@ teardown ends with cgroup.kill. Every member carries the PROCTREE_OWNER
 marker. The keeper tears the tree down when the command ends (unless
 keep_orphans) and when the owner dies, however it dies. The keeper is started
 and heard only through protocol.py; the owner's own teardowns use the teardown
-engine and owner.py, never the keeper's code.
+engine and byidentity.py, never the keeper's code.
 
 This module must never signal a pid it did not verify as part of the tree:
 the keeper is our own child (its pid stays ours until we reap it, so nothing

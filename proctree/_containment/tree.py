@@ -39,9 +39,11 @@ if TYPE_CHECKING:
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
     from . import asyncwait as _asyncwait
-    from . import owner as _owner
+    from . import byidentity as _byidentity
+    from . import cgroupworld as _cgroupworld
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
-    _owner = _lazyimport.LazyModule(".owner", __package__)
+    _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
+    _byidentity = _lazyimport.LazyModule(".byidentity", __package__)
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
     # Tree.wait_async only: on 3.10 it imports asyncio (its TimeoutError is a base of WaitTimeout there)
     _asyncwait = _lazyimport.LazyModule(".asyncwait", __package__)
@@ -352,14 +354,14 @@ class Tree(MembersUsage):
 
     def _send_direct(self, sig):
         if self._root is not None and self._root_held():
-            _owner.signal_member(self._root, sig)
+            _byidentity.signal_member(self._root, sig)
 
     def _send_group(self, sig):
         # Checked before the members are read, whose records the sends then check one by one.
         if self._root is not None and self._root_held():
             for p in self.members():
                 if p.pgid == self._root.pid:
-                    _owner.signal_member(p, sig)
+                    _byidentity.signal_member(p, sig)
 
     # -- membership and teardown --------------------------------------------
     def _check_owner(self) -> None:
@@ -520,7 +522,7 @@ class Tree(MembersUsage):
                 self._close_pty()
             if self.cgroup is not None:
                 if _cgroup.populated(self.cgroup):
-                    _owner.end_cgroup(self.cgroup, 0)
+                    _cgroupworld.terminate(self.cgroup, 0)
                 if not _cgroup.remove(self.cgroup):
                     # A read-only or busy cgroupfs: the tree is ended, an empty directory stays behind.
                     _log().warning(
@@ -552,7 +554,7 @@ class Tree(MembersUsage):
                     self._keeper.end_now(self.cgroup, self.mode)
                 if sweep and self.cgroup is None and self._keeper_start is not None:
                     # A daemon that left the keeper's session, or was reparented away while the keeper
-                    # was ended, is found by its marker only (in a cgroup, end_cgroup had it).
+                    # was ended, is found by its marker only (in a cgroup, cgroupworld.terminate had it).
                     _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))
             finally:
                 self._remove_receipt()

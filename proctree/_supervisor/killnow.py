@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 
-from .._containment import owner as _owner
+from .._containment import byidentity as _byidentity
 from .._containment.spawn import Tree
 from .._teardown import signals as _signals
 
@@ -28,7 +28,7 @@ def kill_now(tree: Tree) -> int:
     sent = 0
     for proc in members:
         try:
-            sent += _owner.signal_member(proc, signal.SIGKILL) == _signals.SENT
+            sent += _byidentity.signal_member(proc, signal.SIGKILL) == _signals.SENT
         except (ValueError, OSError):  # a guard refusal or a pid gone between the read and the signal
             continue
     return sent

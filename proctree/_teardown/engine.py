@@ -1,6 +1,7 @@
 """The teardown engine's two faces: terminate_tree (blocking) and terminate_tree_async (asyncio).
 
-Both drive the one state machine (machine._Teardown) and only carry out its
+Both drive the one ladder (ladder.Ladder: machine._Teardown for a tree from a
+root, listed._ListedTeardown for a cgroup's members) and only carry out its
 requests: a _Call runs a blocking call (inline, or in a worker thread for
 asyncio), a _Wait waits for an fd or a timeout (poll, or add_reader/sleep).
 Arguments are validated here, before the machine touches the system.
@@ -25,6 +26,7 @@ from signal import SIGTERM
 
 from .._validate import check_pid, check_positive_int, check_seconds, check_signal
 from . import exitwait as _exitwait
+from .ladder import Ladder
 from .machine import _Teardown
 from .report import TeardownReport
 from .requests import _Call, _Wait, drive_async
@@ -103,7 +105,7 @@ async def _wait_async(loop: asyncio.AbstractEventLoop, req: _Wait) -> None:
         loop.remove_reader(req.fd)
 
 
-def run_blocking(engine: _Teardown, stop_fd: int | None = None) -> TeardownReport:
+def run_blocking(engine: Ladder, stop_fd: int | None = None) -> TeardownReport:
     """Drive engine to its report with blocking waits, in this thread; on any interruption, abort() it and re-raise.
 
     stop_fd: an fd that turns readable when the teardown must hurry (the rest
@@ -115,7 +117,7 @@ def run_blocking(engine: _Teardown, stop_fd: int | None = None) -> TeardownRepor
 
 
 def run_blocking_many(
-    engines: Sequence[_Teardown], stop_fd: int | None = None, capture: tuple[type[Exception], ...] = (Exception,)
+    engines: Sequence[Ladder], stop_fd: int | None = None, capture: tuple[type[Exception], ...] = (Exception,)
 ) -> list[TeardownReport | Exception]:
     """Drive several engines together, in this thread: their waits share one poll(2), so N cost one grace.
 
@@ -183,7 +185,7 @@ def run_blocking_many(
     return done
 
 
-async def run_async(engine: _Teardown) -> TeardownReport:
+async def run_async(engine: Ladder) -> TeardownReport:
     """Drive engine from the running loop: blocking calls in a worker thread, waits as loop events."""
     import asyncio
 

@@ -1,23 +1,19 @@
-"""The teardown state machine: end a process and everything it started, and nothing else.
+"""The ladder for a tree from its root: end a process and everything it started, and nothing else.
 
-One implementation, step-wise (_Teardown.steps, a generator) and driven by
-engine.py's two faces: terminate_tree with blocking waits, terminate_tree_async
-from the asyncio loop. The machine only ever yields two kinds of request, _Wait
-and _Call; all decisions are the machine's, none the drivers'. Every system call
-goes through the World it was given (world.py; the real one by default).
-
-The policy (docs/teardown.md says why):
-  1. take the tree (one snapshot) before signalling anything, by identity;
-  2. the stop signal (SIGTERM unless the caller chose another) + SIGCONT to
-     every member by identity, at most once each (a member the caller says
-     already had one is not sent another); with hangup=True, SIGHUP to the
-     root's process group first, when the root leads it and it holds no
-     protected process;
-  3. wait for exits by events (pidfds / kqueue), rescanning on a backoff so
-     late forks join the tree (and get the same signals);
-  4. after the grace: SIGSTOP every survivor and rescan until nothing new
+The rungs are ladder.py's (the stop signal + CONT once to each member, the
+grace with rescans, the kill, the report); this class says how a tree from a
+root is found and ended at the last (docs/teardown.md says why):
+  1. the tree is one snapshot, followed by parent links and kinship (the
+     groups and sessions members lead), taken by identity before any signal;
+     with hangup=True, SIGHUP to the root's process group first, when the root
+     leads it and it holds no protected process;
+  2. late forks are found by rescans paced by the fork counter;
+  3. after the grace: SIGSTOP every survivor and rescan until nothing new
      appears (a stopped process cannot fork), then SIGKILL them all and
      confirm; reap the caller's own children among the members.
+
+Driven by engine.py's faces (blocking, asyncio) and trioface.py; every system
+call goes through the World it was given (world.py; the real one by default).
 
 Must never: signal pid 0, pid 1, a negative pid other than the root's
 verified group, the caller or an ancestor (refused up front, and guarded at
@@ -33,22 +29,16 @@ from collections.abc import Generator, Iterable, Mapping
 from .._errors import AccessDenied, Error, NoSuchProcess
 from .._table.model import Proc, Snapshot
 from . import membership as _membership
-from . import signals as _signals
-from .exitwait import Waiter
+from .ladder import BATCH, Ladder
 from .member import Member, MemberState, signal_name
 from .report import TeardownReport
 from .requests import Request, _Call, _Wait, run_inline
-from .signals import Guard
-from .world import System, World
+from .world import World
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
     from typing import Any
 
-# Rescans while waiting: soon after the signals (that is when forks race
-# them), then backing off so a long grace costs few scans.
-RESCAN_FIRST = 0.005
-RESCAN_MAX = 0.1
 # After SIGKILL a process needs only to be scheduled; one stuck longer is in
 # uninterruptible sleep and is reported, not waited for forever.
 KILL_CONFIRM = 2.0
@@ -63,12 +53,10 @@ FREEZE_WAIT = 0.5
 STOP_MAY_MISS_FORKS = sys.platform == "darwin"
 # Cancelled or interrupted: rounds of (stop what is known, rescan) before the kill.
 ABORT_ROUNDS = 10
-# Async face: hand control back to the loop after this many members' worth of syscalls.
-BATCH = 64
 
 
-class _Teardown:
-    """One teardown. steps() yields _Wait and _Call requests and returns the TeardownReport.
+class _Teardown(Ladder):
+    """One teardown of a tree from its root (its descendants and kin). steps() yields requests and returns the report.
 
     world: every system call goes through it (world.System, the real one, by default).
     """
@@ -87,23 +75,13 @@ class _Teardown:
         hangup: bool = False,
         already: Mapping[tuple[int, int], int] | None = None,
     ) -> None:
-        self.world: World = System() if world is None else world
-        self.stop_signal = stop_signal
+        super().__init__(grace, world=world, stop_signal=stop_signal, already=already)
         self.hangup = hangup
-        # (pid, start time) -> the stop signal another path (the keeper's forward) already sent it
-        self.already = dict(already or {})
-        self.deadline = float("inf")  # the end of the grace, once the polite signals are out
         self.pid = pid
         self.reap = reap
-        self.grace = grace
         self.include_root = include_root
         self.signal_group = signal_group
         self.max_procs = max_procs
-        self.use_pidfd = self.world.pidfds_available()
-        self.members: dict[tuple[int, int], Member] = {}  # (pid, start_time) -> Member, in discovery order
-        # id(target) -> Member still to end (kept so each wakeup is O(ended))
-        self.unended: dict[int, Member] = {}
-        self.scan_cost = 0.0  # seconds the last snapshot took: paces the rescans
         self.last_snap: Snapshot | None = None
         self.forks_at_scan: int | None = None  # the system's fork counter when the last scan began
         self.dead_kin_seen: set[tuple[int, int]] = set()  # kin zombies some kinship scan saw already
@@ -115,60 +93,32 @@ class _Teardown:
         self.root_member: Member | None = None
         self.root: Proc | None = None  # the root's Proc as first read
         self.group_ok = False  # the root leads its group, which holds no protected process
-        self.anchors: dict[int, int] = {}  # pid -> start_time of the root and every member
         self.spared: dict[int, Proc] = {}
         self.truncated = False
-        self.killing = False
         self.reaped: dict[int, int] = {}
         self.group_note = "not signalled"
-        # Set by steps() (the guard reads the caller's ancestors, the waiter holds an fd):
-        # nothing touches the system before the run starts.
-        self.guard: Guard | None = None
         self.owners: set[int] = set()  # the caller and its ancestors, minus pids 0 and 1
-        self.waiter: Waiter | None = None
-        self.fd_budget = self.world.fd_budget()
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _unended_members(self) -> list[Member]:
-        """A copy of the members still to end (safe to iterate while signalling)."""
-        return list(self.unended.values())
-
-    def _guard(self) -> Guard:
-        assert self.guard is not None, "steps() sets the guard before anything is signalled"
-        return self.guard
-
-    def _waiter(self) -> Waiter:
-        assert self.waiter is not None, "steps() makes the waiter before any member is added"
-        return self.waiter
-
     def _add(self, proc: Proc, late: bool) -> Member:
-        m = Member(proc, late)
-        self.members[proc.identity] = m
-        self.anchors[proc.pid] = proc.start_time
         use_fd = self.use_pidfd and self.fd_budget > 0
         try:
-            m.target = self.world.open_target(proc, self._guard(), use_fd)
+            target = self.world.open_target(proc, self._guard(), use_fd)
         except AccessDenied:
+            m = self._record(proc, late)
             m.status = MemberState.DENIED
             return m
-        if m.target is None:
-            m.status = MemberState.EXITED  # ended (or its pid is someone else's) before we got to it
-            return m
-        if m.target.pidfd is not None:
-            self.fd_budget -= 1
-        self.unended[id(m.target)] = m
-        if not self._waiter().watch(m.target):
-            self._ended(m)
-        return m
+        return self._admit(proc, target, late)
 
-    def _ended(self, m: Member) -> None:
-        self.unended.pop(id(m.target), None)
-        m.status = MemberState.KILLED if self.killing and m.signalled else MemberState.EXITED
         # Pidfds stay open until the end: they let _reap_own wait for exactly
         # the members that are the caller's children, and the root's pidfd
         # proves (while the root holds its pid, even as a zombie) that its
         # process group is still the tree's, for _kill_group.
+
+    def _finish(self) -> None:
+        if self.reap:
+            self._reap_own()
 
     def _reap_own(self) -> None:
         """Reap the members that are the caller's own exited children, recording their status.
@@ -196,12 +146,6 @@ class _Teardown:
                     code = self.world.reap_if_own_child(self.world.unheld_target(m.proc), me)
             if code is not None:
                 self.reaped[m.proc.pid] = code
-
-    def _collect(self) -> None:
-        for t in self._waiter().ready():
-            m = self.unended.get(id(t))
-            if m is not None:
-                self._ended(m)
 
     def _rescan(self, late: bool, kin: bool = True) -> Generator[Request, Any, list[Member]]:
         """Take a snapshot and add members not seen before (a generator: use
@@ -295,46 +239,6 @@ class _Teardown:
                 continue
         return False
 
-    def _signal(self, m: Member, sig: int) -> None:
-        if m.status is not MemberState.LIVE or m.target is None:
-            return
-        outcome = self.world.send(m.target, sig, self._guard())
-        if outcome == _signals.DENIED:
-            m.status = MemberState.DENIED
-            self.unended.pop(id(m.target), None)
-        elif outcome == _signals.SENT and sig in (self.stop_signal, signal.SIGKILL, signal.SIGSTOP):
-            m.signalled = True
-            if sig == self.stop_signal and m.stop is None:
-                m.stop = sig
-
-    def _polite(self, ms: Iterable[Member]) -> Generator[Request, Any, None]:
-        """The stop signal then SIGCONT to each member, once (yields to the loop between batches).
-
-        A member that already had a stop signal (self.already) is sent
-        neither: a second stop signal is "force quit" to many servers, and it
-        is draining already.
-        """
-        for i, m in enumerate(ms):
-            if m.stop is not None:
-                continue
-            earlier = self.already.get(m.proc.identity)
-            if earlier is not None:
-                m.stop = earlier
-                m.signalled = m.status is MemberState.LIVE
-            else:
-                self._signal(m, self.stop_signal)
-                if m.stop is not None:  # CONT only after a stop signal that was sent: alone it would come first
-                    self._signal(m, signal.SIGCONT)
-            if i % BATCH == BATCH - 1:
-                yield _Wait(None, 0)
-
-    def _wait_spec(self, until: float) -> _Wait:
-        timeout = max(0.0, until - self.world.monotonic())
-        interval = self._waiter().poll_interval()
-        if interval is not None:
-            timeout = min(timeout, interval)
-        return _Wait(self._waiter().fileno(), timeout)
-
     # -- the state machine ---------------------------------------------------
 
     def steps(self) -> Generator[Request, Any, TeardownReport]:
@@ -347,76 +251,24 @@ class _Teardown:
         if self.world.is_kernel_thread(self.pid):
             raise ValueError(f"refusing to tear down pid {self.pid}: it is a kernel thread, not a process tree")
         self.owners = set(guard.protected - {0, 1}) | {guard.me}
-        self.waiter = self.world.make_waiter(self.use_pidfd)
-        try:
-            report = yield from self._run(t0, root)
-        finally:
-            self._close()
-        return report
+        return (yield from self._climb(t0, root))
 
-    def _run(self, t0: float, root: Proc) -> Generator[Request, Any, TeardownReport]:
-        # 1. The tree, before any signal.
+    def _take(self, root: Proc | None) -> Generator[Request, Any, list[Member]]:
+        """The tree from its root, before any signal, and its group checked (hung up if asked): the members to signal."""
+        assert root is not None, "a tree from a root has one"
         self.anchors[root.pid] = root.start_time
         root_member = None
         if self.include_root:
             root_member = self.root_member = self._add(root, late=False)
         first = yield from self._rescan(late=False)
-
-        # 2. Check the root's group (hang it up if asked), then the stop signal + CONT to every member.
         if root_member is not None and self.signal_group:
             yield from self._check_group(root_member)
-        polite = ([root_member] if root_member else []) + first
-        yield from self._polite(polite)
+        return ([root_member] if root_member else []) + first
 
-        # 3. Wait for the members to end, keeping the tree current.
-        self.deadline = self.world.monotonic() + self.grace
-        interval = RESCAN_FIRST
-        next_scan = self.world.monotonic() + interval
-        while True:
-            before = len(self.unended)
-            self._collect()
-            if len(self.unended) < before:
-                # Still dying: a rescan now would only slow the exits down;
-                # forks of members that stay alive are caught once it stalls.
-                next_scan = max(next_scan, self.world.monotonic() + RESCAN_FIRST)
-            if not self.unended:
-                # Every known member has ended. Their orphans (if any) can now
-                # only be found by kinship, which needs a group or session
-                # leader still present: look once more if one is.
-                if not self._leader_present():
-                    break
-                late = yield from self._rescan(late=True)
-                if self._settled(late):
-                    break
-                yield from self._polite(late)
-                continue
-            now = self.world.monotonic()
-            deadline = self.deadline
-            if now >= deadline:
-                break
-            if now >= next_scan:
-                late = yield from self._rescan(late=True, kin=False)
-                yield from self._polite(late)
-                # Back off, and never spend more than about a fifth of the wait
-                # scanning (a snapshot of a big machine takes milliseconds).
-                interval = min(interval * 2, RESCAN_MAX)
-                next_scan = self.world.monotonic() + max(interval, 4 * self.scan_cost)
-                continue
-            yield self._wait_spec(min(deadline, next_scan))
-
-        # 4. Escalate: freeze, kill, confirm.
+    def _escalate(self) -> Generator[Request, Any, None]:
+        """After the grace: freeze, kill, confirm."""
         if self.unended:
             yield from self._freeze_and_kill()
-
-        self._collect()
-        if self.reap:
-            self._reap_own()
-        return self._report(t0, root)
-
-    def hurry(self) -> None:
-        """Skip the rest of the grace (a stop request): the machine goes on to the kill and its report."""
-        self.grace = 0.0
-        self.deadline = min(self.deadline, self.world.monotonic())
 
     def _check_group(self, root_member: Member) -> Generator[Request, Any, None]:
         """Whether the root's group holds tree members alone (group_ok); SIGHUP to it when hangup=True."""
@@ -577,14 +429,7 @@ class _Teardown:
             except (Error, OSError, ValueError):
                 pass
 
-    def _close(self) -> None:
-        for m in self.members.values():
-            if m.target is not None:
-                m.target.close()
-        if self.waiter is not None:
-            self.waiter.close()
-
-    def _report(self, t0: float, root: Proc) -> TeardownReport:
+    def _report(self, t0: float, root: Proc | None) -> TeardownReport:
         ms = list(self.members.values())
 
         def having(state: MemberState) -> tuple[Proc, ...]:

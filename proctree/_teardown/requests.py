@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from .machine import _Teardown
+    from .ladder import Ladder
     from .report import TeardownReport
 
 
@@ -51,7 +51,7 @@ def run_inline(gen: Generator[Request, Any, Any]) -> Any:
 
 
 async def drive_async(
-    engine: _Teardown,
+    engine: Ladder,
     call: Callable[[Callable[[], Any]], Awaitable[Any]],
     wait: Callable[[_Wait], Awaitable[None]],
 ) -> TeardownReport:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .machine import _Teardown
+from .ladder import Ladder
 from .report import TeardownReport
 from .requests import _Wait, drive_async
 
@@ -57,7 +57,7 @@ def running_library() -> str:
     )
 
 
-async def run_engine(engine: _Teardown) -> TeardownReport:
+async def run_engine(engine: Ladder) -> TeardownReport:
     """engine.steps() driven from trio; interrupted or cancelled, engine.abort() ends the tree at once."""
     import trio
 

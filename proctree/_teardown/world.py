@@ -1,6 +1,7 @@
 """The teardown engine's world: every system call it makes, behind one object.
 
-The engine (machine._Teardown) decides; the World it is given acts. System
+The ladder (ladder.Ladder: machine._Teardown, listed._ListedTeardown) decides;
+the World it is given acts. System
 is the real one: process reads through proctree._table, identity-checked
 sends through signals, exit waiting through exitwait, reaping through
 reaping, the clock, the fork counter and the fd budget. Tests pass a fake

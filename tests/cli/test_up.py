@@ -228,14 +228,14 @@ def test_a_signal_death_ends_the_run_with_128_plus_n(tmp_path, ups):
 
 def test_an_entry_whose_keeper_is_killed_ends_the_run_as_a_failure(tmp_path, ups):
     """An OOM kill of web.1's keeper: foreman's rule applies (the rest stops, status 1), in one clear line."""
-    from proctree._containment import owner as _owner
+    from proctree._containment import byidentity as _byidentity
 
     procfile(tmp_path, "web: echo keeper=$PPID; exec sleep 300\nworker: sleep 300\n")
     u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "1", "--no-timestamp")
     line = u.wait_for(r"web\.1 +\| keeper=\d+")
     keeper = proctree.proc(int(line.rsplit("=", 1)[1]))
     assert keeper.ppid == u.proc.pid and keeper.name == "proctree-keeper", keeper  # checked, then by pid + start time
-    assert _owner.signal_member(keeper, signal.SIGKILL) == "sent"
+    assert _byidentity.signal_member(keeper, signal.SIGKILL) == "sent"
     assert u.finish() == 1
     text = u.text()
     assert re.search(r"web\.1 failed: its keeper \(pid \d+\) was killed by SIGKILL.*tree was ended", text), text

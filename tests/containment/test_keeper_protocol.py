@@ -614,9 +614,9 @@ def test_the_tree_ends_when_its_owner_dies(keeper, mode, pipe, tmp_path):
         _end_recorded(recorded)
         if cgroup is not None and os.path.exists(cgroup):
             from proctree._containment import cgroup as _cgroup
-            from proctree._containment import owner as _owner
+            from proctree._containment import cgroupworld as _cgroupworld
 
-            _owner.end_cgroup(cgroup, 0)
+            _cgroupworld.terminate(cgroup, 0)
             _cgroup.remove(cgroup)
 
 

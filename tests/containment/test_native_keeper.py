@@ -621,7 +621,7 @@ def test_owner_sigkill_ends_a_term_ignoring_daemon_within_the_grace(use_native, 
                 os.kill(p.pid, signal.SIGKILL)
         if cgroup is not None and os.path.exists(cgroup):
             from proctree._containment import cgroup as _cgroup
-            from proctree._containment import owner as _owner
+            from proctree._containment import cgroupworld as _cgroupworld
 
-            _owner.end_cgroup(cgroup, 0)
+            _cgroupworld.terminate(cgroup, 0)
             _cgroup.remove(cgroup)

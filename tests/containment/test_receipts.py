@@ -24,7 +24,7 @@ import pytest
 
 import proctree
 from proctree._containment import cgroup as _cgroup
-from proctree._containment import owner as _owner
+from proctree._containment import cgroupworld as _cgroupworld
 from proctree._containment import spawn as _spawn
 from proctree._containment.evidence import marker as _marker
 from proctree._containment.evidence import receipt
@@ -504,7 +504,7 @@ def test_a_receipt_outlives_an_owner_and_keeper_both_killed(mode, tmp_path, pipe
             if p.pid != owner.pid and alive(p.pid, p.start_time):
                 proctree.terminate_tree(p.pid, grace=0)
         if left is not None and left.cgroup is not None and os.path.exists(left.cgroup):
-            _owner.end_cgroup(left.cgroup, 0)
+            _cgroupworld.terminate(left.cgroup, 0)
             _cgroup.remove(left.cgroup)
             parent = os.path.dirname(left.cgroup)  # the dead owner's per-owner cgroup
             try:

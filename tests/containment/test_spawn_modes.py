@@ -348,7 +348,7 @@ def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatc
     # A pid read from cgroup.procs may exit and be reused by a process
     # elsewhere before it is signalled (played here by one of ours outside
     # the cgroup): the owner's teardown holds it, sees it is no member, spares it.
-    from proctree._containment import owner as _owner
+    from proctree._containment import cgroupworld as _cgroupworld
 
     t = spawn(["sleep", "60"], contain="cgroup")
     trees.append(t)
@@ -363,7 +363,7 @@ def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatc
             return real_pids(path, *a) + ([outsider.pid] if len(calls) == 1 else [])
 
         monkeypatch.setattr(_cgroup, "pids", stale_first_read)
-        rep = _owner.end_cgroup(t.cgroup, 0.5)
+        rep = _cgroupworld.terminate(t.cgroup, 0.5)
         assert outsider.pid not in {p.pid for p in rep.found}
         assert outsider.poll() is None, "a pid outside the cgroup was signalled"
         assert t.pid in {p.pid for p in rep.found} and rep.ok

@@ -17,7 +17,7 @@ import pytest
 
 import proctree
 from proctree import Supervisor
-from proctree._containment import owner as _owner
+from proctree._containment import byidentity as _byidentity
 from proctree._containment.spawn import Tree
 from support.spawnkit import ALL_MODES, alive, wait_gone
 
@@ -45,7 +45,7 @@ def kill_keeper(sup, sid):
     keeper_pid = sup._records.by_id[sid].tree.keeper_pid
     keeper = proctree.proc(keeper_pid)
     assert keeper.ppid == os.getpid() and keeper.name == "proctree-keeper", keeper
-    assert _owner.signal_member(keeper, signal.SIGKILL) == "sent"
+    assert _byidentity.signal_member(keeper, signal.SIGKILL) == "sent"
     return keeper_pid
 
 

@@ -198,12 +198,12 @@ def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeyp
     descriptors get it through) or always (the keeper is left to end the tree, never killed)."""
     import errno
 
-    from proctree._containment import owner, spawn, start
+    from proctree._containment import byidentity, spawn, start
 
     def emfile(*a, **kw):
         raise OSError(errno.EMFILE, "Too many open files")
 
-    real_kill_below = owner.kill_below_keeper
+    real_kill_below = byidentity.kill_below_keeper
     calls = []
 
     def kill_below(*a, **kw):
@@ -221,7 +221,7 @@ def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeyp
         emfile()  # as a full descriptor table anywhere after the command started
 
     monkeypatch.setattr(start, "_took_root", took_root)
-    monkeypatch.setattr(owner, "kill_below_keeper", kill_below)
+    monkeypatch.setattr(byidentity, "kill_below_keeper", kill_below)
     with pytest.raises(OSError) as err:
         spawn.spawn(["sh", "-c", "sleep 60 & sleep 60"], contain=mode, grace=1)
     assert err.value.errno == errno.EMFILE

@@ -244,7 +244,7 @@ class KeeperRun:
 
     def close(self):
         """End the keeper (and what it started, by the keeper's own descendants) and reap it; remove the cgroup."""
-        from proctree._containment import owner
+        from proctree._containment import cgroupworld
 
         try:
             if self.popen.poll() is None:
@@ -256,7 +256,7 @@ class KeeperRun:
         finally:
             os.close(self.status_r)
             if self.cgroup is not None and os.path.exists(self.cgroup):
-                owner.end_cgroup(self.cgroup, 0)
+                cgroupworld.terminate(self.cgroup, 0)
                 _cgroup.remove(self.cgroup)
 
 

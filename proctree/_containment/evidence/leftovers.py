@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..._teardown.report import TeardownReport
 from .. import cgroup as _cgroup
-from .. import owner as _owner
+from .. import cgroupworld as _cgroupworld
 
 MAX_DIRS = 20000  # the walk's bound: a hierarchy larger than this is reported, not walked further
 
@@ -130,7 +130,7 @@ def end(path: str, grace: float, stop_fd: int | None = None) -> TeardownReport:
 
     stop_fd: once readable, the rest of the grace is skipped (SIGKILL at once).
     """
-    return _owner.end_cgroup(path, grace, stop_fd=stop_fd)
+    return _cgroupworld.terminate(path, grace, stop_fd=stop_fd)
 
 
 def remove(leftover: LeftoverCgroup) -> bool:
