@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any
 
-from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
@@ -28,6 +28,7 @@ from .._teardown import engine as _engine
 from .._teardown import exitwait as _exitwait
 from .._teardown import signals as _signals
 from .._teardown.report import TeardownReport
+from .._teardown.requests import Request, _Wait
 from . import cgroup as _cgroup
 
 # Late joiners are looked for this often while waiting (quickly at first).
@@ -55,11 +56,15 @@ class _CgroupTeardown:
     def __init__(
         self,
         path: str,
+        grace: float,
         spare: Iterable[int],
         stop_signal: int = signal.SIGTERM,
         already: Mapping[tuple[int, int], int] | None = None,
     ) -> None:
         self.path = os.path.normpath(path)
+        self.grace = grace
+        self.hurried = False  # the rest of the grace is skipped (a driver's stop fd)
+        self.closed = False
         self.spare = frozenset(spare)
         self.stop_signal = stop_signal
         self.already = dict(already or {})  # identity -> a stop signal another path sent it: no second one
@@ -167,59 +172,109 @@ class _CgroupTeardown:
             if m is not None:
                 m.ended = True
 
-    def wait(self, timeout: float, stop_fd: int | None = None) -> bool:
-        """Sleep until a member may have ended or timeout passed; True if stop_fd became readable."""
+    def _wait(self, timeout: float) -> _Wait:
+        """What to wait for: a member's end (the waiter's fd) or timeout, polled sooner where the waiter needs it."""
         interval = self.waiter.poll_interval()
         if interval is not None:
             timeout = min(timeout, interval)
-        fds = [fd for fd in (self.waiter.fileno(), stop_fd) if fd is not None]
+        return _Wait(self.waiter.fileno(), max(0.0, timeout))
+
+    def steps(self) -> Generator[Request, Any, TeardownReport]:
+        """The teardown as the machine's requests (for engine.run_blocking / run_blocking_many).
+
+        The stop signal + SIGCONT to each member by identity, once, late joiners
+        too; wait (event-driven) up to the grace for them to exit, or less once
+        hurried; then the kill. With no grace, straight to the kill (the members
+        are read first, for the report): a TERM an instant before would only cost time.
+        """
+        t0 = time.monotonic()
         try:
-            ready = _fds.readable(fds, max(0.0, timeout)) if fds else []
-            if not fds:
-                time.sleep(max(0.0, timeout))
-        except InterruptedError:
-            ready = []
-        return stop_fd is not None and stop_fd in ready
+            self.admit(late=False, polite=self.grace > 0)
+            deadline = t0 + self.grace
+            pause = RESCAN_FIRST
+            while True:
+                self.collect()
+                if not self.live():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0 or self.hurried:
+                    break
+                yield self._wait(min(left, pause))
+                if self.hurried:
+                    break
+                pause = min(pause * 2, RESCAN_MAX)
+                self.collect()
+                self.admit(late=True)
+            yield from self._kill()
+            self.collect()
+            return self.report(t0)
+        finally:
+            self.close()
 
-    def kill(self) -> None:
-        """SIGKILL what is left: cgroup.kill (or the freeze-kill fallback) and each member by identity.
+    def hurry(self) -> None:
+        """Skip the rest of the grace: the kill comes at the next wake-up."""
+        self.hurried = True
 
-        Each member is sent its SIGKILL once; after that the loop only waits
-        for the exits. It kills again only for a late joiner (cgroup.kill
+    def abort(self) -> None:
+        """Interrupted: SIGKILL what is left at once (cgroup.kill and each member), without waiting for exits."""
+        if self.closed:
+            return
+        try:
+            self.collect()
+            self._kill_round(cgroup_killed=False)
+        except (OSError, ValueError):
+            pass  # the cgroup went away meanwhile: nothing is left to kill
+        finally:
+            self.close()
+
+    def _kill_round(self, cgroup_killed: bool) -> bool | None:
+        """One round of the kill: None when nothing is left, else whether cgroup.kill has been written.
+
+        Each member is sent its SIGKILL once; after that the rounds only wait
+        for the exits. A round kills again only for a late joiner (cgroup.kill
         reaches every process in the cgroup when it is written, and the
         kernel kills a child forked meanwhile at birth) or when cgroup.kill
         itself failed: re-sending to the dying members would cost a write and
         a signal per member on every wake-up while 100 processes exit.
         """
+        self.admit(late=True, polite=False)  # a late joiner now: killed with the rest
+        live = [m for m in self.live() if m.target is not None or not m.denied]
+        if not live:
+            return None
+        unsent = [m for m in live if not m.killed]
+        # Whatever is still alive now ends by this kill, whichever of the
+        # two sends reaches it first (cgroup.kill can leave the per-member
+        # send nothing but a reaped pid).
+        for m in unsent:
+            m.killed = True
+        if unsent or not cgroup_killed:
+            try:
+                _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
+                cgroup_killed = True
+            except (OSError, ValueError):
+                pass  # the members are still killed one by one below, and cgroup.kill tried again
+        for m in unsent:
+            if m.target is None:
+                continue
+            if _signals.send(m.target, signal.SIGKILL, self.guard) == _signals.DENIED:
+                m.denied = True
+        return cgroup_killed
+
+    def _kill(self) -> Generator[Request, Any, None]:
+        """SIGKILL what is left (cgroup.kill, or the freeze-kill fallback, and each member by identity), then
+        wait up to KILL_PATIENCE for the exits."""
         deadline = time.monotonic() + KILL_PATIENCE
         cgroup_killed = False
         while True:
             self.collect()
-            self.admit(late=True, polite=False)  # a late joiner now: killed with the rest
-            live = [m for m in self.live() if m.target is not None or not m.denied]
-            if not live:
+            killed = self._kill_round(cgroup_killed)
+            if killed is None:
                 return
-            unsent = [m for m in live if not m.killed]
-            # Whatever is still alive now ends by this kill, whichever of the
-            # two sends reaches it first (cgroup.kill can leave the per-member
-            # send nothing but a reaped pid).
-            for m in unsent:
-                m.killed = True
-            if unsent or not cgroup_killed:
-                try:
-                    _cgroup.kill(self.path, use_pidfd=self.use_pidfd)
-                    cgroup_killed = True
-                except (OSError, ValueError):
-                    pass  # the members are still killed one by one below, and cgroup.kill tried again
-            for m in unsent:
-                if m.target is None:
-                    continue
-                if _signals.send(m.target, signal.SIGKILL, self.guard) == _signals.DENIED:
-                    m.denied = True
+            cgroup_killed = killed
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            self.wait(min(left, 0.02))
+            yield self._wait(min(left, 0.02))
 
     def report(self, t0: float) -> TeardownReport:
         ms = list(self.members.values())
@@ -241,6 +296,9 @@ class _CgroupTeardown:
         )
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self.waiter.close()
         for m in self.members.values():
             if m.target is not None:
@@ -252,6 +310,23 @@ def _signal_name(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"SIG{sig}"
+
+
+def cgroup_teardown(
+    path: str,
+    grace: float,
+    *,
+    spare: Iterable[int] = (),
+    stop_signal: int = signal.SIGTERM,
+    already: Mapping[tuple[int, int], int] | None = None,
+) -> _CgroupTeardown:
+    """A not yet started teardown of the tree cgroup at path, for engine.run_blocking_many to drive beside others.
+
+    Its report: root None, mode "cgroup". spare: pids never signalled one by
+    one (the keeper); already: (pid, start time) -> a stop signal another
+    path sent that member (it gets no second one).
+    """
+    return _CgroupTeardown(path, grace, spare, stop_signal, already)
 
 
 def end_cgroup(
@@ -268,33 +343,12 @@ def end_cgroup(
     The stop signal (SIGTERM by default) + SIGCONT to each member by identity,
     once, late joiners too (none to a member in already, which had one); wait
     (event-driven) up to grace for them to exit; then cgroup.kill, or freeze
-    and kill where the kernel lacks it, and SIGKILL each member left (with
-    no grace, straight to the kill; the members are read first, for the report). spare:
+    and kill where the kernel lacks it, and SIGKILL each member left. spare:
     pids never signalled one by one (the keeper). stop_fd: once readable, the
-    rest of the grace is skipped.
+    rest of the grace is skipped. Runs in the calling thread and starts none.
     """
-    t0 = time.monotonic()
-    run = _CgroupTeardown(path, spare, stop_signal, already)
-    try:
-        # No grace: a TERM an instant before the KILL would only cost time.
-        run.admit(late=False, polite=grace > 0)
-        deadline = t0 + grace
-        pause = RESCAN_FIRST
-        while True:
-            run.collect()
-            if not run.live():
-                break
-            left = deadline - time.monotonic()
-            if left <= 0 or run.wait(min(left, pause), stop_fd):
-                break
-            pause = min(pause * 2, RESCAN_MAX)
-            run.collect()
-            run.admit(late=True)
-        run.kill()
-        run.collect()
-        return run.report(t0)
-    finally:
-        run.close()
+    run = cgroup_teardown(path, grace, spare=spare, stop_signal=stop_signal, already=already)
+    return _engine.run_blocking(run, stop_fd)
 
 
 def signal_member(proc: Proc, sig: int, guard: _signals.Guard | None = None) -> str:

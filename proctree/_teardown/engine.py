@@ -27,7 +27,7 @@ from .._validate import check_pid, check_positive_int, check_seconds, check_sign
 from . import exitwait as _exitwait
 from .machine import _Teardown
 from .report import TeardownReport
-from .requests import _Call, _Wait, drive_async
+from .requests import Steps, _Call, _Wait, drive_async
 from .world import World
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
@@ -103,7 +103,7 @@ async def _wait_async(loop: asyncio.AbstractEventLoop, req: _Wait) -> None:
         loop.remove_reader(req.fd)
 
 
-def run_blocking(engine: _Teardown, stop_fd: int | None = None) -> TeardownReport:
+def run_blocking(engine: Steps, stop_fd: int | None = None) -> TeardownReport:
     """Drive engine to its report with blocking waits, in this thread; on any interruption, abort() it and re-raise.
 
     stop_fd: an fd that turns readable when the teardown must hurry (the rest
@@ -115,7 +115,7 @@ def run_blocking(engine: _Teardown, stop_fd: int | None = None) -> TeardownRepor
 
 
 def run_blocking_many(
-    engines: Sequence[_Teardown], stop_fd: int | None = None, capture: tuple[type[Exception], ...] = (Exception,)
+    engines: Sequence[Steps], stop_fd: int | None = None, capture: tuple[type[Exception], ...] = (Exception,)
 ) -> list[TeardownReport | Exception]:
     """Drive several engines together, in this thread: their waits share one poll(2), so N cost one grace.
 

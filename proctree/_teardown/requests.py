@@ -11,10 +11,9 @@ trio face are two such pairs). Neither decides anything.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from .machine import _Teardown
     from .report import TeardownReport
 
 
@@ -40,6 +39,21 @@ class _Call(NamedTuple):
 Request = _Wait | _Call
 
 
+class Steps(Protocol):
+    """A teardown a driver can run: the machine (machine._Teardown), or a cgroup's teardown.
+
+    steps() yields the requests and returns the report; hurry() skips the
+    rest of the grace; abort() ends what is left at once, without waiting,
+    when the driver is interrupted.
+    """
+
+    def steps(self) -> Generator[Request, Any, TeardownReport]: ...
+
+    def hurry(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
 def run_inline(gen: Generator[Request, Any, Any]) -> Any:
     """Drive one of the machine's sub-generators to its result with blocking calls."""
     try:
@@ -51,7 +65,7 @@ def run_inline(gen: Generator[Request, Any, Any]) -> Any:
 
 
 async def drive_async(
-    engine: _Teardown,
+    engine: Steps,
     call: Callable[[Callable[[], Any]], Awaitable[Any]],
     wait: Callable[[_Wait], Awaitable[None]],
 ) -> TeardownReport:
