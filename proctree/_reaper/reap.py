@@ -255,7 +255,16 @@ def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[
     cgroups: list[Steps] = [_leftovers.teardown(cg.path, grace) for cg in whole]
     try:
         trees: list[Steps] = list(
-            _many.make_engines(roots, grace, seen - set(chosen), True, MAX_PROCS, SIGTERM, False, None)
+            _many.make_engines(
+                roots,
+                grace,
+                protect=seen - set(chosen),
+                signal_group=True,
+                max_procs=MAX_PROCS,
+                signal=SIGTERM,
+                hangup=False,
+                already=None,
+            )
         )
     except Exception as exc:  # a root the engine refuses outright: the cgroups still end
         warnings.append(f"teardown failed: {exc!r}")
