@@ -10,33 +10,18 @@ import json
 
 import pytest
 
+from support.reapkit import SANDBOX_ORPHANS
 from support.sandbox import run_sandboxed
 from support.spawnkit import CGROUP_OK, LINUX
 
 pytestmark = pytest.mark.skipif(not LINUX, reason="pid namespaces are Linux-only")
 
 SCRIPT = r"""
-import json, os, signal, subprocess, sys, time
+import json
 
 # Each tree: sh, whose TERM handler writes a line to /tmp/term, and two sleeps that ignore TERM.
 TREE = "trap '' TERM; sleep 300 & sleep 300 & trap 'echo $$ >> /tmp/term' TERM; while :; do wait; done"
-OWNER = '''
-import sys, time, proctree
-t = proctree.spawn(["sh", "-c", sys.argv[2]], contain=sys.argv[1])
-while len(t.members()) < 3:  # sh and its two sleeps (the keeper is not a member)
-    time.sleep(0.01)
-print(t.keeper_pid, *[p.pid for p in t.members()], flush=True)
-time.sleep(300)
-'''
-orphans = []
-for mode in MODES:
-    o = subprocess.Popen([sys.executable, "-c", OWNER, mode, TREE], stdout=subprocess.PIPE, text=True)
-    keeper, *members = map(int, o.stdout.readline().split())
-    for sig in (signal.SIGSTOP, signal.SIGKILL):  # both stopped, then both killed: neither ends the tree
-        for pid in (o.pid, keeper):
-            os.kill(pid, sig)
-    o.wait()
-    orphans += members
+orphans = [pid for mode in MODES for pid in orphaned(mode, TREE)]
 
 REAPER = '''
 import json, sys, time
@@ -61,16 +46,6 @@ while time.monotonic() < deadline:  # every tree's sh has had its TERM: the reap
 os.kill(reaper.pid, signal.SIGINT)
 said = reaper.communicate(timeout=30)[0]
 interrupted_at = time.monotonic()
-
-
-def running(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 left = orphans
 while left and time.monotonic() < interrupted_at + 5:
     left = [pid for pid in orphans if running(pid)]
@@ -84,7 +59,7 @@ os._exit(0)  # pid 1 of the sandbox: its exit ends whatever is left in it
 
 def test_an_interrupted_reap_kills_what_it_was_ending_at_once_and_raises():
     modes = ["cgroup", "session"] if CGROUP_OK else ["session"]
-    res = run_sandboxed(f"MODES = {modes!r}\n" + SCRIPT, timeout=120)
+    res = run_sandboxed(f"MODES = {modes!r}\n" + SANDBOX_ORPHANS + SCRIPT, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["interrupted"], out

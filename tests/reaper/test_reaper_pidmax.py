@@ -13,42 +13,17 @@ import json
 
 import pytest
 
+from support.reapkit import SANDBOX_ORPHANS
 from support.sandbox import run_sandboxed
 from support.spawnkit import CGROUP_OK, LINUX
+from support.treekit import FORK_STORM, SMALL_PID_MAX
 
 pytestmark = pytest.mark.skipif(not LINUX, reason="pid namespaces are Linux-only")
 
 SCRIPT = r"""
-import json, os, subprocess, sys, time
-import proctree
+import json, os, subprocess, sys
 
-try:
-    with open("/proc/sys/kernel/pid_max", "w") as f:
-        f.write("500")  # small: once pids wrap, the kernel hands out 300..499 only
-except OSError as exc:
-    print(json.dumps({"skip": f"pid_max is not per namespace here: {exc}"}))
-    sys.exit(0)
-
-# An owner that spawns a tree, reports the members, and is then SIGKILLed with its keeper:
-# the members are orphans whose owner is provably gone.
-OWNER = '''
-import sys, time, proctree
-t = proctree.spawn(["sh", "-c", "sleep 300 & sleep 300 & wait"], contain=sys.argv[1])
-while len(t.members()) < 3:  # sh and its two sleeps (the keeper is not a member)
-    time.sleep(0.01)
-print(t.keeper_pid, *[p.pid for p in t.members()], flush=True)
-time.sleep(300)
-'''
-orphans = []
-for mode in MODES:
-    o = subprocess.Popen([sys.executable, "-c", OWNER, mode], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    keeper, *members = map(int, o.stdout.readline().split())
-    for pid in (o.pid, keeper):
-        os.kill(pid, 19)  # both stopped, then both killed: neither ends the tree for the other
-    for pid in (o.pid, keeper):
-        os.kill(pid, 9)
-    o.wait()
-    orphans += members
+orphans = [pid for mode in MODES for pid in orphaned(mode, "sleep 300 & sleep 300 & wait")]
 
 # The reaper: its own process (a reaper never takes its own subtree, and pid 1 is every orphan's
 # parent now), started before the storm, told to reap once the pid space is full.
@@ -84,24 +59,7 @@ reaper = subprocess.Popen([sys.executable, "-c", REAPER, str(go_r), str(out_w)],
 os.close(go_r)
 os.close(out_w)
 
-# The storm: fork sleepers until fork fails, say so, then keep taking every pid that is freed.
-STORM = r'''
-import os, sys, time
-w = int(sys.argv[1])
-told = False
-while True:
-    try:
-        pid = os.fork()
-    except OSError:
-        if not told:
-            os.write(w, b"full\n")
-            told = True
-        time.sleep(0.001)
-        continue
-    if pid == 0:
-        time.sleep(300)
-        os._exit(0)
-'''
+# The storm (support.treekit.FORK_STORM): it says when fork fails, then keeps taking every freed pid.
 r, w = os.pipe()
 storm = subprocess.Popen([sys.executable, "-c", STORM, str(w)], pass_fds=(w,))
 os.close(w)
@@ -111,16 +69,6 @@ got = b""
 while chunk := os.read(out_r, 65536):
     got += chunk
 out = json.loads(got) if got else {"ok": False, "error": "the reaper said nothing"}
-
-
-def running(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 out["left"] = [pid for pid in orphans if running(pid)]
 out["orphans"] = sorted(orphans)
 print(json.dumps(out), flush=True)
@@ -130,7 +78,9 @@ os._exit(0)  # pid 1 of the sandbox: its exit ends the storm and everything else
 
 def test_reap_ends_its_selection_with_the_pid_space_full_and_starts_no_thread():
     modes = ["cgroup", "session"] if CGROUP_OK else ["session"]
-    res = run_sandboxed(f"MODES = {modes!r}\n" + SCRIPT, timeout=180)
+    res = run_sandboxed(
+        f"MODES = {modes!r}\nSTORM = {FORK_STORM!r}\n" + SMALL_PID_MAX + SANDBOX_ORPHANS + SCRIPT, timeout=180
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     if "skip" in out:
