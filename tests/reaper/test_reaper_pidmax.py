@@ -13,10 +13,10 @@ import json
 
 import pytest
 
+from support.pidspace import FORK_STORM, SMALL_PID_MAX
 from support.reapkit import SANDBOX_ORPHANS
 from support.sandbox import run_sandboxed
 from support.spawnkit import CGROUP_OK, LINUX
-from support.treekit import FORK_STORM, SMALL_PID_MAX
 
 pytestmark = pytest.mark.skipif(not LINUX, reason="pid namespaces are Linux-only")
 
@@ -59,7 +59,7 @@ reaper = subprocess.Popen([sys.executable, "-c", REAPER, str(go_r), str(out_w)],
 os.close(go_r)
 os.close(out_w)
 
-# The storm (support.treekit.FORK_STORM): it says when fork fails, then keeps taking every freed pid.
+# The storm (support.pidspace.FORK_STORM): it says when fork fails, then keeps taking every freed pid.
 r, w = os.pipe()
 storm = subprocess.Popen([sys.executable, "-c", STORM, str(w)], pass_fds=(w,))
 os.close(w)

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
+from support.pidspace import FORK_STORM, SMALL_PID_MAX
 from support.spawnkit import CGROUP_OK, LINUX
-from support.treekit import FORK_STORM, SMALL_PID_MAX, run_in_pid_namespace
+from support.treekit import run_in_pid_namespace
 
 pytestmark = pytest.mark.skipif(not LINUX, reason="pid namespaces are Linux-only")
 
