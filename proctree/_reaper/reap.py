@@ -13,19 +13,19 @@ started to signal (errors become warnings in the report).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import functools
 import os
 import re
 import time
 from collections.abc import Collection, Iterable, Sequence
+from signal import SIGTERM
 
 from .._containment.evidence import leftovers as _leftovers
 from .._containment.evidence import marker as _marker
 from .._containment.evidence import receipt as _receipt
 from .._table.model import Proc
+from .._teardown import engine as _engine
 from .._teardown import many as _many
+from .._teardown.ladder import Ladder
 from .._teardown.report import TeardownReport
 from .._validate import check_pid, check_seconds
 from . import facts as _facts
@@ -236,21 +236,52 @@ def reap_orphans(
 
 
 MAX_PASSES = 5
+MAX_PROCS = 16384  # each orphan tree's bound on members, as terminate_tree's default
 
 
 def _end_selection(sel: Selection, seen: set[int], grace: float, warnings: list[str]) -> list[TeardownReport]:
-    """End what sel chose: whole leftover cgroups by cgroup.kill, every other orphan tree through the engine."""
+    """End what sel chose: whole leftover cgroups by cgroup.kill, every other orphan tree through the engine.
+
+    All at once, within one grace, driven in this thread by the engine's
+    blocking driver: no thread and no event loop, so it works with the pid
+    space full. One teardown's failure becomes a warning, not an exception.
+    Interrupted (Ctrl-C), what is left is SIGKILLed at once: the driver aborts
+    every teardown still running.
+    """
     whole = sel.whole_cgroups
     in_whole = {pid for cg in whole for pid in cg.pids}
     chosen = {o.proc.pid: o.proc for o in sel.orphans}
     roots = [p for pid, p in chosen.items() if pid not in in_whole and p.ppid not in chosen]
-    coro = _end_async(whole, roots, grace, protect=seen - set(chosen), warnings=warnings)
+    cgroups: list[Ladder] = [_leftovers.teardown(cg.path, grace) for cg in whole]
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from a loop's thread: run beside it
-        return pool.submit(asyncio.run, coro).result()
+        trees: list[Ladder] = list(
+            _many.make_engines(
+                roots,
+                grace,
+                protect=seen - set(chosen),
+                signal_group=True,
+                max_procs=MAX_PROCS,
+                signal=SIGTERM,
+                hangup=False,
+                already=None,
+            )
+        )
+    except Exception as exc:  # a root the engine refuses outright: the cgroups still end
+        warnings.append(f"teardown failed: {exc!r}")
+        roots, trees = [], []
+    results = _engine.run_blocking_many([*cgroups, *trees], capture=(Exception,))
+    reports: list[TeardownReport] = []
+    for i, result in enumerate(results):
+        try:
+            if i >= len(cgroups):
+                result = _many.report_of(roots[i - len(cgroups)], result)
+            elif not isinstance(result, TeardownReport):
+                raise result
+        except Exception as exc:
+            warnings.append(f"teardown failed: {exc!r}")
+            continue
+        reports.append(result)
+    return reports
 
 
 def _removable(cg: _leftovers.LeftoverCgroup, sel: Selection, scoped: bool) -> bool:
@@ -280,48 +311,3 @@ def _remove_receipts(
             _receipt.remove(path)
             removed.append(path)
     return removed
-
-
-async def _end_async(
-    whole: Sequence[_leftovers.LeftoverCgroup],
-    roots: Sequence[Proc],
-    grace: float,
-    *,
-    protect: set[int],
-    warnings: list[str],
-) -> list[TeardownReport]:
-    """End the whole cgroups and the root trees at once; one failure becomes a warning, not an exception.
-
-    Interrupted (Ctrl-C, cancellation), what is left is SIGKILLed at once: the
-    engines abort, and the cgroup teardowns skip the rest of their grace.
-    """
-    loop = asyncio.get_running_loop()
-    stop_r, stop_w = os.pipe()
-    # The cgroup teardowns run in threads that cannot be cancelled: shielded, and
-    # told to stop through stop_r; their fds are closed only once they are done.
-    cg_futs = [loop.run_in_executor(None, functools.partial(_leftovers.end, cg.path, grace, stop_r)) for cg in whole]
-    engines = asyncio.ensure_future(_many.end_trees_async(roots, grace=grace, protect=protect)) if roots else None
-    everything: list[asyncio.Future] = [*cg_futs, *([engines] if engines is not None else [])]
-    try:
-        results = await asyncio.gather(
-            *(asyncio.shield(f) for f in cg_futs), *([engines] if engines else []), return_exceptions=True
-        )
-    except BaseException:
-        os.write(stop_w, b"x")
-        if engines is not None:
-            engines.cancel()  # each engine SIGKILLs what it holds, then ends
-        await asyncio.gather(*everything, return_exceptions=True)
-        raise
-    finally:
-        if all(f.done() for f in everything):
-            os.close(stop_r)
-            os.close(stop_w)
-    reports: list[TeardownReport] = []
-    for r in results:
-        if isinstance(r, BaseException):
-            warnings.append(f"teardown failed: {r!r}")
-        elif isinstance(r, TeardownReport):
-            reports.append(r)
-        else:
-            reports.extend(r)  # type: ignore[arg-type]  # the engines' list of reports
-    return reports

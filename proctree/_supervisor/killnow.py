@@ -7,7 +7,7 @@ keeper ends what its command left once the command is gone, and ends the
 whole tree when the host itself dies.
 
 It must never signal anything but the members the Tree itself reports, each
-checked by pid and start time when signalled (owner.signal_member).
+checked by pid and start time when signalled (byidentity.signal_member).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ a session-mode tree's marked daemons): each root is pinned to the identity it
 was selected by, so a root whose pid was reused since is reported gone and
 never signalled; processes the caller names as protected join the guard (the
 engine spares them and everything they started, as it spares the caller's
-ancestors); every engine waits for its exits on one event loop, so N roots
-cost one grace, not N.
+ancestors); every engine waits for its exits in one poll(2) of the blocking driver, so
+N roots cost one grace, not N.
 
 Must never: signal a root by pid alone, or anything the guard protects.
 """
@@ -18,7 +18,7 @@ from signal import SIGTERM
 
 from .._errors import NoSuchProcess
 from .._table.model import Proc
-from .engine import _check_stop, _validated, run_async, run_blocking_many
+from .engine import _check_stop, _validated, run_blocking_many
 from .machine import _Teardown
 from .report import TeardownReport
 from .signals import Guard
@@ -92,39 +92,6 @@ def report_of(root: Proc, result: TeardownReport | BaseException) -> TeardownRep
     raise result
 
 
-async def end_trees_async(
-    roots: Sequence[Proc],
-    *,
-    grace: float = 2.0,
-    protect: Iterable[int] = (),
-    signal_group: bool = True,
-    max_procs: int = 16384,
-    signal: int | str = SIGTERM,
-    hangup: bool = False,
-    already: Mapping[tuple[int, int], int] | None = None,
-) -> list[TeardownReport]:
-    """End each root's tree (as terminate_tree would), all at once; one report per root, in order.
-
-    A root that is gone, or whose pid now names another process, gets an
-    empty report with extra["gone"] True; a root the guard refuses (protected,
-    a kernel thread) gets one with extra["refused"] and the reason. Cancelling
-    SIGKILLs what every engine holds, then CancelledError propagates.
-    signal, hangup: as terminate_tree's; already: (pid, start time) -> a stop
-    signal another path already sent that process (it is not sent another).
-    """
-    engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)
-
-    async def one(root: Proc, engine: _Teardown) -> TeardownReport:
-        try:
-            return await run_async(engine)
-        except (NoSuchProcess, ValueError) as exc:
-            return report_of(root, exc)
-
-    import asyncio  # here only: the blocking face must not import it
-
-    return list(await asyncio.gather(*(one(r, e) for r, e in zip(roots, engines, strict=True))))
-
-
 def end_trees(
     roots: Sequence[Proc],
     *,
@@ -137,8 +104,15 @@ def end_trees(
     already: Mapping[tuple[int, int], int] | None = None,
     stop_fd: int | None = None,
 ) -> list[TeardownReport]:
-    """end_trees_async, blocking, in the calling thread (no thread, no event loop: it works with the pid space full).
+    """End each root's tree (as terminate_tree would), all at once; one report per root, in order.
 
+    A root that is gone, or whose pid now names another process, gets an
+    empty report with extra["gone"] True; a root the guard refuses (protected,
+    a kernel thread) gets one with extra["refused"] and the reason. Runs in
+    the calling thread (no thread, no event loop: it works with the pid space
+    full); interrupted, it SIGKILLs what every engine holds and re-raises.
+    signal, hangup: as terminate_tree's; already: (pid, start time) -> a stop
+    signal another path already sent that process (it is not sent another).
     stop_fd: an fd that turns readable when the rest of the grace must be skipped.
     """
     engines = make_engines(roots, grace, protect, signal_group, max_procs, signal, hangup, already)

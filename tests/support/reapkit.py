@@ -50,6 +50,42 @@ OWNER = textwrap.dedent(r"""
 """)
 
 
+# For scripts run as pid 1 of a sandbox (support.sandbox): orphaned(mode, command) runs the shell line
+# command as a tree contained in mode by an owner process, waits until the tree has `members` members,
+# SIGKILLs the owner and its keeper and returns the members' pids (orphans whose owner is provably gone);
+# running(pid) says whether pid is a process that has not ended (a zombie has).
+SANDBOX_ORPHANS = r'''
+import os, signal, subprocess, sys, time
+
+_OWNER = """
+import sys, time, proctree
+t = proctree.spawn(["sh", "-c", sys.argv[2]], contain=sys.argv[1])
+while len(t.members()) < int(sys.argv[3]):  # the keeper is not a member
+    time.sleep(0.01)
+print(t.keeper_pid, *[p.pid for p in t.members()], flush=True)
+time.sleep(300)
+"""
+
+
+def orphaned(mode, command, members=3):
+    o = subprocess.Popen([sys.executable, "-c", _OWNER, mode, command, str(members)], stdout=subprocess.PIPE, text=True)
+    keeper, *pids = map(int, o.stdout.readline().split())
+    for sig in (signal.SIGSTOP, signal.SIGKILL):  # both stopped, then both killed: neither ends the tree
+        for pid in (o.pid, keeper):
+            os.kill(pid, sig)
+    o.wait()
+    return pids
+
+
+def running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+'''
+
+
 @pytest.fixture
 def started():
     """(pid, start) of every process a test starts here; each, with what it started, ended afterwards

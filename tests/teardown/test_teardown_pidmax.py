@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from support.pidspace import FORK_STORM, SMALL_PID_MAX
 from support.spawnkit import CGROUP_OK, LINUX
 from support.treekit import run_in_pid_namespace
 
@@ -20,39 +21,6 @@ SCRIPT = r"""
 import json, os, sys, time
 import proctree
 
-try:
-    with open("/proc/sys/kernel/pid_max", "w") as f:
-        f.write("500")  # small: once pids wrap, the kernel hands out 300..499 only
-except OSError as exc:
-    print(json.dumps({"skip": f"pid_max is not per namespace here: {exc}"}))
-    sys.exit(0)
-
-# The storm: fork children that sleep until the pid space is full, report it, then keep trying.
-# Some children are daemons (orphaned, in sessions of their own): session mode finds them by marker only.
-STORM = r'''
-import os, sys, time
-w = int(sys.argv[1])
-told = False
-while True:
-    try:
-        pid = os.fork()
-    except OSError:
-        if not told:
-            os.write(w, b"full\n")
-            told = True
-        time.sleep(0.001)
-        continue
-    if pid == 0:
-        if os.getpid() % 2:
-            try:
-                if os.fork():
-                    os._exit(0)  # half are daemons: orphaned at once, and in a session of their own
-                os.setsid()
-            except OSError:
-                pass  # no pid for the daemon: this child stays as it is
-        time.sleep(300)
-        os._exit(0)
-'''
 out = {}
 for run in range(3):
     r, w = os.pipe()
@@ -87,7 +55,7 @@ print(json.dumps(out))
     ],
 )
 def test_terminate_under_a_fork_storm_that_fills_the_pid_space_returns_a_report(mode):
-    res = run_in_pid_namespace(f"MODE = {mode!r}\n" + SCRIPT, timeout=180)
+    res = run_in_pid_namespace(f"MODE = {mode!r}\nSTORM = {FORK_STORM!r}\n" + SMALL_PID_MAX + SCRIPT, timeout=180)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "can't start new thread" not in res.stderr, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])

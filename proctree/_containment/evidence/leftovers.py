@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..._teardown.report import TeardownReport
+from ..._teardown.ladder import Ladder
 from .. import cgroup as _cgroup
 from .. import cgroupworld as _cgroupworld
 
@@ -125,12 +125,13 @@ def find(limit: int = MAX_DIRS) -> tuple[list[LeftoverCgroup], list[str]]:
     return found, warnings
 
 
-def end(path: str, grace: float, stop_fd: int | None = None) -> TeardownReport:
-    """End every process in the tree cgroup at path (TERM, the grace, cgroup.kill) and return the report.
+def teardown(path: str, grace: float) -> Ladder:
+    """A not yet started teardown of every process in the tree cgroup at path (TERM, the grace, cgroup.kill).
 
-    stop_fd: once readable, the rest of the grace is skipped (SIGKILL at once).
+    For the teardown engine's blocking driver, beside other teardowns
+    (engine.run_blocking_many); its report has root None and mode "cgroup".
     """
-    return _cgroupworld.terminate(path, grace, stop_fd=stop_fd)
+    return _cgroupworld.ladder(path, grace)
 
 
 def remove(leftover: LeftoverCgroup) -> bool:
