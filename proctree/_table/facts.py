@@ -13,6 +13,7 @@ task counters of another user's process read 0, named there too).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections import namedtuple
@@ -206,6 +207,8 @@ _LINUX = sys.platform.startswith("linux")
 def boot_time() -> float:
     """The boot time psutil adds to start ticks on Linux: /proc/stat's btime (whole seconds), read once."""
     global _boot_time
+    if not _LINUX:  # macOS's rows count from the epoch: nothing there asks for this
+        raise OSError(errno.ENOSYS, "the boot time is read on Linux only")
     if _boot_time is None:
         with open("/proc/stat", "rb") as f:
             for line in f:
