@@ -178,19 +178,6 @@ static int read_link_at(int dirfd, const char *name, struct arena *a, uint32_t *
     return 0;
 }
 
-/* Returns 0 after recording the result rc of reading `bit`'s string (0 read, 1 refused) in out->have or
- * out->denied, or rc itself if the read failed. */
-static int read_string_fact(int rc, uint32_t bit, struct pt_facts *out)
-{
-    if (rc == 1) {
-        out->denied |= bit;
-        return 0;
-    }
-    if (rc == 0)
-        out->have |= bit;
-    return rc;
-}
-
 /* Returns 0 with *out filled for the process whose /proc directory is dirfd, checked to be `pid`, a leader (unless
  * `listed`: readdir of /proc lists leaders only) and to have started at *start (if not NULL); -ESRCH, -ENOBUFS or
  * -errno. Strings go to *a. */
@@ -214,17 +201,18 @@ static int read_facts_at(int dirfd, int32_t pid, int listed, const uint64_t *sta
             out->have |= PT_FACT_UIDS;
     }
     if (want & PT_FACT_CMDLINE) {
-        rc = read_string_fact(read_cmdline_at(dirfd, a, &out->cmdline_off, &out->cmdline_len), PT_FACT_CMDLINE, out);
+        rc = pt_facts_record_string(read_cmdline_at(dirfd, a, &out->cmdline_off, &out->cmdline_len), PT_FACT_CMDLINE,
+                                    out);
         if (rc != 0)
             return rc;
     }
     if (want & PT_FACT_EXE) {
-        rc = read_string_fact(read_link_at(dirfd, "exe", a, &out->exe_off, &out->exe_len), PT_FACT_EXE, out);
+        rc = pt_facts_record_string(read_link_at(dirfd, "exe", a, &out->exe_off, &out->exe_len), PT_FACT_EXE, out);
         if (rc != 0)
             return rc;
     }
     if (want & PT_FACT_CWD) {
-        rc = read_string_fact(read_link_at(dirfd, "cwd", a, &out->cwd_off, &out->cwd_len), PT_FACT_CWD, out);
+        rc = pt_facts_record_string(read_link_at(dirfd, "cwd", a, &out->cwd_off, &out->cwd_len), PT_FACT_CWD, out);
         if (rc != 0)
             return rc;
     }

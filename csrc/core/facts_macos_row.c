@@ -290,19 +290,6 @@ static int read_cwd(int32_t pid, uint64_t start, struct arena *a, uint32_t *off,
     return append(a, cwd, strnlen(cwd, sizeof vpi.pvi_cdir.vip_path), off, len);
 }
 
-/* Returns 0 after recording the result rc of reading `bit`'s string (0 read, 1 refused) in out->have or
- * out->denied, or rc itself if the read failed. */
-static int record_string(int rc, uint32_t bit, struct pt_facts *out)
-{
-    if (rc == 1) {
-        out->denied |= bit;
-        return 0;
-    }
-    if (rc == 0)
-        out->have |= bit;
-    return rc;
-}
-
 /* Returns 0 with the wanted strings of the process in *out (its pid and start time read) appended to *a and
  * checked to be that process's, -ESRCH, -ENOBUFS, or -errno. */
 static int read_strings(uint32_t want, struct pt_facts *out, struct arena *a)
@@ -314,11 +301,11 @@ static int read_strings(uint32_t want, struct pt_facts *out, struct arena *a)
         return 0;
     }
     if (want & PT_FACT_CMDLINE)
-        rc = record_string(read_cmdline(pid, a, &out->cmdline_off, &out->cmdline_len), PT_FACT_CMDLINE, out);
+        rc = pt_facts_record_string(read_cmdline(pid, a, &out->cmdline_off, &out->cmdline_len), PT_FACT_CMDLINE, out);
     if (rc == 0 && want & PT_FACT_EXE)
-        rc = record_string(read_exe(pid, out->start_time, a, &out->exe_off, &out->exe_len), PT_FACT_EXE, out);
+        rc = pt_facts_record_string(read_exe(pid, out->start_time, a, &out->exe_off, &out->exe_len), PT_FACT_EXE, out);
     if (rc == 0 && want & PT_FACT_CWD)
-        rc = record_string(read_cwd(pid, out->start_time, a, &out->cwd_off, &out->cwd_len), PT_FACT_CWD, out);
+        rc = pt_facts_record_string(read_cwd(pid, out->start_time, a, &out->cwd_off, &out->cwd_len), PT_FACT_CWD, out);
     if (rc != 0)
         return rc;
     return still_there(pid, out->start_time); /* the strings were read by number: the same process throughout */

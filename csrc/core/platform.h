@@ -16,4 +16,17 @@ int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, 
  * (read the list at the row's turn with pt_children_of); -ENOBUFS if more than cap children; -ESRCH; or -errno. */
 int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap);
 
+/* Returns 0 after recording the result rc of reading a facts row's string `bit` (0 read, 1 refused) in out->have
+ * or out->denied, or rc itself if the read failed (both platforms' facts readers). */
+static inline int pt_facts_record_string(int rc, uint32_t bit, struct pt_facts *out)
+{
+    if (rc == 1) {
+        out->denied |= bit;
+        return 0;
+    }
+    if (rc == 0)
+        out->have |= bit;
+    return rc;
+}
+
 #endif
