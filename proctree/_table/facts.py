@@ -286,7 +286,21 @@ def _argv(block: bytes) -> list[str]:
     return cmdline_from_block(block)
 
 
-def _readable(rows: Iterable[_binding.RawFacts], units: _Units) -> Iterator[Facts]:
+# Row statuses that say nothing about the process but that this one ran short (of descriptors, of memory): an
+# iteration that left such rows out would pass off "no facts read" as "no such process".
+_SHORT = frozenset((-errno.EMFILE, -errno.ENFILE, -errno.ENOMEM))
+
+
+def raise_if_short(rows: Iterable[_binding.RawFacts]) -> None:
+    """OSError for the first row the core could not read for want of descriptors or memory."""
+    for raw in rows:
+        if raw[0] in _SHORT:
+            err = -raw[0]
+            raise OSError(err, f"process facts of pid {raw[1]}: {os.strerror(err)}")
+
+
+def _readable(rows: list[_binding.RawFacts], units: _Units) -> Iterator[Facts]:
+    raise_if_short(rows)
     for raw in rows:
         if raw[0] == 0:
             yield to_facts(raw, units)

@@ -99,7 +99,10 @@ def usage_of(procs: list[Proc]) -> Usage:
 
     if not procs:
         return EMPTY
+    from .facts import _Units, raise_if_short
+
     rows = _binding.facts_scan([p.pid for p in procs], [p.start_time for p in procs], _binding.FACT_STAT)
+    raise_if_short(rows)
     seen: set[tuple[int, int]] = set()
     pages = vms = user_ticks = system_ticks = 0
     for (status, pid, _, _, _, _, state, _, _, _, _,
@@ -112,18 +115,5 @@ def usage_of(procs: list[Proc]) -> Usage:
         vms += vsize
         user_ticks += utime
         system_ticks += stime
-    tick, page = _units()
-    return Usage(len(seen), pages * page, vms, user_ticks / tick, system_ticks / tick)
-
-
-_units_read: tuple[int, int] | None = None
-
-
-def _units() -> tuple[int, int]:
-    """(clock ticks per second, page size), read once: what turns the core's units into seconds and bytes."""
-    global _units_read
-    if _units_read is None:
-        import os
-
-        _units_read = (os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE"))
-    return _units_read
+    units = _Units()
+    return Usage(len(seen), pages * units.rss_unit, vms, user_ticks / units.cpu_hz, system_ticks / units.cpu_hz)

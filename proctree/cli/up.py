@@ -141,13 +141,22 @@ def _parse_grace(text):
     return seconds
 
 
+# --stats' bounds: below a tenth of a second the lines would bury the entries' output (and read /proc
+# hundreds of times a second); above a day (--grace's bound) the first line would never come.
+MIN_STATS_INTERVAL = 0.1
+
+
 def _parse_interval(text):
-    """--stats: plain decimal seconds above zero (a zero interval would read usage without a pause)."""
+    """--stats: plain decimal seconds, from a tenth of a second to a day."""
     import argparse
 
     seconds = parse_seconds(text)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"not a positive number of seconds: {shown(text)}")
+    if seconds < MIN_STATS_INTERVAL:
+        raise argparse.ArgumentTypeError(f"too short an interval: {shown(text)} (at least {MIN_STATS_INTERVAL:g})")
+    if seconds > MAX_STOP_GRACE:
+        raise argparse.ArgumentTypeError(f"too many seconds: {shown(text)} (at most {MAX_STOP_GRACE:g}, one day)")
     return seconds
 
 

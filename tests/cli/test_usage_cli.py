@@ -138,7 +138,7 @@ def test_up_stats_prints_usage_lines_and_json_objects(tmp_path):
             assert all(e["service"]["usage"] is None for e in events if "service" in e and e["kind"] != "usage")
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "inf"])
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "inf", "0.001", "0.09", "86401", "99999999"])
 def test_up_stats_refuses_a_bad_interval(tmp_path, value):
     (tmp_path / "Procfile").write_text("a: true\n")
     r = cli("up", "-f", str(tmp_path / "Procfile"), "--stats", value)

@@ -251,3 +251,31 @@ def test_facts_pickle_and_compare_as_records():
     assert copy.copy(f) == f and hash(f._replace(cmdline=None, denied=frozenset())) is not None
     with pytest.raises(AttributeError):
         f.pid = 1
+
+
+SHORT_OF_FDS = r"""
+import errno, os, sys
+import proctree
+me = proctree.proc(os.getpid())
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+os.close(held.pop())  # one descriptor free: each call can open /proc, no process's directory besides
+outcomes = []
+for call in (lambda: proctree.all_facts([]), lambda: proctree.facts_of([me], []), lambda: proctree.usage([me])):
+    try:
+        outcomes.append(repr(call()))
+    except OSError as exc:
+        outcomes.append(errno.errorcode.get(exc.errno, str(exc.errno)))
+print(" ".join(outcomes))
+"""
+
+
+def test_a_process_short_of_descriptors_gets_an_error_not_an_empty_answer():
+    # Leaving out rows the core could not read for want of descriptors would report live processes as gone.
+    r = subprocess.run([sys.executable, "-c", SHORT_OF_FDS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["EMFILE", "EMFILE", "EMFILE"], r.stdout
