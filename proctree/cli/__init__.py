@@ -212,6 +212,24 @@ def _main(argv):
         # A source checkout without its build: the message says why and the ways out; no traceback. proctree's
         # own (the installation's), not the subcommand's.
         return report(CliError(str(exc), code=1, kind="ImportError"), stream)
+    except Exception as exc:
+        import proctree  # here: a command's start-up imports nothing for the errors it may never meet
+
+        if not isinstance(exc, (proctree.Error, OSError)):
+            raise
+        # A library error or an OSError the subcommand did not expect: said in one line, not a traceback.
+        return report(_unexpected(exc, prog), stream)
+
+
+def _unexpected(exc, prog):
+    """The CliError for a library error or an OSError a subcommand let through (status 2)."""
+    error = CliError.from_exception(exc)
+    import proctree
+
+    if isinstance(exc, proctree.AccessDenied) and getattr(exc, "pid", None) is None:
+        error.message = "the process table cannot be read: access denied (is /proc mounted with hidepid=?)"
+    error.prog = prog
+    return error
 
 
 def _quiet_broken_pipe():
