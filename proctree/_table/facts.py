@@ -291,19 +291,20 @@ def _argv(block: bytes) -> list[str]:
 _SHORT = frozenset((-errno.EMFILE, -errno.ENFILE, -errno.ENOMEM))
 
 
-def raise_if_short(rows: Iterable[_binding.RawFacts]) -> None:
-    """OSError for the first row the core could not read for want of descriptors or memory."""
-    for raw in rows:
-        if raw[0] in _SHORT:
-            err = -raw[0]
-            raise OSError(err, f"process facts of pid {raw[1]}: {os.strerror(err)}")
+def raise_if_short(raw: _binding.RawFacts) -> None:
+    """OSError if the core could not read this row for want of descriptors or memory (status -EMFILE, ...)."""
+    if raw[0] in _SHORT:
+        err = -raw[0]
+        raise OSError(err, f"process facts of pid {raw[1]}: {os.strerror(err)}")
 
 
 def _readable(rows: list[_binding.RawFacts], units: _Units) -> Iterator[Facts]:
-    raise_if_short(rows)
+    """The rows read whole, as Facts (the callers take them all: a raise drops the rows already made)."""
     for raw in rows:
         if raw[0] == 0:
             yield to_facts(raw, units)
+        else:
+            raise_if_short(raw)
 
 
 def facts(pid: int, want: int) -> Facts:

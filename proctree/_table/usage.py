@@ -102,13 +102,15 @@ def usage_of(procs: list[Proc]) -> Usage:
     from .facts import _Units, raise_if_short
 
     rows = _binding.facts_scan([p.pid for p in procs], [p.start_time for p in procs], _binding.FACT_STAT)
-    raise_if_short(rows)
     seen: set[tuple[int, int]] = set()
     pages = vms = user_ticks = system_ticks = 0
     for (status, pid, _, _, _, _, state, _, _, _, _,
          start, utime, stime, vsize, rss, threads, *_) in rows:  # fmt: skip
         key = (pid, start)
-        if status != 0 or key in seen or _whole_zombie(state == b"Z", threads):
+        if status != 0:
+            raise_if_short((status, pid))  # out of descriptors or memory is an error, not "gone"
+            continue
+        if key in seen or _whole_zombie(state == b"Z", threads):
             continue
         seen.add(key)
         pages += rss
