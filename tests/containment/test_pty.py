@@ -98,6 +98,14 @@ def wait_state(pid, want, timeout=15.0):
     return state(pid) in want
 
 
+def answer_the_probe(fd, line):
+    """What TTY_PROBE printed, once it waits for its line; then line typed. Typed any earlier, the terminal's echo
+    of it would land amid the probe's own lines."""
+    out = read_until(fd, rb"size -?\d+ -?\d+\r?\n")
+    os.write(fd, line)
+    return out + read_until(fd, rb"read " + re.escape(line.strip()))
+
+
 def poll_until(tree, cond, timeout=15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -130,8 +138,7 @@ def test_the_command_runs_on_its_own_controlling_terminal(native, trees, mode):
     t = proctree.spawn([sys.executable, "-c", TTY_PROBE], contain=mode, pty=True)
     trees.append(t)
     assert isinstance(t.pty, int) and t.stdin is t.stdout is t.stderr is None
-    os.write(t.pty, b"typed\n")
-    out = read_until(t.pty, rb"read typed")
+    out = answer_the_probe(t.pty, b"typed\n")
     assert b"isatty True True True" in out
     assert b"ctty True True" in out
     assert b"foreground True" in out
@@ -154,8 +161,7 @@ def test_window_size_is_the_owners(native, trees):
         for fd in (saved, m, s):
             os.close(fd)
     trees.append(t)
-    os.write(t.pty, b"x\n")
-    assert b"size 101 33" in read_until(t.pty, rb"read x")
+    assert b"size 101 33" in answer_the_probe(t.pty, b"x\n")
     t.wait(15)
 
 
@@ -166,8 +172,7 @@ def test_no_owner_terminal_leaves_the_size_unset(native, trees):
         pytest.skip("this test run has a terminal")
     t = proctree.spawn([sys.executable, "-c", TTY_PROBE], pty=True, stdin=None)
     trees.append(t)
-    os.write(t.pty, b"x\n")
-    assert b"size 0 0" in read_until(t.pty, rb"read x")
+    assert b"size 0 0" in answer_the_probe(t.pty, b"x\n")
     t.wait(15)
 
 
@@ -210,8 +215,7 @@ def test_spawn_async_with_pty(native):
     async def main():
         t = await proctree.spawn_async([sys.executable, "-c", TTY_PROBE], pty=True)
         try:
-            os.write(t.pty, b"a\n")
-            assert b"foreground True" in read_until(t.pty, rb"read a")
+            assert b"foreground True" in answer_the_probe(t.pty, b"a\n")
             assert await t.wait_async(15) == 0
         finally:
             t.terminate(0.5)
