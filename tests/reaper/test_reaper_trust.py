@@ -48,12 +48,14 @@ reaper = (
     "print(json.dumps({'found': [o.proc.pid for o in found], 'ended': len(rep.candidates),"
     " 'warnings': list(rep.warnings), 'skipped': [s.reason for s in rep.skipped],"
     " 'sleeper_alive': sleeper.poll() is None}), flush=True)\n"
+    "import sys; sys.stdin.readline()\n"  # until the tree's members are counted: ending at once would shrink them
     "sleeper.kill()\n"
 )
 inner = [*["unshare", *opts], sys.executable, "-c", reaper]
-with proctree.spawn(["sh", "-c", "sleep 300 & exec \"$@\"", "sh", *inner], contain=mode, stdout=subprocess.PIPE, text=True, grace=0.5) as t:
+with proctree.spawn(["sh", "-c", "sleep 300 & exec \"$@\"", "sh", *inner], contain=mode, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, grace=0.5) as t:
     line = t.stdout.readline()
     alive = [p.pid for p in t.members()]
+    t.stdin.close()
     t.wait(timeout=30)
 print(json.dumps({"inner": json.loads(line), "members_while_reaping": len(alive)}))
 """
