@@ -20,7 +20,9 @@ INCLUDE = CSRC / "include"
 
 if sys.platform.startswith("linux"):
     SOURCES = [
-        "csrc/core/linux.c",
+        "csrc/core/linux_proc.c",
+        "csrc/core/linux_table.c",
+        "csrc/core/linux_procargs.c",
         "csrc/core/walk.c",
         "csrc/core/args.c",
         "csrc/core/facts_linux.c",

@@ -72,7 +72,7 @@ def keeper_own_sources(platform: str = sys.platform) -> list[str]:
 def keeper_sources(platform: str = sys.platform) -> list[str]:
     """The C files the keeper is built from: its own and the core's, for this platform."""
     if platform.startswith("linux"):
-        core = ["csrc/core/linux.c"]
+        core = ["csrc/core/linux_proc.c", "csrc/core/linux_table.c", "csrc/core/linux_procargs.c"]
     elif platform == "darwin":
         core = ["csrc/core/macos_proc.c", "csrc/core/macos_table.c", "csrc/core/macos_procargs.c"]
     else:

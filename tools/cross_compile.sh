@@ -8,7 +8,7 @@
 # Checks, each with -std=c11 -Wall -Wextra -Werror:
 #   csrc/core/macos_*.c        aarch64-macos.11.0, x86_64-macos.10.13
 #   cffi's generated _core.c       the same two macOS targets
-#   csrc/core/linux.c          aarch64-linux-gnu.2.17, x86_64-linux-musl
+#   csrc/core/linux_*.c        aarch64-linux-gnu.2.17, x86_64-linux-musl
 #   csrc/core/walk.c           every target above (it is shared)
 #   csrc/core/args.c           every target above (the shared block parsers)
 #   csrc/core/facts_parse.c    every target above (the facts' shared parsers); facts_linux.c on the Linux
@@ -158,7 +158,9 @@ done
 
 echo "== Linux core =="
 for t in "${LINUX_TARGETS[@]}"; do
-    check "$t" csrc/core/linux.c
+    check "$t" csrc/core/linux_proc.c
+    check "$t" csrc/core/linux_table.c
+    check "$t" csrc/core/linux_procargs.c
     check "$t" csrc/core/walk.c
     check "$t" csrc/core/args.c
     check "$t" csrc/core/facts_parse.c

@@ -1,4 +1,4 @@
-/* What each platform's core file (linux.c, macos_procargs.c) defines for the files every platform shares (args.c),
+/* What each platform's core files (linux_*.c, macos_*.c) define for the files every platform shares (args.c),
  * beyond the contract in proctree.h. Not read by cffi: nothing here is part of the module.
  */
 #ifndef PROCTREE_CORE_PLATFORM_H
@@ -12,7 +12,7 @@ int pt_env_find_checked(int32_t pid, const char *key, size_t keylen, char *val, 
                         size_t scratchcap);
 
 /* Returns the number of pid's children written to kids with *out filled for pid, both read so that the list needs
- * no read back (linux.c says when that holds); -EAGAIN with *out filled as pt_proc fills it when it does not hold
+ * no read back (linux_table.c says when that holds); -EAGAIN with *out filled as pt_proc fills it when it does not hold
  * (read the list at the row's turn with pt_children_of); -ENOBUFS if more than cap children; -ESRCH; or -errno. */
 int pt_proc_listed(int32_t pid, struct pt_proc *out, int32_t *kids, int cap);
 

@@ -1,8 +1,8 @@
 /* proctree C core: reads facts about the process table, nothing else.
  *
  * No policy, no signals, no allocation the caller did not size. One
- * implementation per platform (csrc/core/linux.c; macos_proc.c, macos_table.c, macos_procargs.c) defines
- * every function below. Every function returns 0 (or a count) on success
+ * implementation per platform (csrc/core/linux_proc.c, linux_table.c, linux_procargs.c; macos_proc.c, macos_table.c,
+ * macos_procargs.c) defines every function below. Every function returns 0 (or a count) on success
  * and -errno on failure; errno itself is never the channel.
  * cffi reads this file too (build_ffi.cdef_from_header): comments, preprocessor lines and _Static_assert lines are
  * dropped and integer macros replaced by their values, so every declaration must stay plain C that cffi parses. */

@@ -23,15 +23,13 @@ import pytest
 
 import proctree
 from support.ports import answers, free_base
+from support.stubborn import survives_polite_signals_sh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(proctree.__file__)))
 PY = shlex.quote(sys.executable)
 # A server that says where it listens (the URL up reads), as `python -m http.server` does.
 SERVER = f"{PY} -m http.server $PORT --bind 127.0.0.1"
-TERM_IGNORER = (
-    f"{PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    'print("ignoring TERM", flush=True); time.sleep(300)\''
-)
+STUBBORN = survives_polite_signals_sh(say="ignoring polite signals")
 
 
 def env(**extra):
@@ -139,11 +137,11 @@ def test_two_webs_worker_daemon_and_term_ignorer_then_ctrl_c(tmp_path, ups):
     procfile(
         tmp_path,
         f"""\
-# two web servers (-m web=2), a worker, a daemon, one that ignores SIGTERM
+# two web servers (-m web=2), a worker, a daemon, one that ignores the polite signals
 web: {SERVER}
 worker: {PY} -c 'import os, time; print("working as", os.environ["PROCTREE_SERVICE"], "port", os.environ["PORT"], flush=True); time.sleep(300)'
 daemon: setsid {PY} -m http.server $PORT --bind 127.0.0.1 </dev/null >/dev/null 2>&1 & echo daemon started; while :; do sleep 1; done
-stubborn: {TERM_IGNORER}
+stubborn: {STUBBORN}
 colours: printf '\\033[31mred\\033[0m plain\\n'; sleep 300
 """,
     )
@@ -152,7 +150,7 @@ colours: printf '\\033[31mred\\033[0m plain\\n'; sleep 300
     u.wait_for(rf"system +\| web\.2 ready at http://127\.0\.0\.1:{base + 1}/")
     u.wait_for(rf"worker\.1 +\| working as worker\.1 port {base + 100}$")
     u.wait_for(r"daemon\.1 +\| daemon started")
-    u.wait_for(r"stubborn\.1 +\| ignoring TERM")
+    u.wait_for(r"stubborn\.1 +\| ignoring polite signals")
     u.wait_for(r"colours\.1 +\| red plain$")
     deadline = time.monotonic() + 20
     while not answers(base + 200) and time.monotonic() < deadline:
@@ -189,9 +187,9 @@ def test_signal_statuses(tmp_path, ups, sig, code):
 
 
 def test_second_ctrl_c_kills_at_once(tmp_path, ups):
-    procfile(tmp_path, f"stubborn: {TERM_IGNORER}\n")
+    procfile(tmp_path, f"stubborn: {STUBBORN}\n")
     u = start(ups, tmp_path, "-p", str(free_base()), "--grace", "60")
-    u.wait_for(r"stubborn\.1 +\| ignoring TERM")
+    u.wait_for(r"stubborn\.1 +\| ignoring polite signals")
     u.signal(signal.SIGINT)
     u.wait_for(r"stopping everything \(grace 60 s\)")
     t0 = time.monotonic()

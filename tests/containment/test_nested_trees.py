@@ -22,6 +22,7 @@ import proctree
 from proctree._containment import cgroup as _cgroup
 from proctree._containment.evidence import marker as _marker
 from support.spawnkit import ALL_MODES, alive, end_daemon, wait_gone
+from support.stubborn import ignore_polite_signals_sh
 
 ID_A, ID_B, ID_C = "a" * 32, "b" * 32, "0123456789abcdef" * 2
 OUTER8 = [f"{i:032x}" for i in range(1, 9)]
@@ -91,14 +92,14 @@ def test_carries_tree(value, tree, carries):
 # Real trees
 
 # The inner owner (the outer tree's command): spawns an inner tree with a long
-# grace whose command double-forks a setsid daemon that ignores SIGTERM, reports
-# the daemon's pid, and sleeps. argv: inner mode, report path.
-INNER_OWNER = textwrap.dedent(r"""
+# grace whose command double-forks a setsid daemon that survives the polite signals
+# (support/stubborn.py), reports the daemon's pid, and sleeps. argv: inner mode, report path.
+INNER_OWNER = textwrap.dedent(rf"""
     import sys, time
     import proctree
     mode, path = sys.argv[1], sys.argv[2]
-    daemon = "trap '' TERM; echo $$ > %s.tmp && mv %s.tmp %s; exec sleep 300" % (path, path, path)
-    t = proctree.spawn(["sh", "-c", "trap '' TERM; (setsid sh -c \"$0\" &); exec sleep 300", daemon],
+    daemon = "{ignore_polite_signals_sh()}; echo $$ > %s.tmp && mv %s.tmp %s; exec sleep 300" % (path, path, path)
+    t = proctree.spawn(["sh", "-c", "{ignore_polite_signals_sh()}; (setsid sh -c \"$0\" &); exec sleep 300", daemon],
                        contain=mode, grace=60)
     with open(path + ".cgroup", "w") as f:
         f.write(t.cgroup or "")

@@ -128,7 +128,7 @@ def test_the_cdef_is_the_headers_declarations():
 @pytest.mark.parametrize(
     "platform, core",
     [
-        ("linux", ["csrc/core/linux.c"]),
+        ("linux", ["csrc/core/linux_proc.c", "csrc/core/linux_table.c", "csrc/core/linux_procargs.c"]),
         ("darwin", ["csrc/core/macos_proc.c", "csrc/core/macos_table.c", "csrc/core/macos_procargs.c"]),
     ],
 )

@@ -24,6 +24,7 @@ import proctree
 from proctree._table import binding as _binding
 from support.reapkit import orphaned_tree, start_detached
 from support.spawnkit import CGROUP_OK, alive, wait_gone
+from support.stubborn import ignore_polite_signals_sh
 
 LINUX = sys.platform.startswith("linux")
 ROOT = LINUX and os.geteuid() == 0
@@ -132,13 +133,13 @@ def test_protect_keeps_a_leftover_cgroup_from_being_killed_whole(started, pipe):
     assert again.ok and len(again.cgroups_removed) == 1
 
 
-@pytest.mark.parametrize("ignores_term", [False, True])
-def test_an_orphan_forking_while_it_is_reaped_leaves_nothing(started, ignores_term):
+@pytest.mark.parametrize("stubborn", [False, True])
+def test_an_orphan_forking_while_it_is_reaped_leaves_nothing(started, stubborn):
     gone = subprocess.Popen(["true"])
     gone.wait()
     value = f"{gone.pid}:1:late-{os.getpid()}"
     env = dict(os.environ, PROCTREE_OWNER=value)
-    loop = ("trap '' TERM; " if ignores_term else "") + "while :; do sleep 300 & sleep 0.005; done"
+    loop = (f"{ignore_polite_signals_sh()}; " if stubborn else "") + "while :; do sleep 300 & sleep 0.005; done"
     root = start_detached(["sh", "-c", loop], started, env=env)
     time.sleep(0.3)
 

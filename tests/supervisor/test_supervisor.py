@@ -18,6 +18,7 @@ import pytest
 from proctree import Supervisor
 from support.ports import answers, free_port
 from support.spawnkit import ALL_MODES, alive
+from support.stubborn import survives_polite_signals
 
 PY = sys.executable
 
@@ -212,14 +213,14 @@ def test_a_service_with_grandchildren_and_a_setsid_daemon_is_stopped_whole(mode)
     run(main())
 
 
-IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('pid main', __import__('os').getpid(), flush=True); time.sleep(120)"
+STUBBORN = survives_polite_signals(say="pid main {pid}", seconds=120)
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_a_service_ignoring_sigterm_is_killed_after_stop_grace(mode):
     async def main():
         async with Supervisor(stop_grace=0.6, contain=mode) as sup:
-            snap = await sup.start([PY, "-c", IGNORE_TERM], ready="log:pid main")
+            snap = await sup.start([PY, "-c", STUBBORN], ready="log:pid main")
             pids = await rows_matching(sup, snap.id, "pid ", 1)
             assert (await sup.wait(snap.id, timeout=20)).status == "ready"
             t0 = time.monotonic()
@@ -309,7 +310,7 @@ def test_reap_sync_is_idempotent_and_does_not_wait_for_the_grace():
         async with Supervisor(stop_grace=30) as sup:
             events = []
             sup.subscribe(lambda e: events.append((e.snapshot.id, e.kind)))
-            stubborn = await sup.start([PY, "-c", IGNORE_TERM], ready="log:pid main")
+            stubborn = await sup.start([PY, "-c", STUBBORN], ready="log:pid main")
             family = await sup.start([PY, "-c", FAMILY, *(str(free_port()) for _ in range(3))])
             pids = await rows_matching(sup, stubborn.id, "pid ", 1)
             pids.update(await rows_matching(sup, family.id, "pid ", 4))
@@ -361,7 +362,7 @@ HOST = textwrap.dedent(r"""
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_a_sigkilled_host_leaves_nothing_running(mode):
     ports = [free_port() for _ in range(3)]
-    argv = [PY, "-c", HOST, FAMILY, *map(str, ports), IGNORE_TERM, mode]
+    argv = [PY, "-c", HOST, FAMILY, *map(str, ports), STUBBORN, mode]
     host = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         pids = []

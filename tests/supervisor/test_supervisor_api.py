@@ -8,6 +8,7 @@ import pytest
 
 from proctree import ServiceSpec, Supervisor, SupervisorError, SyncSupervisor, UnknownServiceError
 from support.spawnkit import alive
+from support.stubborn import survives_polite_signals_argv
 
 PY = sys.executable
 
@@ -252,8 +253,8 @@ def test_a_start_or_restart_that_close_interrupts_raises_closed(call):
             if call == "start_all":
                 work = asyncio.ensure_future(sup.start_all([db, web]))
             else:  # a restart waits out the grace of a TERM-ignorer
-                ignorer = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
-                await sup.start([PY, "-c", ignorer], name="web", stop_grace=1.5, ready="log:^up$")
+                ignorer = survives_polite_signals_argv(say="up", seconds=60)
+                await sup.start(ignorer, name="web", stop_grace=1.5, ready="log:^up$")
                 await sup.wait("web", timeout=20)
                 work = asyncio.ensure_future(sup.restart("web"))
             await asyncio.sleep(0.2)
@@ -406,13 +407,11 @@ def test_a_wait_that_times_out_raises_and_leaves_the_service_alone():
 
 
 def test_a_cancelled_stop_carries_on_and_the_snapshot_keeps_its_status_meanwhile():
-    ignorer = (
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
-    )
+    ignorer = survives_polite_signals_argv(say="up", seconds=60)
 
     async def main():
         async with Supervisor(stop_grace=1.0) as sup:
-            snap = await sup.start([PY, "-c", ignorer], ready="log:^up$")
+            snap = await sup.start(ignorer, ready="log:^up$")
             await sup.wait(snap.id, timeout=20)
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(sup.stop(snap.id), 0.2)

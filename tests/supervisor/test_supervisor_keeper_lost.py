@@ -20,6 +20,7 @@ from proctree import Supervisor
 from proctree._containment import byidentity as _byidentity
 from proctree._containment.spawn import Tree
 from support.spawnkit import ALL_MODES, alive, wait_gone
+from support.stubborn import survives_polite_signals_sh
 
 PY = sys.executable
 # A server-like service with a grandchild (the keeper's death must end both).
@@ -119,7 +120,7 @@ def test_a_killed_keeper_is_restarted_as_a_crash_under_on_failure():
 def test_a_keeper_killed_during_a_stop_still_ends_stopped():
     async def main():
         async with Supervisor(stop_grace=2.0) as sup:
-            ignorer = f"{PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(\"up\", flush=True); time.sleep(300)'"
+            ignorer = survives_polite_signals_sh(say="up")
             snap = await sup.start(ignorer, ready="log:^up$")
             snap = await sup.wait(snap.id, timeout=30)
             stopping = asyncio.ensure_future(sup.stop(snap.id))

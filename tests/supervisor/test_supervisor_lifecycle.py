@@ -10,6 +10,7 @@ import pytest
 from proctree import Backoff, ServiceSpec, Supervisor
 from support.ports import free_port
 from support.spawnkit import ALL_MODES, alive
+from support.stubborn import survives_polite_signals
 
 PY = sys.executable
 
@@ -74,14 +75,14 @@ def test_restart_policies():
     run(main())
 
 
-# Prints its own pid and a TERM-ignoring grandchild's, then runs until stopped.
+# Prints its own pid and that of a grandchild that survives the polite signals, then runs until stopped.
 STUBBORN_FAMILY = textwrap.dedent(r"""
     import os, signal, subprocess, sys, time
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    code = STUBBORN_CODE
     kid = subprocess.Popen([sys.executable, "-c", code])
     print("pids %d %d" % (os.getpid(), kid.pid), flush=True)
     time.sleep(120)
-""")
+""").replace("STUBBORN_CODE", repr(survives_polite_signals(seconds=120)))
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)

@@ -11,11 +11,10 @@ import pytest
 
 import proctree
 from proctree import ServiceSpec, Supervisor
+from support.stubborn import survives_polite_signals
 
 PY = sys.executable
-IGNORE_TERM = (
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"
-)
+STUBBORN = survives_polite_signals(say="up", seconds=120)
 
 
 def run(coro, timeout=90):
@@ -62,7 +61,7 @@ def test_a_huge_line_and_invalid_utf8_stay_within_the_ring():
 def test_sixteen_term_ignorers_stop_within_about_one_grace():
     async def main():
         async with Supervisor(max_services=16, stop_grace=1.0) as sup:
-            snaps = await sup.start_all([ServiceSpec([PY, "-c", IGNORE_TERM], ready="log:^up$") for _ in range(16)])
+            snaps = await sup.start_all([ServiceSpec([PY, "-c", STUBBORN], ready="log:^up$") for _ in range(16)])
             for s in snaps:
                 assert (await sup.wait(s.id, timeout=30)).status == "ready"
             pids = [s.pid for s in snaps]
@@ -79,7 +78,7 @@ def test_sixteen_term_ignorers_stop_within_about_one_grace():
 def test_stop_and_restart_racing_end_stopped():
     async def main():
         async with Supervisor(stop_grace=0.3) as sup:
-            snap = await sup.start([PY, "-c", IGNORE_TERM], ready="log:^up$")
+            snap = await sup.start([PY, "-c", STUBBORN], ready="log:^up$")
             await sup.wait(snap.id, timeout=20)
             results = await asyncio.gather(sup.restart(snap.id), sup.stop(snap.id), sup.restart(snap.id))
             final = sup.get(snap.id)
@@ -127,7 +126,7 @@ def test_a_cancelled_start_leaves_nothing():
 def test_asyncio_run_ending_without_a_stop_leaves_nothing():
     async def main():
         sup = Supervisor()
-        await sup.start([PY, "-c", IGNORE_TERM])
+        await sup.start([PY, "-c", STUBBORN])
         await sup.start("sleep 60; echo never")
         # No `async with`, no stop: asyncio.run cancels the lifecycle tasks at its end.
 
@@ -157,7 +156,7 @@ SIGINT_HOST = textwrap.dedent(r"""
 
 
 def test_sigint_to_the_host_stops_everything_and_exits():
-    host = subprocess.Popen([PY, "-c", SIGINT_HOST, IGNORE_TERM], stdout=subprocess.PIPE, text=True)
+    host = subprocess.Popen([PY, "-c", SIGINT_HOST, STUBBORN], stdout=subprocess.PIPE, text=True)
     try:
         pids = []
         for line in host.stdout:
@@ -229,7 +228,7 @@ def test_reap_sync_and_kill_foreground_from_another_thread():
         async with Supervisor(stop_grace=30) as sup:
             kinds = []
             sup.subscribe(lambda e: kinds.append(e.kind))
-            snap = await sup.start([PY, "-c", IGNORE_TERM], ready="log:^up$")
+            snap = await sup.start([PY, "-c", STUBBORN], ready="log:^up$")
             await sup.wait(snap.id, timeout=20)
             fg = asyncio.ensure_future(sup.run_foreground("sleep 60"))
             while sup.foreground_count() == 0:

@@ -31,6 +31,7 @@ from proctree._supervisor.readiness import (
     tcp_probe,
 )
 from support.ports import free_port
+from support.stubborn import ignore_polite_signals_sh
 
 # --- find_url --------------------------------------------------------------------------------------
 
@@ -506,7 +507,8 @@ def test_exec_probe_timeout_leaves_nothing():
 
 def test_exec_probe_timeout_kills_a_term_ignorer():
     t0 = time.monotonic()
-    assert not run(exec_probe("trap '' TERM INT HUP; sleep 60 & sh -c \"trap '' TERM; sleep 61\"; wait", 0.5))
+    stubborn = ignore_polite_signals_sh()
+    assert not run(exec_probe(f'{stubborn}; sleep 60 & sh -c "{stubborn}; sleep 61"; wait', 0.5))
     assert time.monotonic() - t0 < 15
 
 

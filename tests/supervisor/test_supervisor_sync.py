@@ -13,6 +13,7 @@ import proctree
 from proctree import ServiceSpec, SupervisorError, SyncSupervisor
 from support.ports import free_port
 from support.spawnkit import alive
+from support.stubborn import survives_polite_signals_argv
 
 PY = sys.executable
 
@@ -78,7 +79,7 @@ def test_reap_sync_and_bad_settings():
     with pytest.raises(ValueError):
         SyncSupervisor(contain="jail")
     with SyncSupervisor(stop_grace=30) as sup:
-        snap = sup.start([PY, "-c", "import signal, time; signal.signal(15, signal.SIG_IGN); time.sleep(60)"])
+        snap = sup.start(survives_polite_signals_argv(seconds=60))
         t0 = time.monotonic()
         sup.reap_sync()
         sup.reap_sync()

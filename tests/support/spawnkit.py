@@ -14,6 +14,8 @@ from proctree._containment import cgroup as _cgroup
 from proctree._containment.evidence import marker as _marker
 from proctree._containment.spawn import spawn
 
+from .stubborn import ignore_polite_signals_py
+
 LINUX = sys.platform.startswith("linux")
 
 
@@ -37,8 +39,8 @@ ALL_MODES = CONTAINING + ["session"]
 
 # A command that double-forks a daemon into its own session (reparented away
 # from the command at once), reports the daemon's pid on fd W, then either
-# sleeps or exits. argv: W ignore_sigterm(0/1) then(sleep|exit)
-DAEMONIZER = textwrap.dedent(r"""
+# sleeps or exits. argv: W stubborn(0/1: the daemon survives the polite signals, support/stubborn.py) then(sleep|exit)
+DAEMONIZER = textwrap.dedent(rf"""
     import os, signal, sys, time
     w, ignore, then = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
     ready_r, ready_w = os.pipe()
@@ -46,7 +48,7 @@ DAEMONIZER = textwrap.dedent(r"""
         os.setsid()
         if os.fork() == 0:
             if ignore:
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                {ignore_polite_signals_py()}
             os.write(w, b"daemon %d\n" % os.getpid())
             os.close(w)
             os.write(ready_w, b"x")  # only now may the command go on (and perhaps exit)

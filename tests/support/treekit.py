@@ -29,6 +29,8 @@ import pytest
 
 import proctree
 
+from .stubborn import ignore_polite_signals_py
+
 READY_TIMEOUT = 30.0
 
 # Shared prologue of every tree script: `say(role)` reports this process.
@@ -230,13 +232,12 @@ class Kit:
         )
 
     def term_ignorer(self, depth=1):
-        """A child that ignores SIGTERM and SIGHUP: needs the escalation."""
+        """A child that survives the polite signals (support/stubborn.py): needs the escalation."""
         return self.start(
-            """
+            f"""
             say("root")
             def ignorer():
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                {ignore_polite_signals_py()}
                 say("ignorer")
                 ready()
                 idle()

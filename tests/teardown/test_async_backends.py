@@ -8,22 +8,18 @@ cancelled spawn that leaves nothing behind (the suite's leak check).
 
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 import proctree
+from support.stubborn import survives_polite_signals_argv
 
 anyio = pytest.importorskip("anyio")
 pytest.importorskip("trio")
 
 BACKENDS = ["asyncio", "trio"]
-TERM_IGNORER = [
-    sys.executable,
-    "-c",
-    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)",
-]
+STUBBORN = survives_polite_signals_argv(say="ready", seconds=60)
 
 
 def run(backend, fn, *args):
@@ -63,7 +59,7 @@ def test_terminate_tree_async_ends_a_tree(backend, popen):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_cancelled_teardown_kills_at_once(backend, popen):
-    p = popen(TERM_IGNORER, stdout=subprocess.PIPE)
+    p = popen(STUBBORN, stdout=subprocess.PIPE)
     assert p.stdout.readline() == b"ready\n"
 
     async def main():
@@ -127,7 +123,7 @@ def test_a_cancelled_spawn_async_leaves_nothing(backend, after):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_cancelled_terminate_async_kills_at_once(backend):
     async def main():
-        tree = await proctree.spawn_async(TERM_IGNORER, stdout=subprocess.PIPE)
+        tree = await proctree.spawn_async(STUBBORN, stdout=subprocess.PIPE)
         try:
             await anyio.to_thread.run_sync(tree.stdout.readline)
             t0 = time.monotonic()
@@ -210,7 +206,7 @@ def test_async_with_keeps_the_loop_running_through_the_grace(backend):
         async with anyio.create_task_group() as tg:
             tg.start_soon(ticker)
             started = time.monotonic()
-            async with await proctree.spawn_async(TERM_IGNORER, stdout=subprocess.PIPE, grace=1.0) as tree:
+            async with await proctree.spawn_async(STUBBORN, stdout=subprocess.PIPE, grace=1.0) as tree:
                 assert await anyio.to_thread.run_sync(tree.stdout.readline) == b"ready\n"
             took = time.monotonic() - started
             done = True

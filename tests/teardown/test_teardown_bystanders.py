@@ -15,6 +15,7 @@ import time
 import pytest
 
 import proctree
+from support.stubborn import ignore_polite_signals_sh
 from support.treekit import alive
 from support.treekit import run_ns_json as run_in_ns
 
@@ -152,7 +153,7 @@ def test_multiprocessing_process_keeps_its_exit_status():
     "cmd, code",
     [
         (["sleep", "100"], -signal.SIGTERM),
-        (["sh", "-c", "trap '' TERM; exec sleep 100"], -signal.SIGKILL),
+        (["sh", "-c", f"{ignore_polite_signals_sh()}; exec sleep 100"], -signal.SIGKILL),
     ],
 )
 def test_popen_wait_returns_the_real_status(cmd, code):
@@ -231,7 +232,11 @@ def test_orphan_left_by_a_subshell_during_the_grace_is_ended(kit, tmp_path, atte
     ready = tmp_path / "ready"
     # The grace leaves the subshell (0.3 s in) plenty of time on a loaded machine.
     p = subprocess.Popen(
-        ["sh", "-c", f"trap '' HUP TERM; : > {ready}; sleep 0.3; (sleep 300 & echo $! > {out}); exec sleep 1000"],
+        [
+            "sh",
+            "-c",
+            f"{ignore_polite_signals_sh()}; : > {ready}; sleep 0.3; (sleep 300 & echo $! > {out}); exec sleep 1000",
+        ],
         start_new_session=True,
     )
     kit.popens.append(p)
