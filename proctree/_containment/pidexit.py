@@ -225,7 +225,7 @@ class ExitSet:
             with contextlib.suppress(OSError):  # it exited already: the wake-up's look at the table finds it
                 self._kq.control([ev], 0, 0)
             return False
-        if self._ep is not None and pidfd is not None:
+        if LINUX and self._ep is not None and pidfd is not None:
             self._ep.register(pidfd, select.EPOLLIN)
             return True
         return False
