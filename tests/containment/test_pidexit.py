@@ -348,3 +348,13 @@ def test_a_reused_pid_is_never_taken_for_the_process_that_held_it():
         new_child_exited=False,
         new_start_differs=True,
     )
+
+
+def test_without_waitid_the_thread_calls_back_at_once_for_the_callback_to_wait(children, monkeypatch):
+    # macOS before Python 3.13: no way to wait without reaping, so the callback (exitwatch's waitpid) waits itself.
+    monkeypatch.setattr(pidexit, "_HAS_WAITID", False)
+    p = children()
+    called = threading.Event()
+    pidexit.call_when_child_exited(p.pid, called.set, name="test-exit")
+    assert called.wait(10)
+    assert p.poll() is None, "the thread reaped or ended the child"
