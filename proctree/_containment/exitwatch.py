@@ -1,12 +1,13 @@
 """The exit of a command an async drop-in started on a loop without asyncio's child watcher (uvloop).
 
 asyncio's own Unix loop reaps through its child watcher; uvloop has none
-for a process it did not start. Here a pidfd on the command is added to
-the loop's readers: readable means exited, so the waitpid that follows
-returns at once, on the loop's thread, and the status goes to the
-transport's _process_exited as asyncio's watcher would hand it. Where pidfds
-are missing (old kernels, macOS), a thread waits and hands the status over
-with call_soon_threadsafe.
+for a process it did not start. Here the command's exit is added to the
+loop's readers (pidexit.py: a pidfd, readable once it exited), so the
+waitpid that follows returns at once, on the loop's thread, and the status
+goes to the transport's _process_exited as asyncio's watcher would hand it.
+Where pidfds are missing (old kernels, macOS), a thread waits for the exit
+(pidexit.py again), reaps it, and hands the status over with
+call_soon_threadsafe.
 
 This module reaps only the pid it is given (the caller's own child) and
 never signals anything.
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Callable
+
+from . import pidexit as _pidexit
 
 
 def _status(pid: int, known: Callable[[], int | None]) -> int:
@@ -34,19 +36,7 @@ def on_exit(
     loop: asyncio.AbstractEventLoop, pid: int, exited: Callable[[int], None], known: Callable[[], int | None]
 ) -> None:
     """Call exited(exit code) on the loop once the child pid exits (and reap it); known: its status if reaped."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = -1
-    if fd < 0:
-        threading.Thread(
-            target=lambda: loop.call_soon_threadsafe(exited, _status(pid, known)), name="proctree-exit", daemon=True
-        ).start()
-        return
-
-    def readable() -> None:
-        loop.remove_reader(fd)
-        os.close(fd)
-        exited(_status(pid, known))
-
-    loop.add_reader(fd, readable)
+    if not _pidexit.add_exit_reader(loop, pid, lambda: exited(_status(pid, known))):
+        _pidexit.call_when_child_exited(
+            pid, lambda: loop.call_soon_threadsafe(exited, _status(pid, known)), name="proctree-exit"
+        )

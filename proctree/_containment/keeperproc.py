@@ -8,11 +8,11 @@ import signal
 import subprocess
 import threading
 
-from .. import _fds, _lazyimport
+from .. import _lazyimport
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
-from .._teardown import signals as _signals
 from . import keeperwatch as _keeperwatch
+from . import pidexit as _pidexit
 from . import realpopen as _realpopen
 from . import spare as _spare
 
@@ -184,16 +184,8 @@ def _close_fds(fds):
 
 
 def _keeper_exited(pid: int) -> bool:
-    """True if our child pid has exited (a zombie now), without reaping it: Popen reaps it later.
-
-    Read from the table (os.waitid exists on macOS only from Python 3.13).
-    """
-    try:
-        return _binding.proc(pid).is_zombie
-    except NoSuchProcess:
-        return True
-    except (AccessDenied, OSError):
-        return False
+    """True if our child pid has exited (a zombie now), without reaping it: Popen reaps it later."""
+    return _pidexit.child_exited(pid)
 
 
 def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
@@ -205,14 +197,11 @@ def _wait_keeper(popen: subprocess.Popen, timeout: float | None) -> int:
     """
     if timeout is None or popen.returncode is not None:
         return popen.wait(timeout)
-    try:
-        fd = _signals.open_pidfd(popen.pid)
-    except OSError:
-        fd = None
+    fd = _pidexit.open_pidfd(popen.pid)
     if fd is None:  # macOS, or no pidfd to be had: Popen's own wait
         return popen.wait(timeout)
     try:
-        if not _fds.readable([fd], max(0.0, timeout)):
+        if not _pidexit.wait(fd, max(0.0, timeout)):
             raise subprocess.TimeoutExpired(popen.args, timeout)
     finally:
         os.close(fd)

@@ -4,9 +4,9 @@ A keeper normally outlives its tree: it ends what the command left and then
 exits with the command's status. A keeper killed outright (``kill -9``, the
 OOM killer) ends nothing: its members are reparented away and run on. The
 owner must then end them itself, without waiting for its caller to call in,
-so one daemon thread per owner process watches every live keeper (a pidfd
-each on Linux, kqueue NOTE_EXIT on macOS, a 0.2 s look at the process table
-elsewhere) and calls back the moment one exits. The callback (Tree's) decides
+so one daemon thread per owner process watches every live keeper (through
+pidexit.py's ExitSet: a pidfd each on Linux, kqueue NOTE_EXIT on macOS, a
+0.2 s look at the process table elsewhere) and calls back the moment one exits. The callback (Tree's) decides
 whether the exit was the keeper's own, from its status line and exit status.
 
 A keeper stopped by SIGSTOP (any member may send it: same user) would
@@ -26,17 +26,14 @@ forgotten, as the keepers are the parent's children.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 
-from .. import _fds
-from .._teardown import signals as _signals
+from . import pidexit as _pidexit
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
@@ -51,10 +48,9 @@ def _log() -> Any:
 
 
 _LINUX = sys.platform.startswith("linux")
-_POLL_FALLBACK = 0.2  # seconds between looks where no exit event exists
+_POLL_FALLBACK = _pidexit.POLL_FALLBACK  # seconds between looks where no exit event exists
 _LINGER = 2.0  # seconds the thread waits for a next keeper before it ends (a spawn loop starts it once)
 _STOP_CHECK = 0.5  # seconds between looks for a stopped keeper
-_KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
 
 
 class _Watched:
@@ -90,10 +86,7 @@ class KeeperWatch:
         self._lock = threading.RLock()
         self._watched: dict[int, _Watched] = {}
         self._thread: threading.Thread | None = None
-        self._wake_r: int | None = None
-        self._wake_w: int | None = None
-        self._kq: Any = None
-        self._ep: Any = None  # Linux: the thread's epoll; a pidfd registered in it is seen at once, unwoken
+        self._exits: _pidexit.ExitSet | None = None  # what the thread sleeps on, while it runs
         self._bounded = False  # the thread's current sleep ends within _STOP_CHECK (set under the lock)
         self._pid = os.getpid()  # the process whose children these are: a forked child starts afresh
 
@@ -120,15 +113,12 @@ class KeeperWatch:
         Every spawn's keeper exits, and a thread per exit cost each short
         command about a millisecond.
         """
-        pidfd = _pidfd(pid)
+        pidfd = _pidexit.open_pidfd(pid)  # our unreaped child: its pid is not reused before we reap it
         with self._lock:
             self._watched[pid] = _Watched(pid, pidfd, owner, callback, settled, resume)
             if self._thread is None:
                 self._start()
-            elif self._kq is not None:
-                self._kq_add(pid)
-            elif _LINUX and self._ep is not None and pidfd is not None:
-                self._ep.register(pidfd, select.EPOLLIN)
+            elif self._exits is not None and self._exits.add(pid, pidfd):
                 wake = False  # the thread's epoll_wait sees it as it is
             wake = wake or not self._bounded
         if wake:
@@ -158,13 +148,11 @@ class KeeperWatch:
         it is reported under a number that a new descriptor may take once closed (a forked child's copy keeps
         the file, and a registration of a closed descriptor, alive). The thread may still hold w from its last
         look: an event under w's old number (its own, or a new descriptor's) then finds w no longer watched."""
-        fd = w.pidfd
-        if fd is None:
+        if w.pidfd is None:
             return
-        if self._ep is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._ep.unregister(fd)
-        _close(fd)
+        if self._exits is not None:
+            self._exits.remove(w.pidfd)
+        _pidexit.close(w.pidfd)
 
     def watching(self) -> list[int]:
         with self._lock:
@@ -173,21 +161,9 @@ class KeeperWatch:
     # -- the thread -----------------------------------------------------------
     def _start(self) -> None:
         try:
-            r, w = os.pipe()
-            self._wake_r, self._wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
-            os.set_blocking(self._wake_w, False)
-            if sys.platform == "darwin":
-                self._kq = select.kqueue()
-                wake = select.kevent(self._wake_r, filter=select.KQ_FILTER_READ, flags=select.KQ_EV_ADD)
-                self._kq.control([wake], 0, 0)
-                for pid in self._watched:
-                    self._kq_add(pid)
-            elif hasattr(select, "epoll"):
-                self._ep = select.epoll()
-                self._ep.register(self._wake_r, select.EPOLLIN)
-                for watched in list(self._watched.values()):
-                    if watched.pidfd is not None:
-                        self._ep.register(watched.pidfd, select.EPOLLIN)
+            watched = list(self._watched.values())
+            pidfds = [w.pidfd for w in watched if w.pidfd is not None]
+            self._exits = _pidexit.ExitSet(pidfds, [w.pid for w in watched])
             thread = threading.Thread(target=self._run, name="proctree-keeper-watch", daemon=True)
             thread.start()
         except (OSError, RuntimeError) as exc:
@@ -198,24 +174,14 @@ class KeeperWatch:
             return
         self._thread = thread
 
-    def _kq_add(self, pid: int) -> None:
-        if sys.platform == "darwin":
-            flags = select.KQ_EV_ADD | select.KQ_EV_ONESHOT
-            ev = select.kevent(pid, filter=select.KQ_FILTER_PROC, flags=flags, fflags=select.KQ_NOTE_EXIT)
-            try:
-                self._kq.control([ev], 0, 0)
-            except OSError:
-                pass  # it exited already: the wake-up's look at the table finds it
-
     def _wake(self) -> None:
-        fd = self._wake_w
-        if fd is not None:
-            try:
-                os.write(fd, b"x")
-            except OSError:
-                pass  # full (a wake-up is pending anyway) or closed
+        exits = self._exits  # read once: a thread that ends meanwhile closes its pipe (the write then fails, unheard)
+        if exits is not None:
+            exits.wake()
 
     def _run(self) -> None:
+        exits = self._exits  # this thread's own: a forked child's or a later thread's is another
+        assert exits is not None
         idle_since = None
         checked = time.monotonic()  # the last look for stopped keepers: at most one per _STOP_CHECK
         while True:
@@ -234,8 +200,8 @@ class KeeperWatch:
                     timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
                 # kqueue: a process that exited before its event was registered is found only when woken
                 # An epoll or kqueue sees a new registration without a wake; poll() only within its timeout.
-                self._bounded = self._kq is None and timeout is not None and timeout <= _STOP_CHECK
-            proven, maybe = self._wait(watched, timeout)
+                self._bounded = exits.sees_new_unwoken and timeout is not None and timeout <= _STOP_CHECK
+            proven, maybe = exits.wait(watched, timeout)
             for w in proven + [w for w in maybe if self._exited(w.pid)]:
                 self._fire(w)
             if can_resume and time.monotonic() - checked >= _STOP_CHECK:
@@ -261,42 +227,6 @@ class KeeperWatch:
                         signal.pidfd_send_signal(w.pidfd, signal.SIGCONT)
                 except OSError:
                     pass  # it exited meanwhile (its pidfd says so next time round)
-
-    def _wait(self, watched: list[_Watched], timeout: float | None) -> tuple[list[_Watched], list[_Watched]]:
-        """Sleep until a keeper may have exited, the set changed, or timeout (None: no limit) passed.
-
-        Returns (the keepers an event proved exited, the keepers to look at in
-        the table). A pidfd or a kqueue event is proof even after the pid was
-        reaped and reused; a look at the table is not, so it is used only
-        where there is no event.
-        """
-        assert self._wake_r is not None
-        woken = False
-        if self._kq is not None:
-            events = self._kq.control(None, 64, timeout)
-            exited = {ev.ident for ev in events if ev.ident != self._wake_r or ev.filter != _KQ_READ}
-            woken = any(ev.ident == self._wake_r and ev.filter == _KQ_READ for ev in events)
-            proven = [w for w in watched if w.pid in exited]
-            # A keeper added while the thread slept may have exited before its event was registered.
-            maybe = [w for w in watched if w.pid not in exited] if woken else []
-        else:
-            if any(w.pidfd is None for w in watched):
-                timeout = _POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK)
-            if self._ep is not None:
-                # Level-triggered: a pidfd registered after `watched` was read fires again next round.
-                ready = {fd for fd, _ in self._ep.poll(-1 if timeout is None else timeout)}
-            else:
-                fds = [self._wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
-                ready = set(_fds.readable(fds, timeout))  # poll(): no limit on fd numbers (select() stops at 1024)
-            woken = self._wake_r in ready
-            proven = [w for w in watched if w.pidfd is not None and w.pidfd in ready]
-            maybe = [w for w in watched if w.pidfd is None]
-        if woken:
-            try:
-                os.read(self._wake_r, 4096)
-            except OSError:
-                pass
-        return proven, maybe
 
     def _fire(self, w: _Watched) -> None:
         with self._lock:
@@ -327,15 +257,11 @@ class KeeperWatch:
             sys.unraisablehook(_Unraisable(exc, w.callback))  # type: ignore[arg-type]
 
     def _stop_locked(self, closing: tuple[int, ...] = ()) -> None:
-        for fd in (self._wake_r, self._wake_w, *closing):
-            _close(fd)
-        if self._kq is not None:
-            self._kq.close()
-        if self._ep is not None:
-            self._ep.close()
-        self._ep = None
-        self._wake_r = self._wake_w = None
-        self._kq = None
+        for fd in closing:
+            _pidexit.close(fd)
+        if self._exits is not None:
+            self._exits.close()
+        self._exits = None
         self._thread = None
 
     def _after_fork_in_child(self) -> None:
@@ -360,25 +286,6 @@ class _Unraisable:
 
 # waitid(P_PIDFD) and pidfd_send_signal: Linux only (CPython has no os.waitid on macOS at all).
 _CAN_RESUME = _LINUX and hasattr(os, "P_PIDFD") and hasattr(os, "waitid") and hasattr(signal, "pidfd_send_signal")
-
-
-def _pidfd(pid: int) -> int | None:
-    """A pidfd on our child pid (it cannot be reused before we reap it), or None where there are none."""
-    if not _LINUX:
-        return None
-    try:
-        fd = _signals.open_pidfd(pid)
-        return None if fd is None else _fds.above_stdio(fd)  # held until it exits: never on a std fd
-    except OSError:  # gone already, or no descriptor to spare: the watch falls back as without pidfds
-        return None
-
-
-def _close(fd: int | None) -> None:
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 _instance: KeeperWatch | None = None

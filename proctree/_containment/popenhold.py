@@ -25,7 +25,6 @@ import atexit
 import contextlib
 import itertools
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from . import cgroup as _cgroup
 from . import cgrouppool as _pool
 from . import detach as _detach
 from . import keeperloss as _keeperloss
+from . import pidexit as _pidexit
 from .keeperproc import _keeper_watch
 from .launch import _LINUX
 from .spawn import spawn
@@ -225,12 +225,7 @@ def release(grace: float = GRACE) -> None:
 
 def _exited(tree: Any) -> bool:
     """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
-    if tree._keeper.returncode is not None:
-        return True
-    try:
-        return os.waitid(os.P_PID, tree.keeper_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except (AttributeError, OSError):
-        return bool(tree._keeper.exited())
+    return tree._keeper.returncode is not None or _pidexit.child_exited(tree.keeper_pid)
 
 
 def _watch_hold(tree: Any) -> None:
@@ -246,20 +241,10 @@ def _watch_hold(tree: Any) -> None:
         if old._keeper.returncode is not None and (old._life.done or old._life.recovered.is_set()):
             _made.pop(keeper_pid, None)
     _made[tree.keeper_pid] = tree
-    if hasattr(os, "pidfd_open") and tree.pid is not None:
-        try:
-            fd = os.pidfd_open(tree.pid)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                pinned = _binding.proc(tree.pid).start_time == tree._root.start_time
-            except Exception:  # noqa: BLE001 - gone already: its keeper ends the tree
-                pinned = False
-            if pinned:
-                _hold_fds[tree.keeper_pid] = fd
-            else:
-                os.close(fd)
+    if tree.pid is not None:
+        fd = _pidexit.open_pidfd(tree.pid, tree._root.start_time)  # None: gone already (its keeper ends the tree)
+        if fd is not None:
+            _hold_fds[tree.keeper_pid] = fd
     # The holding keeper's loss: hold first (below), then keeperloss.py's own end of what is left.
     watcher = _keeper_watch()
     watcher.forget(tree.keeper_pid)
@@ -289,28 +274,17 @@ def _kill_hold(keeper_pid: int) -> None:
         signal.pidfd_send_signal(fd, signal.SIGKILL)  # the pidfd: never another process of a reused pid
     except (OSError, AttributeError):  # no pidfds here: only Linux opened one
         pass
-    with contextlib.suppress(OSError):
-        os.close(fd)
+    _pidexit.close(fd)
 
 
 def _close_hold_fd(keeper_pid: int) -> None:
-    fd = _hold_fds.pop(keeper_pid, None)
-    if fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    _pidexit.close(_hold_fds.pop(keeper_pid, None))
 
 
 def _hold_gone(tree: Any) -> bool:
     """The holding tree's hold process has exited (its pidfd is readable): one poll that never waits."""
     fd = _hold_fds.get(tree.keeper_pid)
-    if fd is None:
-        return False
-    poller = select.poll()  # one per call: a shared one raises when two threads poll it at once
-    poller.register(fd, select.POLLIN)
-    try:
-        return bool(poller.poll(0))
-    except (OSError, ValueError):  # closed meanwhile: its tree was found lost
-        return True
+    return fd is not None and _pidexit.exited(fd)  # closed meanwhile counts as exited: its tree was found lost
 
 
 def _lost(tree: Any) -> bool:

@@ -177,15 +177,16 @@ def test_no_owner_terminal_leaves_the_size_unset(native, trees):
 
 
 def _open_fds():
-    """Our open fds, less the keeper watch's own: its wake pipe and pidfds come and go with its thread,
+    """Our open fds, less the keeper watch's own: its wake pipe, epoll and pidfds come and go with its thread,
     which ends 2 s after the last keeper (a previous test's) whenever that falls."""
     from proctree._containment import keeperwatch
 
     watch = keeperwatch._instance
-    theirs = set()
+    theirs: set[int | None] = set()
     if watch is not None:
         with watch._lock:
-            theirs = {watch._wake_r, watch._wake_w, *(w.pidfd for w in watch._watched.values())}
+            exits = watch._exits
+            theirs = {*(exits.own_fds() if exits is not None else ()), *(w.pidfd for w in watch._watched.values())}
     return set(os.listdir("/proc/self/fd")) - {str(fd) for fd in theirs if fd is not None}
 
 

@@ -326,8 +326,8 @@ def test_may_orphan_counts_what_could_join_without_a_fork(world, anchors, owners
     [(None, True), ("", True), ("0", True), ("1", False), ("yes", False), ("true", False)],
 )
 def test_one_pidfd_decision_for_every_reader_of_proctree_no_pidfd(monkeypatch, value, used):
-    """PROCTREE_NO_PIDFD set to anything but "" or "0" turns pidfds off, for the teardown and the keeper watch alike."""
-    from proctree._containment import keeperwatch
+    """PROCTREE_NO_PIDFD set to anything but "" or "0" turns pidfds off, for the teardown and every exit waiter alike."""
+    from proctree._containment import pidexit
     from proctree._teardown import signals
 
     if not (hasattr(os, "pidfd_open") and signals.pidfds_available()):
@@ -338,7 +338,7 @@ def test_one_pidfd_decision_for_every_reader_of_proctree_no_pidfd(monkeypatch, v
         monkeypatch.setenv("PROCTREE_NO_PIDFD", value)
     monkeypatch.setattr(signals, "_pidfd_ok", None)  # probe again, with the variable as set
     assert signals.pidfds_available() is used
-    for fd in (signals.open_pidfd(os.getpid()), keeperwatch._pidfd(os.getpid())):
+    for fd in (signals.open_pidfd(os.getpid()), pidexit.open_pidfd(os.getpid())):
         assert (fd is not None) is used
         if fd is not None:
             os.close(fd)
