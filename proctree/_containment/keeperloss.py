@@ -69,7 +69,6 @@ def on_keeper_exit(tree: Tree) -> None:
         tree._life.lose(tree.keeper_pid, rc)
         try:
             report = end_leftovers(tree)
-            tree._report = report
             tree._life.recover(report)
             # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
             tree._finish(clean=report.ok, release_fds=False)

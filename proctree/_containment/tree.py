@@ -97,7 +97,6 @@ class Tree(MembersUsage):
         self._channel = StatusChannel(status_fd)  # the keeper's status lines
         self._life = Lifecycle()  # the keeper's phase and the command's outcome
         self._root: Proc | None = None
-        self._report: TeardownReport | None = None
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()  # the process whose child the keeper is: the only one that may use this Tree
         # The keeper's start time, read while it is our unreaped child (its pid is its own): what
@@ -105,8 +104,6 @@ class Tree(MembersUsage):
         self._keeper_start: int | None = _start_time(popen.pid)
         self._receipt: str | None = None
         self.pty: int | None = None  # the master fd, pty trees only
-        self.stops = 0
-        self.stop_signal: int | None = None  # the signal of the last stop reported
         self.terminate_signal = launch.stop_signal  # what terminate() sends each member, once, by default
         # (pid, start time) -> the stop-type signal a forward through the keeper sent it: no teardown sends another
         self._stopped: dict[tuple[int, int], int] = {}
@@ -125,6 +122,15 @@ class Tree(MembersUsage):
     @property
     def keeper_pid(self) -> int:
         return self._keeper.pid
+
+    @property
+    def stops(self) -> int:
+        return self._life.stops
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal of the last stop reported (None before the first)."""
+        return self._life.stop_signal
 
     @property
     def receipt(self) -> str | None:
@@ -180,14 +186,7 @@ class Tree(MembersUsage):
             record = _protocol.parse_status(line)
         except _protocol.ProtocolError:
             return None
-        if isinstance(record, _protocol.Stopped):
-            self.stops += 1
-            self.stop_signal = record.signal
         return self._life.heard(record)
-
-    def _note(self, line: str) -> None:
-        """Take one status line (the lifecycle keeps the first exit status heard as the command's)."""
-        self._heard(line)
 
     def _drain(self) -> None:
         """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
@@ -198,7 +197,7 @@ class Tree(MembersUsage):
                 return
             if line is None:
                 return
-            self._note(line)
+            self._heard(line)
 
     @property
     def status_fd(self) -> int | None:
@@ -427,7 +426,7 @@ class Tree(MembersUsage):
                 return
             if line is None:
                 return
-            self._note(line)
+            self._heard(line)
 
     def _terminate(self, grace, stop, sig=None):
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
@@ -474,7 +473,6 @@ class Tree(MembersUsage):
                     **({"keeper_swept": True} if self._life.swept else {}),
                 },
             )
-            self._report = rep
             return rep
 
     def kill(self) -> TeardownReport:
