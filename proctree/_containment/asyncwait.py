@@ -59,10 +59,10 @@ async def wait(tree: Tree, timeout: float | None) -> int:
         except subprocess.TimeoutExpired as exc:
             raise WaitTimeout(tree.args, exc.timeout) from None
     loop = asyncio.get_running_loop()
-    with tree._lock:
+    with tree.parts.lock:
         watch = None
-        if tree._life.status is None and tree._life.lost is None and tree._channel.fd is not None:
-            watch = tree._channel.loop_watch(loop, lambda: tree._pump(time.monotonic()))
+        if tree.parts.life.status is None and tree.parts.life.lost is None and tree.parts.channel.fd is not None:
+            watch = tree.parts.channel.loop_watch(loop, lambda: tree.parts.pump(time.monotonic()))
     if watch is not None:
         try:
             watch.check()
@@ -70,6 +70,6 @@ async def wait(tree: Tree, timeout: float | None) -> int:
         except asyncio.TimeoutError:
             raise WaitTimeout(tree.args, timeout if timeout is not None else 0.0) from None
         finally:
-            with tree._lock:
-                tree._channel.loop_unwatch(watch)
+            with tree.parts.lock:
+                tree.parts.channel.loop_unwatch(watch)
     return await asyncio.to_thread(tree.wait, then)

@@ -32,17 +32,17 @@ def keeper_exit_settled(tree: Tree) -> bool:
     at once (another thread holds the lock) or the keeper did not end its
     tree: the watch then runs on_keeper_exit in a thread of its own.
     """
-    if not tree._lock.acquire(blocking=False):
+    if not tree.parts.lock.acquire(blocking=False):
         return False
     try:
-        if tree._life.recovered.is_set() or tree._channel.fd is None:
+        if tree.parts.life.recovered.is_set() or tree.parts.channel.fd is None:
             return True
-        tree._drain()
-        if tree._life.done:
-            tree._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
-        return tree._life.done
+        tree.parts.drain()
+        if tree.parts.life.done:
+            tree.parts.keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+        return tree.parts.life.done
     finally:
-        tree._lock.release()
+        tree.parts.lock.release()
 
 
 def on_keeper_exit(tree: Tree) -> None:
@@ -54,26 +54,26 @@ def on_keeper_exit(tree: Tree) -> None:
     with the tree's grace, and keep the KeeperLost that wait() and poll()
     raise from now on.
     """
-    with tree._lock:
-        if tree._life.recovered.is_set() or tree._channel.fd is None:
+    with tree.parts.lock:
+        if tree.parts.life.recovered.is_set() or tree.parts.channel.fd is None:
             return  # handled already, or the tree was finished by its owner
         try:
-            rc = tree._keeper.wait(5.0)  # it has exited: this reaps it
+            rc = tree.parts.keeper.wait(5.0)  # it has exited: this reaps it
         except subprocess.TimeoutExpired:
             # Its status pipe closed but it runs on: a keeper that broke its protocol.
-            rc = tree._keeper.kill_and_reap()
-        tree._drain()  # every line it wrote before it went
-        if tree._life.done:
+            rc = tree.parts.keeper.kill_and_reap()
+        tree.parts.drain()  # every line it wrote before it went
+        if tree.parts.life.done:
             return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
         # Killed before the command ended: its status is unknowable (lose() keeps a known one).
-        tree._life.lose(tree.keeper_pid, rc)
+        tree.parts.life.lose(tree.keeper_pid, rc)
         try:
             report = end_leftovers(tree)
-            tree._life.recover(report)
+            tree.parts.life.recover(report)
             # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
             tree._finish(clean=report.ok, release_fds=False)
         finally:
-            tree._life.recovered.set()
+            tree.parts.life.recovered.set()
 
 
 def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
@@ -89,7 +89,7 @@ def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
     rep = tree._mode.leftovers(tree, grace)
     return _report.replace(
         rep,
-        root=tree._root,
+        root=tree.parts.root,
         mode=tree.mode,
         elapsed=time.monotonic() - t0,
         extra={**rep.extra, "keeper": tree.keeper_pid, "keeper_lost": True},

@@ -54,21 +54,21 @@ def marked(tree: Tree, keeper: int | None) -> list[Proc]:
     pid, as pids are handed out in order): an older one cannot be a member,
     whatever its environment says.
     """
-    since = tree._keeper_start
+    since = tree.parts.keeper_start
     if since is None:
-        since = tree._root.start_time if tree._root is not None else 0
+        since = tree.parts.root.start_time if tree.parts.root is not None else 0
     return _marked_roots(tree.tree_id, (since, tree.keeper_pid), keeper)
 
 
 def _sweep_marked(tree: Tree, grace: float) -> TeardownReport:
     """End what carries the tree's marker, as trees of their own; once more at once for what forked meanwhile."""
-    sig, done = tree.terminate_signal, tree._stopped
+    sig, done = tree.terminate_signal, tree.parts.stopped
     roots = marked(tree, None)
     first = _many.end_trees(roots, grace=grace, signal_group=False, signal=sig, already=done) if roots else []
     late = marked(tree, None)
     again = _many.end_trees(late, grace=0, signal_group=False, signal=sig, already=done) if late else []
     return _merge_reports(
-        _report.TeardownReport(root=tree._root, mode=tree.mode), first, again, [p.pid for p in roots + late]
+        _report.TeardownReport(root=tree.parts.root, mode=tree.mode), first, again, [p.pid for p in roots + late]
     )
 
 
@@ -84,7 +84,7 @@ class Subreaper:
         """The teardown engine on what is below the keeper, driven in this thread (no thread or loop of its own:
         a fork storm that fills the pid space is when a teardown is needed); a stop skips the rest of the grace."""
         engine = _teardown.make_teardown(
-            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree._stopped
+            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree.parts.stopped
         )
         return _teardown.run_blocking(engine, _stop_fd(stop))
 
@@ -108,7 +108,7 @@ class Session(Subreaper):
     def members(self, tree: Tree) -> dict[int, Proc]:
         """A double-forker that kept the session is found by sid, one that left it by the marker (with its line)."""
         out: dict[int, Proc] = {}
-        if not tree._keeper.is_ours():
+        if not tree.parts.keeper.is_ours():
             return out
         snap = _binding.snapshot()
         for p in snap.values():
@@ -127,9 +127,12 @@ class Session(Subreaper):
         protect = {tree.keeper_pid}
         daemons = self.marked_outsiders(tree)
         main_engine = _teardown.make_teardown(
-            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree._stopped
+            tree.keeper_pid, grace=grace, include_root=False, signal_group=False, signal=sig, already=tree.parts.stopped
         )
-        engines = [main_engine, *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, tree._stopped)]
+        engines = [
+            main_engine,
+            *_many.make_engines(daemons, grace, protect, False, 16384, sig, False, tree.parts.stopped),
+        ]
         results = _teardown.run_blocking_many(engines, _stop_fd(stop), capture=(NoSuchProcess, ValueError))
         main = results[0]
         if isinstance(main, Exception):
@@ -138,7 +141,7 @@ class Session(Subreaper):
         # A daemon forked (and marked) while the teardown ran: once more, at once.
         late = self.marked_outsiders(tree)
         again = (
-            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=tree._stopped)
+            _many.end_trees(late, grace=0, protect=protect, signal_group=False, signal=sig, already=tree.parts.stopped)
             if late
             else []
         )
@@ -147,15 +150,15 @@ class Session(Subreaper):
     def marked_outsiders(self, tree: Tree) -> list[Proc]:
         """Processes carrying the tree's PROCTREE_TREE that are not (yet) the keeper's members, as roots of
         their own trees (one whose ancestor is marked too is left to that ancestor's teardown)."""
-        if tree._keeper_start is None or not tree._keeper.is_ours():
+        if tree.parts.keeper_start is None or not tree.parts.keeper.is_ours():
             return []
         return marked(tree, tree.keeper_pid)
 
     def may_have_leftovers(self, tree: Tree) -> bool:
         """With keep_orphans: something of the tree may still run after the keeper ended."""
-        if not tree.keep_orphans or tree._keeper_start is None:
+        if not tree.keep_orphans or tree.parts.keeper_start is None:
             return False
-        since = tree._keeper_start
+        since = tree.parts.keeper_start
         snap = _binding.snapshot()
         if any(p.sid == tree.keeper_pid and p.start_time >= since and not p.is_zombie for p in snap.values()):
             return True
@@ -183,12 +186,17 @@ class Cgroup(Subreaper):
         rest of the grace. Also when the keeper is no longer ours: the cgroup is."""
         assert tree.cgroup is not None
         return _cgroupworld.terminate(
-            tree.cgroup, grace, spare={tree.keeper_pid}, stop_fd=_stop_fd(stop), stop_signal=sig, already=tree._stopped
+            tree.cgroup,
+            grace,
+            spare={tree.keeper_pid},
+            stop_fd=_stop_fd(stop),
+            stop_signal=sig,
+            already=tree.parts.stopped,
         )
 
     def leftovers(self, tree: Tree, grace: float) -> TeardownReport:
         assert tree.cgroup is not None
-        return _cgroupworld.terminate(tree.cgroup, grace, stop_signal=tree.terminate_signal, already=tree._stopped)
+        return _cgroupworld.terminate(tree.cgroup, grace, stop_signal=tree.terminate_signal, already=tree.parts.stopped)
 
 
 MODES: dict[str, Subreaper] = {"cgroup": Cgroup(), "subreaper": Subreaper(), "session": Session()}

@@ -225,12 +225,12 @@ def release(grace: float = GRACE) -> None:
 
 def _exited(tree: Any) -> bool:
     """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
-    if tree._keeper.returncode is not None:
+    if tree.parts.keeper.returncode is not None:
         return True
     try:
         return os.waitid(os.P_PID, tree.keeper_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except (AttributeError, OSError):
-        return bool(tree._keeper.exited())
+        return bool(tree.parts.keeper.exited())
 
 
 def _watch_hold(tree: Any) -> None:
@@ -243,7 +243,7 @@ def _watch_hold(tree: Any) -> None:
     keeper's exit is seen.
     """
     for keeper_pid, old in list(_made.items()):  # lost trees whose keeper ended them itself, and was reaped
-        if old._keeper.returncode is not None and (old._life.done or old._life.recovered.is_set()):
+        if old.parts.keeper.returncode is not None and (old.parts.life.done or old.parts.life.recovered.is_set()):
             _made.pop(keeper_pid, None)
     _made[tree.keeper_pid] = tree
     if hasattr(os, "pidfd_open") and tree.pid is not None:
@@ -253,7 +253,7 @@ def _watch_hold(tree: Any) -> None:
             fd = -1
         if fd >= 0:
             try:
-                pinned = _binding.proc(tree.pid).start_time == tree._root.start_time
+                pinned = _binding.proc(tree.pid).start_time == tree.parts.root.start_time
             except Exception:  # noqa: BLE001 - gone already: its keeper ends the tree
                 pinned = False
             if pinned:

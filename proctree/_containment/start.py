@@ -215,12 +215,12 @@ def _first_status(tree: Tree, deadline: float, stop: _Stop | None) -> _protocol.
     """
     while True:
         try:
-            line = tree._channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+            line = tree.parts.channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
             break
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise
-            tree._keeper.continue_if_stopped()
+            tree.parts.keeper.continue_if_stopped()
     if line is None:
         return None
     try:
@@ -237,13 +237,13 @@ def _took_root(tree: Tree, ok: _protocol.Ok, name: str) -> None:
     holds everywhere); else the keeper's word is kept.
     """
     tree.pid = ok.pid
-    tree._root = Proc(ok.pid, tree.keeper_pid, ok.pid, tree.keeper_pid, os.getuid(), "R", ok.start_time, name)
+    tree.parts.root = Proc(ok.pid, tree.keeper_pid, ok.pid, tree.keeper_pid, os.getuid(), "R", ok.start_time, name)
     try:
         p = _binding.proc(ok.pid)
     except (NoSuchProcess, OSError):
         return  # it already ended: keep what the keeper told us
     if p.start_time == ok.start_time:
-        tree._root = p
+        tree.parts.root = p
 
 
 # -- status channel -----------------------------------------------------
@@ -259,17 +259,17 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
         keeper = _binding.proc(tree.keeper_pid)  # our unreaped child: its pid is its own
     except (NoSuchProcess, OSError):
         return
-    tree._keeper_start = keeper.start_time
-    if launch.receipts is None or tree._root is None:
+    tree.parts.keeper_start = keeper.start_time
+    if launch.receipts is None or tree.parts.root is None:
         return
     try:
         owned = (keeper.pid, keeper.start_time)
         data = _receipt.encode(
             owner=launch.owner,
             keeper=owned,
-            command=(tree._root.pid, tree._root.start_time),
+            command=(tree.parts.root.pid, tree.parts.root.start_time),
             sid=keeper.sid,
-            pgid=tree._root.pgid,
+            pgid=tree.parts.root.pgid,
             cgroup=launch.cgroup,
             tag=launch.tag,
             mode=launch.mode,
@@ -283,7 +283,7 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
         return
     except ValueError:
         return
-    tree._receipt = path
-    if tree._keeper.exited():
+    tree.parts.receipt = path
+    if tree.parts.keeper.exited():
         # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
-        tree._remove_receipt()
+        tree.parts.remove_receipt()
