@@ -124,15 +124,15 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         _wait_keeper(popen, 5.0)  # it reported (or exited): it ends by itself at once
     except subprocess.TimeoutExpired:
         pass  # ended below
+    lost = None
     if first is None and popen.returncode is not None and popen.returncode < 0:
         # Killed before its first line: it may have started the command, which (and whatever it
-        # started) runs on without it. End that as after any lost keeper, then say so.
+        # started) runs on without it. End that as after any lost keeper (no second sweep below), then say so.
         lost = KeeperLost(popen.pid, popen.returncode, _keeperloss.end_leftovers(tree))
-        tree._abandon(sweep=False)  # swept just now
-        raise lost
-    # An err line: the command never ran, so there is nothing to look for by marker.
-    tree._abandon(sweep=not isinstance(first, _protocol.Err))
-    raise _start_error(first, launch, popen)
+    # An err line: the command never ran, so there is nothing to look for by marker. (A Tree's private
+    # name: the start is the other half of its constructor, and _abandon undoes a Tree nobody saw.)
+    tree._abandon(sweep=lost is None and not isinstance(first, _protocol.Err))
+    raise lost if lost is not None else _start_error(first, launch, popen)
 
 
 def _pipe_above_stdio(ours: list[int]) -> tuple[int, int]:
@@ -160,7 +160,7 @@ def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen]
     """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
     _close_fds(ours)
     if tree is not None:
-        tree._abandon(patience=0)
+        tree._abandon(patience=0)  # the Tree's own undo, as after a failed start below
     elif started:
         keeper = started[0]
         keeper_start = _start_time(keeper.pid) if keeper.returncode is None else None

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from . import asyncwait as _asyncwait
     from . import byidentity as _byidentity
     from . import cgroupworld as _cgroupworld
+    from .interfaces import Mode
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
     _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
     _byidentity = _lazyimport.LazyModule(".byidentity", __package__)
@@ -78,7 +79,7 @@ class Tree(MembersUsage):
         self.cgroup = launch.cgroup
         self.grace = launch.grace
         self.keep_orphans = launch.keep_orphans
-        self._mode = _modes.MODES[launch.mode]  # what the members are and how the tree ends, per mode
+        self._mode: Mode = _modes.MODES[launch.mode]  # what the members are and how the tree ends, per mode
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
         self._popen = popen  # stdio and communicate(); the keeper process itself is self.parts.keeper
         # Its keeper, status lines, lifecycle, lock and identities: what the containment modules use of it.
@@ -299,7 +300,7 @@ class Tree(MembersUsage):
                     out[p.pid] = p
             except NoSuchProcess:
                 pass
-        for pid, p in self._mode.members(self).items():  # the cgroup's; in session mode, by sid and marker
+        for pid, p in self._mode.members(self.parts).items():  # the cgroup's; in session mode, by sid and marker
             out.setdefault(pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
@@ -333,11 +334,11 @@ class Tree(MembersUsage):
             except _Stopped:
                 grace = 0.0
             if self.cgroup is not None:  # the cgroup is ours even when the keeper no longer is
-                rep = self._mode.teardown(self, grace, stop, sig)
+                rep = self._mode.teardown(self.parts, grace, stop, sig)
                 rep = _report.replace(rep, root=self.parts.root, mode=self.mode)
             elif self.parts.keeper.is_ours():
                 try:
-                    rep = self._mode.teardown(self, grace, stop, sig)
+                    rep = self._mode.teardown(self.parts, grace, stop, sig)
                     rep = _report.replace(rep, root=self.parts.root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
@@ -418,7 +419,7 @@ class Tree(MembersUsage):
                         self.keeper_pid,
                     )
             if self.parts.receipt is not None and (
-                clean if clean is not None else not self._mode.may_have_leftovers(self)
+                clean if clean is not None else not self._mode.may_have_leftovers(self.parts)
             ):
                 self.parts.remove_receipt()
 
