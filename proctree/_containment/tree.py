@@ -67,6 +67,10 @@ class Tree(MembersUsage):
     need before that. stops counts the times the keeper reported the command
     stopped (pty trees: Ctrl+Z at its terminal, SIGSTOP); send_signal(SIGCONT)
     continues it, with its terminal given back to it.
+
+    parts (a TreeParts) is what proctree's own containment modules use of
+    the tree: its keeper, status lines, lifecycle and identities. It is no
+    API: read the names above instead.
     """
 
     def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
