@@ -24,7 +24,7 @@ TYPE_CHECKING = False  # typing costs import time; type checkers take this as Tr
 if TYPE_CHECKING:
     from typing import Any
 
-    from .tree import Tree
+    from .interfaces import WaitableTree
 
 if sys.version_info >= (3, 11):
     _ASYNC_TIMEOUTS: tuple[type[BaseException], ...] = (TimeoutError,)
@@ -46,7 +46,7 @@ class WaitTimeout(subprocess.TimeoutExpired, *_ASYNC_TIMEOUTS):  # type: ignore[
         self.args = (cmd, timeout, output, stderr)  # what pickling rebuilds it from
 
 
-async def wait(tree: Tree, timeout: float | None) -> int:
+async def wait(tree: WaitableTree, timeout: float | None) -> int:
     """Tree.wait() awaited: the command's returncode; WaitTimeout once timeout has passed."""
     import asyncio
 
@@ -59,10 +59,11 @@ async def wait(tree: Tree, timeout: float | None) -> int:
         except subprocess.TimeoutExpired as exc:
             raise WaitTimeout(tree.args, exc.timeout) from None
     loop = asyncio.get_running_loop()
-    with tree._lock:
+    parts = tree.parts
+    with parts.lock:
         watch = None
-        if tree._life.status is None and tree._life.lost is None and tree._channel.fd is not None:
-            watch = tree._channel.loop_watch(loop, lambda: tree._pump(time.monotonic()))
+        if parts.life.status is None and parts.life.lost is None and parts.channel.fd is not None:
+            watch = parts.channel.loop_watch(loop, lambda: parts.pump(time.monotonic()))
     if watch is not None:
         try:
             watch.check()
@@ -70,6 +71,6 @@ async def wait(tree: Tree, timeout: float | None) -> int:
         except asyncio.TimeoutError:
             raise WaitTimeout(tree.args, timeout if timeout is not None else 0.0) from None
         finally:
-            with tree._lock:
-                tree._channel.loop_unwatch(watch)
+            with parts.lock:
+                parts.channel.loop_unwatch(watch)
     return await asyncio.to_thread(tree.wait, then)

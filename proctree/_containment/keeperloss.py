@@ -13,17 +13,18 @@ import subprocess
 import time
 
 from .. import _lazyimport
+from . import modes as _modes
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:
     from .._teardown import report as _report
     from .._teardown.report import TeardownReport
-    from .tree import Tree
+    from .interfaces import LosableTree
 else:  # teardown loads at its first use: a start never pays for it
     _report = _lazyimport.LazyModule("proctree._teardown.report", "")
 
 
-def keeper_exit_settled(tree: Tree) -> bool:
+def keeper_exit_settled(tree: LosableTree) -> bool:
     """The keeper watch's quick look, which never blocks: True if the keeper that exited ended its tree itself.
 
     Its last line (done) is in, or the Tree was finished already: nothing
@@ -32,20 +33,21 @@ def keeper_exit_settled(tree: Tree) -> bool:
     at once (another thread holds the lock) or the keeper did not end its
     tree: the watch then runs on_keeper_exit in a thread of its own.
     """
-    if not tree._lock.acquire(blocking=False):
+    parts = tree.parts
+    if not parts.lock.acquire(blocking=False):
         return False
     try:
-        if tree._life.recovered.is_set() or tree._channel.fd is None:
+        if parts.life.recovered.is_set() or parts.channel.fd is None:
             return True
-        tree._drain()
-        if tree._life.done:
-            tree._keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
-        return tree._life.done
+        parts.drain()
+        if parts.life.done:
+            parts.keeper.poll()  # reaps it: a dropped Tree's keeper is not left a zombie
+        return parts.life.done
     finally:
-        tree._lock.release()
+        parts.lock.release()
 
 
-def on_keeper_exit(tree: Tree) -> None:
+def on_keeper_exit(tree: LosableTree) -> None:
     """The keeper exited (the keeper watch saw it, or its status pipe closed): finish the tree.
 
     A keeper that reported the command's status and exited with it ended
@@ -54,30 +56,32 @@ def on_keeper_exit(tree: Tree) -> None:
     with the tree's grace, and keep the KeeperLost that wait() and poll()
     raise from now on.
     """
-    with tree._lock:
-        if tree._life.recovered.is_set() or tree._channel.fd is None:
+    parts = tree.parts
+    with parts.lock:
+        if parts.life.recovered.is_set() or parts.channel.fd is None:
             return  # handled already, or the tree was finished by its owner
         try:
-            rc = tree._keeper.wait(5.0)  # it has exited: this reaps it
+            rc = parts.keeper.wait(5.0)  # it has exited: this reaps it
         except subprocess.TimeoutExpired:
             # Its status pipe closed but it runs on: a keeper that broke its protocol.
-            rc = tree._keeper.kill_and_reap()
-        tree._drain()  # every line it wrote before it went
-        if tree._life.done:
+            rc = parts.keeper.kill_and_reap()
+        parts.drain()  # every line it wrote before it went
+        if parts.life.done:
             return  # it ended its tree itself; the Tree's own calls finish it (and close the pipe)
         # Killed before the command ended: its status is unknowable (lose() keeps a known one).
-        tree._life.lose(tree.keeper_pid, rc)
+        parts.life.lose(parts.keeper_pid, rc)
         try:
             report = end_leftovers(tree)
-            tree._report = report
-            tree._life.recover(report)
+            parts.life.recover(report)
             # The pipe and the pty stay open: a wait_async() or a relay may be reading them.
+            # The one use of a Tree's private name outside tree.py: the finish (the keeper reaped, the cgroup and
+            # receipt removed) is the Tree's own, and a keeper loss ends in it as the Tree's own calls do.
             tree._finish(clean=report.ok, release_fds=False)
         finally:
-            tree._life.recovered.set()
+            parts.life.recovered.set()
 
 
-def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
+def end_leftovers(tree: LosableTree, grace: float | None = None) -> TeardownReport:
     """What a killed keeper left of the tree, ended by the owner: the cgroup's members, or the marked processes.
 
     Outside a cgroup the members were reparented (to init, or to a
@@ -87,11 +91,12 @@ def end_leftovers(tree: Tree, grace: float | None = None) -> TeardownReport:
     """
     t0 = time.monotonic()
     grace = tree.grace if grace is None else grace
-    rep = tree._mode.leftovers(tree, grace)
+    parts = tree.parts
+    rep = _modes.MODES[parts.mode].leftovers(parts, grace, tree.terminate_signal)
     return _report.replace(
         rep,
-        root=tree._root,
-        mode=tree.mode,
+        root=parts.root,
+        mode=parts.mode,
         elapsed=time.monotonic() - t0,
-        extra={**rep.extra, "keeper": tree.keeper_pid, "keeper_lost": True},
+        extra={**rep.extra, "keeper": parts.keeper_pid, "keeper_lost": True},
     )

@@ -13,6 +13,8 @@ Two things change over a tree's life, each only forward:
   recovery, the owner's teardown of what a lost keeper left, and the event
   that says it is over (set once, also when nothing was left to recover).
 
+Beside them it counts the stops the keeper reported (Tree.stops, Tree.stop_signal).
+
 Tree and keeperloss.py read and move this state only through these names
 (tests/containment/test_lifecycle.py walks every order of lines).
 """
@@ -50,7 +52,7 @@ _ORDER = {Phase.RUNNING: 0, Phase.SWEEPING: 1, Phase.HELD: 2, Phase.DONE: 3}
 class Lifecycle:
     """One Tree's state: the keeper's phase and the command's outcome (see the module's docstring)."""
 
-    __slots__ = ("phase", "swept", "status", "lost", "recovery", "recovered")
+    __slots__ = ("phase", "swept", "status", "lost", "recovery", "recovered", "stops", "stop_signal")
 
     def __init__(self) -> None:
         self.phase = Phase.RUNNING
@@ -59,9 +61,15 @@ class Lifecycle:
         self.lost: KeeperLost | None = None  # the keeper died without the command's status
         self.recovery: TeardownReport | None = None  # the owner's teardown of what a lost keeper left
         self.recovered = threading.Event()  # set once what a lost keeper left is ended (or nothing was)
+        self.stops = 0  # the stop lines heard (the command stopped: Ctrl+Z at its terminal, SIGSTOP)
+        self.stop_signal: int | None = None  # the signal of the last stop reported
 
     def heard(self, record: object) -> int | None:
-        """Take one parsed status line: move the phase forward; return the wait status an exit line carries."""
+        """Take one parsed status line: move the phase forward, count a stop; return the wait status an exit
+        line carries."""
+        if isinstance(record, _protocol.Stopped):
+            self.stops += 1
+            self.stop_signal = record.signal
         phase = _PHASE_OF.get(type(record))
         if phase is Phase.SWEEPING:
             self.swept = True

@@ -225,7 +225,7 @@ def release(grace: float = GRACE) -> None:
 
 def _exited(tree: Any) -> bool:
     """The holding keeper (our unreaped child) has exited: one waitid that reaps nothing, else a table read."""
-    return tree._keeper.returncode is not None or _pidexit.child_exited(tree.keeper_pid)
+    return tree.parts.keeper.returncode is not None or _pidexit.child_exited(tree.keeper_pid)
 
 
 def _watch_hold(tree: Any) -> None:
@@ -238,11 +238,11 @@ def _watch_hold(tree: Any) -> None:
     keeper's exit is seen.
     """
     for keeper_pid, old in list(_made.items()):  # lost trees whose keeper ended them itself, and was reaped
-        if old._keeper.returncode is not None and (old._life.done or old._life.recovered.is_set()):
+        if old.parts.keeper.returncode is not None and (old.parts.life.done or old.parts.life.recovered.is_set()):
             _made.pop(keeper_pid, None)
     _made[tree.keeper_pid] = tree
     if tree.pid is not None:
-        fd = _pidexit.open_pidfd(tree.pid, tree._root.start_time)  # None: gone already (its keeper ends the tree)
+        fd = _pidexit.open_pidfd(tree.pid, tree.parts.root.start_time)  # None: gone already (its keeper ends the tree)
         if fd is not None:
             _hold_fds[tree.keeper_pid] = fd
     # The holding keeper's loss: hold first (below), then keeperloss.py's own end of what is left.

@@ -183,7 +183,7 @@ async def spawn_async(args: Any, **kwargs: Any) -> Tree:
     nothing running (the keeper and the command, if started, are killed and
     reaped) and CancelledError propagates.
     """
-    return await _in_worker(functools.partial(_spawn_stoppable, args, kwargs), discard=Tree._discard)
+    return await _in_worker(functools.partial(_spawn_stoppable, args, kwargs), discard=_discard)
 
 
 def _spawn_stoppable(args, kwargs, stop):
@@ -198,6 +198,15 @@ def _spawn_stoppable(args, kwargs, stop):
         stop,
     )
     if stop.is_set():
-        tree._discard()
+        _discard(tree)
         raise _Stopped
     return tree
+
+
+def _discard(tree: Tree) -> None:
+    """End a tree its caller will never see (its spawn_async was cancelled).
+
+    A Tree's private name: spawn is its constructor, and what undoes a tree
+    nobody received is the Tree's own (its kill, its keeper, its fds).
+    """
+    tree._discard()

@@ -124,15 +124,15 @@ def _start(launch: _Launch, kw: dict[str, Any], stop: _Stop | None) -> Tree:
         _wait_keeper(popen, 5.0)  # it reported (or exited): it ends by itself at once
     except subprocess.TimeoutExpired:
         pass  # ended below
+    lost = None
     if first is None and popen.returncode is not None and popen.returncode < 0:
         # Killed before its first line: it may have started the command, which (and whatever it
-        # started) runs on without it. End that as after any lost keeper, then say so.
+        # started) runs on without it. End that as after any lost keeper (no second sweep below), then say so.
         lost = KeeperLost(popen.pid, popen.returncode, _keeperloss.end_leftovers(tree))
-        tree._abandon(sweep=False)  # swept just now
-        raise lost
-    # An err line: the command never ran, so there is nothing to look for by marker.
-    tree._abandon(sweep=not isinstance(first, _protocol.Err))
-    raise _start_error(first, launch, popen)
+    # An err line: the command never ran, so there is nothing to look for by marker. (A Tree's private
+    # name: the start is the other half of its constructor, and _abandon undoes a Tree nobody saw.)
+    tree._abandon(sweep=lost is None and not isinstance(first, _protocol.Err))
+    raise lost if lost is not None else _start_error(first, launch, popen)
 
 
 def _pipe_above_stdio(ours: list[int]) -> tuple[int, int]:
@@ -160,7 +160,7 @@ def _give_up(ours: list[int], tree: Tree | None, started: list[subprocess.Popen]
     """A start failed or was interrupted: close our fds, end the keeper and whatever it started."""
     _close_fds(ours)
     if tree is not None:
-        tree._abandon(patience=0)
+        tree._abandon(patience=0)  # the Tree's own undo, as after a failed start below
     elif started:
         keeper = started[0]
         keeper_start = _start_time(keeper.pid) if keeper.returncode is None else None
@@ -215,12 +215,12 @@ def _first_status(tree: Tree, deadline: float, stop: _Stop | None) -> _protocol.
     """
     while True:
         try:
-            line = tree._channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
+            line = tree.parts.channel.next_line(min(deadline, time.monotonic() + _STOPPED_KEEPER_CHECK), stop)
             break
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise
-            tree._keeper.continue_if_stopped()
+            tree.parts.keeper.continue_if_stopped()
     if line is None:
         return None
     try:
@@ -237,13 +237,13 @@ def _took_root(tree: Tree, ok: _protocol.Ok, name: str) -> None:
     holds everywhere); else the keeper's word is kept.
     """
     tree.pid = ok.pid
-    tree._root = Proc(ok.pid, tree.keeper_pid, ok.pid, tree.keeper_pid, os.getuid(), "R", ok.start_time, name)
+    tree.parts.root = Proc(ok.pid, tree.keeper_pid, ok.pid, tree.keeper_pid, os.getuid(), "R", ok.start_time, name)
     try:
         p = _binding.proc(ok.pid)
     except (NoSuchProcess, OSError):
         return  # it already ended: keep what the keeper told us
     if p.start_time == ok.start_time:
-        tree._root = p
+        tree.parts.root = p
 
 
 # -- status channel -----------------------------------------------------
@@ -259,17 +259,17 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
         keeper = _binding.proc(tree.keeper_pid)  # our unreaped child: its pid is its own
     except (NoSuchProcess, OSError):
         return
-    tree._keeper_start = keeper.start_time
-    if launch.receipts is None or tree._root is None:
+    tree.parts.keeper_start = keeper.start_time
+    if launch.receipts is None or tree.parts.root is None:
         return
     try:
         owned = (keeper.pid, keeper.start_time)
         data = _receipt.encode(
             owner=launch.owner,
             keeper=owned,
-            command=(tree._root.pid, tree._root.start_time),
+            command=(tree.parts.root.pid, tree.parts.root.start_time),
             sid=keeper.sid,
-            pgid=tree._root.pgid,
+            pgid=tree.parts.root.pgid,
             cgroup=launch.cgroup,
             tag=launch.tag,
             mode=launch.mode,
@@ -283,7 +283,7 @@ def _write_receipt(tree: Tree, launch: _Launch) -> None:
         return
     except ValueError:
         return
-    tree._receipt = path
-    if tree._keeper.exited():
+    tree.parts.receipt = path
+    if tree.parts.keeper.exited():
         # It ended the tree (and looked for the receipt) before we wrote it: nobody else will remove it.
-        tree._remove_receipt()
+        tree.parts.remove_receipt()

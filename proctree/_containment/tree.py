@@ -8,7 +8,7 @@ import subprocess
 import threading
 import time
 
-from .. import _fds, _lazyimport
+from .. import _lazyimport
 from .._errors import NoSuchProcess
 from .._table import binding as _binding
 from .._table.model import Proc
@@ -17,19 +17,11 @@ from . import cgroup as _cgroup
 from . import keeperloss as _keeperloss
 from . import modes as _modes
 from . import protocol as _protocol
-from .evidence import receipt as _receipt
-from .keeperproc import (
-    Keeper,
-    _close_fds,
-    _close_stdio,
-    _keeper_watch,
-    _start_time,
-)
+from .keeperproc import _close_fds, _close_stdio, _keeper_watch
 from .launch import _Launch
-from .lifecycle import Lifecycle
-from .statuschannel import StatusChannel
-from .stopflag import _in_worker, _Stop, _Stopped
+from .stopflag import _in_worker, _Stopped
 from .sweep import _kill_marked, _merge_reports
+from .treeparts import TreeParts
 from .treeusage import MembersUsage
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
@@ -41,6 +33,7 @@ if TYPE_CHECKING:
     from . import asyncwait as _asyncwait
     from . import byidentity as _byidentity
     from . import cgroupworld as _cgroupworld
+    from .interfaces import Mode
 else:  # ending a tree or a cgroup loads at its first use: a start never pays for it
     _cgroupworld = _lazyimport.LazyModule(".cgroupworld", __package__)
     _byidentity = _lazyimport.LazyModule(".byidentity", __package__)
@@ -54,10 +47,6 @@ def _log() -> Any:
     import logging
 
     return logging.getLogger("proctree")
-
-
-# How long a teardown waits for the keeper to answer its hold (it answers at once unless stopped or busy).
-_HOLD_ANSWER = 2.0
 
 
 class Tree(MembersUsage):
@@ -78,6 +67,10 @@ class Tree(MembersUsage):
     need before that. stops counts the times the keeper reported the command
     stopped (pty trees: Ctrl+Z at its terminal, SIGSTOP); send_signal(SIGCONT)
     continues it, with its terminal given back to it.
+
+    parts (a TreeParts) is what proctree's own containment modules use of
+    the tree: its keeper, status lines, lifecycle and identities. It is no
+    API: read the names above instead.
     """
 
     def __init__(self, launch: _Launch, popen: subprocess.Popen, status_fd: int) -> None:
@@ -90,115 +83,43 @@ class Tree(MembersUsage):
         self.cgroup = launch.cgroup
         self.grace = launch.grace
         self.keep_orphans = launch.keep_orphans
-        self._mode = _modes.MODES[launch.mode]  # what the members are and how the tree ends, per mode
+        self._mode: Mode = _modes.MODES[launch.mode]  # what the members are and how the tree ends, per mode
         self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
-        self._popen = popen  # stdio and communicate(); the keeper process itself is self._keeper
-        self._keeper = Keeper(popen)
-        self._channel = StatusChannel(status_fd)  # the keeper's status lines
-        self._life = Lifecycle()  # the keeper's phase and the command's outcome
-        self._root: Proc | None = None
-        self._report: TeardownReport | None = None
-        self._lock = threading.RLock()
+        self._popen = popen  # stdio and communicate(); the keeper process itself is self.parts.keeper
+        # Its keeper, status lines, lifecycle, lock and identities: what the containment modules use of it.
+        self.parts = TreeParts(launch, popen, status_fd)
         self._owner_pid = os.getpid()  # the process whose child the keeper is: the only one that may use this Tree
-        # The keeper's start time, read while it is our unreaped child (its pid is its own): what
-        # "started after the keeper" means for the marker sweeps, even if it dies before its first line.
-        self._keeper_start: int | None = _start_time(popen.pid)
-        self._receipt: str | None = None
         self.pty: int | None = None  # the master fd, pty trees only
-        self.stops = 0
-        self.stop_signal: int | None = None  # the signal of the last stop reported
         self.terminate_signal = launch.stop_signal  # what terminate() sends each member, once, by default
-        # (pid, start time) -> the stop-type signal a forward through the keeper sent it: no teardown sends another
-        self._stopped: dict[tuple[int, int], int] = {}
 
     def __repr__(self) -> str:
         rc = (
             "lost"
-            if self._life.lost is not None or (self._channel.eof and self._life.status is None)
+            if self.parts.life.lost is not None or (self.parts.channel.eof and self.parts.life.status is None)
             else self._known_returncode()
         )
         return f"<proctree.Tree pid={self.pid} mode={self.mode} returncode={rc}>"
 
     def _known_returncode(self) -> int | None:
-        return None if self._life.status is None else os.waitstatus_to_exitcode(self._life.status)
+        return None if self.parts.life.status is None else os.waitstatus_to_exitcode(self.parts.life.status)
 
     @property
     def keeper_pid(self) -> int:
-        return self._keeper.pid
+        return self.parts.keeper.pid
+
+    @property
+    def stops(self) -> int:
+        return self.parts.life.stops
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal of the last stop reported (None before the first)."""
+        return self.parts.life.stop_signal
 
     @property
     def receipt(self) -> str | None:
         """The path of this tree's receipt file while it exists; None if none was written (or it was removed)."""
-        return self._receipt
-
-    def _remove_receipt(self) -> None:
-        path, self._receipt = self._receipt, None
-        if path is not None:
-            try:
-                _receipt.remove(path)
-            except OSError:
-                pass
-
-    def _pump(self, deadline):
-        """Read status lines until the command's status is known or deadline (None: no limit). True if known.
-
-        The lock is held to read what has arrived, never while waiting for
-        more: a wait() in one thread must not hold up a terminate() in another.
-        """
-        while True:
-            with self._lock:
-                if self._life.lost is not None:
-                    return True  # the keeper watch found it killed (its pipe may still be held open elsewhere)
-                while self._life.status is None:
-                    if self._channel.fd is None:
-                        return self._life.lost is not None
-                    try:
-                        line = self._channel.next_line(0)  # a deadline long past: just look
-                    except TimeoutError:
-                        break  # nothing complete yet: wait below, without the lock
-                    if line is None:
-                        # The keeper went away without a word (killed): the command's status is
-                        # unknowable, and ending what it left is the keeper watch's (_keeper_exited).
-                        return True
-                    self._heard(line)
-                if self._life.status is not None or self._channel.eof:
-                    return True
-                fd = self._channel.fd
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            try:
-                # Sliced: another thread's _finish may close fd under us (the next look says so).
-                _fds.readable([] if fd is None else [fd], 0.5 if left is None else min(left, 0.5))
-            except (OSError, ValueError):
-                pass
-
-    def _heard(self, line):
-        """A status line after Ok: the wait status it carries if it is the exit, else None (a stop is counted;
-        a malformed line is ignored, as the keeper's exit without an exit line still tells)."""
-        try:
-            record = _protocol.parse_status(line)
-        except _protocol.ProtocolError:
-            return None
-        if isinstance(record, _protocol.Stopped):
-            self.stops += 1
-            self.stop_signal = record.signal
-        return self._life.heard(record)
-
-    def _note(self, line: str) -> None:
-        """Take one status line (the lifecycle keeps the first exit status heard as the command's)."""
-        self._heard(line)
-
-    def _drain(self) -> None:
-        """Read every status line already written (the keeper has exited: up to its done line, or EOF)."""
-        while self._channel.fd is not None:
-            try:
-                line = self._channel.next_line(0)
-            except TimeoutError:
-                return
-            if line is None:
-                return
-            self._note(line)
+        return self.parts.receipt
 
     @property
     def status_fd(self) -> int | None:
@@ -206,7 +127,7 @@ class Tree(MembersUsage):
 
         Never read it: poll() does, and updates returncode and stops. None once the Tree has finished.
         """
-        return self._channel.fd
+        return self.parts.channel.fd
 
     @property
     def returncode(self) -> int | None:
@@ -219,22 +140,22 @@ class Tree(MembersUsage):
     def poll(self) -> int | None:
         """The command's returncode if it has ended, else None; KeeperLost if its keeper was killed first."""
         self._check_owner()
-        self._pump(time.monotonic())
+        self.parts.pump(time.monotonic())
         self._raise_if_lost(None)
         return self._known_returncode()
 
     def _raise_if_lost(self, deadline: float | None) -> None:
         """Raise KeeperLost if the keeper died without the command's status (once its tree is ended, by deadline)."""
-        if self._life.status is not None:
+        if self.parts.life.status is not None:
             return
-        if self._life.lost is None and self._channel.eof:
+        if self.parts.life.lost is None and self.parts.channel.eof:
             _keeperloss.on_keeper_exit(self)  # EOF came before the keeper watch's call: end the tree here
-        if self._life.lost is None:
+        if self.parts.life.lost is None:
             return
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._life.recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
+        self.parts.life.recovered.wait(None if left is None else min(left, threading.TIMEOUT_MAX))
         self._close_status_fd()  # nothing more will come on it
-        raise self._life.lost
+        raise self.parts.life.lost
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the command to end and return its returncode.
@@ -244,18 +165,18 @@ class Tree(MembersUsage):
         """
         self._check_owner()
         deadline = None if timeout is None else time.monotonic() + check_seconds(timeout, "timeout")
-        if not self._pump(deadline):
+        if not self.parts.pump(deadline):
             raise subprocess.TimeoutExpired(self.args, timeout)  # type: ignore[arg-type]
         self._raise_if_lost(deadline)
         if not self.keep_orphans:
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                self._keeper.wait(left)
+                self.parts.keeper.wait(left)
                 self._finish()
             except subprocess.TimeoutExpired:
                 pass
-        assert self._life.status is not None  # _pump() said it is known
-        return os.waitstatus_to_exitcode(self._life.status)
+        assert self.parts.life.status is not None  # pump() said it is known
+        return os.waitstatus_to_exitcode(self.parts.life.status)
 
     def join(self, timeout: float | None = None) -> int:
         """Wait until nothing of the tree is left running (with keep_orphans: the orphans too).
@@ -267,7 +188,7 @@ class Tree(MembersUsage):
         rc = self.wait(timeout)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            self._keeper.wait(left)  # the keeper ends with its last member
+            self.parts.keeper.wait(left)  # the keeper ends with its last member
         except subprocess.TimeoutExpired as exc:
             raise self._as_ours(exc) from None
         self._finish()
@@ -290,7 +211,7 @@ class Tree(MembersUsage):
             out = self._popen.communicate(input, timeout)
         except subprocess.TimeoutExpired as exc:
             raise self._as_ours(exc) from None
-        self._pump(time.monotonic() + 5)
+        self.parts.pump(time.monotonic() + 5)
         self._finish()
         return out
 
@@ -319,7 +240,7 @@ class Tree(MembersUsage):
             if sig in _protocol.STOPPING or sig == self.terminate_signal:
                 self._record_stopped(sig)
             # SIGCONT on a pty tree: the keeper gives the terminal back to the command's group first.
-            self._keeper.signal(sig)  # our own child, and Popen never signals it once reaped
+            self.parts.keeper.signal(sig)  # our own child, and Popen never signals it once reaped
         elif group:
             self._send_group(sig)
         else:
@@ -332,7 +253,7 @@ class Tree(MembersUsage):
         second one means "force quit" and cuts their drain); the keeper keeps
         the same record for its own teardowns.
         """
-        if self.pid is None or self._life.status is not None or not self._keeper.is_ours():
+        if self.pid is None or self.parts.life.status is not None or not self.parts.keeper.is_ours():
             return
         try:
             snap = _binding.snapshot()
@@ -340,27 +261,27 @@ class Tree(MembersUsage):
             return
         for p in snap.values():
             if p.pgid == self.pid and not p.is_zombie:
-                self._stopped.setdefault(p.identity, sig)
+                self.parts.stopped.setdefault(p.identity, sig)
 
     def _root_held(self) -> bool:
         """True while the keeper holds the command unreaped: its pid (and its group's id) is still its own."""
-        if self.poll() is not None or self._root is None or not self._keeper.is_ours():
+        if self.poll() is not None or self.parts.root is None or not self.parts.keeper.is_ours():
             return False
         try:
-            now = _binding.proc(self._root.pid)
+            now = _binding.proc(self.parts.root.pid)
         except (NoSuchProcess, OSError):
             return False
-        return now.ppid == self.keeper_pid and now.start_time == self._root.start_time
+        return now.ppid == self.keeper_pid and now.start_time == self.parts.root.start_time
 
     def _send_direct(self, sig):
-        if self._root is not None and self._root_held():
-            _byidentity.signal_member(self._root, sig)
+        if self.parts.root is not None and self._root_held():
+            _byidentity.signal_member(self.parts.root, sig)
 
     def _send_group(self, sig):
         # Checked before the members are read, whose records the sends then check one by one.
-        if self._root is not None and self._root_held():
+        if self.parts.root is not None and self._root_held():
             for p in self.members():
-                if p.pgid == self._root.pid:
+                if p.pgid == self.parts.root.pid:
                     _byidentity.signal_member(p, sig)
 
     # -- membership and teardown --------------------------------------------
@@ -377,13 +298,13 @@ class Tree(MembersUsage):
         from .._table import live as _live
 
         out: dict[int, Proc] = {}
-        if self._keeper.is_ours():
+        if self.parts.keeper.is_ours():
             try:
                 for p in _live.descendants(self.keeper_pid):
                     out[p.pid] = p
             except NoSuchProcess:
                 pass
-        for pid, p in self._mode.members(self).items():  # the cgroup's; in session mode, by sid and marker
+        for pid, p in self._mode.members(self.parts).items():  # the cgroup's; in session mode, by sid and marker
             out.setdefault(pid, p)
         return sorted((p for p in out.values() if not p.is_zombie), key=lambda p: p.pid)
 
@@ -401,69 +322,41 @@ class Tree(MembersUsage):
         sig = self.terminate_signal if signal is None else check_signal(signal, "signal")
         return self._terminate(grace, None, sig)
 
-    def _hold_keeper(self, stop: _Stop | None) -> None:
-        """Ask the keeper to leave this teardown to us, and wait for its answer (held, or the end of its own sweep).
-
-        The keeper answers "held" and from then on signals no member itself;
-        if its own sweep began first (the command exited by itself) it said
-        "sweep" before its first signal, and we wait for its last line instead:
-        what it signalled must not be signalled again. A keeper that does not
-        answer (stopped, or its pipe full) is not waited for past a bound.
-        """
-        if self._life.answered_hold or self._channel.fd is None or not self._keeper.is_ours():
-            return
-        try:
-            self._keeper.signal(_protocol.HOLD_SIGNAL)
-        except OSError:
-            return
-        deadline = time.monotonic() + _HOLD_ANSWER
-        while not self._life.answered_hold:
-            if self._life.sweeping:
-                deadline = max(deadline, time.monotonic() + self.grace + _HOLD_ANSWER)
-            try:
-                line = self._channel.next_line(deadline, stop)
-            except TimeoutError:
-                self._keeper.continue_if_stopped()
-                return
-            if line is None:
-                return
-            self._note(line)
-
     def _terminate(self, grace, stop, sig=None):
         """terminate(); once stop (a _Stop, or None) is set, what is left is SIGKILLed at once."""
         sig = self.terminate_signal if sig is None else sig
-        with self._lock:
-            if self._channel.eof and self._life.status is None and self._life.lost is None:
+        with self.parts.lock:
+            if self.parts.channel.eof and self.parts.life.status is None and self.parts.life.lost is None:
                 _keeperloss.on_keeper_exit(self)  # the keeper is gone: what it left is ended there
-            if self._life.recovery is not None:
+            if self.parts.life.recovery is not None:
                 self._close_status_fd()
                 self._close_pty()
-                return self._life.recovery
+                return self.parts.life.recovery
             t0 = time.monotonic()
             try:
-                self._hold_keeper(stop)
+                self.parts.hold_keeper(self.grace, stop)
             except _Stopped:
                 grace = 0.0
             if self.cgroup is not None:  # the cgroup is ours even when the keeper no longer is
-                rep = self._mode.teardown(self, grace, stop, sig)
-                rep = _report.replace(rep, root=self._root, mode=self.mode)
-            elif self._keeper.is_ours():
+                rep = self._mode.teardown(self.parts, grace, stop, sig)
+                rep = _report.replace(rep, root=self.parts.root, mode=self.mode)
+            elif self.parts.keeper.is_ours():
                 try:
-                    rep = self._mode.teardown(self, grace, stop, sig)
-                    rep = _report.replace(rep, root=self._root, mode=self.mode)
+                    rep = self._mode.teardown(self.parts, grace, stop, sig)
+                    rep = _report.replace(rep, root=self.parts.root, mode=self.mode)
                 except NoSuchProcess:
                     # The keeper, our unreaped child, cannot vanish; if it did, what it
                     # held went to init with it and the keeper's own sweep has nothing to start from.
-                    rep = _report.TeardownReport(root=self._root, mode=self.mode)
+                    rep = _report.TeardownReport(root=self.parts.root, mode=self.mode)
             else:
-                rep = _report.TeardownReport(root=self._root, mode=self.mode)
+                rep = _report.TeardownReport(root=self.parts.root, mode=self.mode)
             self._finish(clean=rep.ok)
-            if self._life.lost is not None and self._life.recovery is None:
+            if self.parts.life.lost is not None and self.parts.life.recovery is None:
                 # The keeper died during the teardown without the command's status: what it
                 # held may have been reparented away from the walk; end it by its markers too.
                 more = _keeperloss.end_leftovers(self)
                 rep = _merge_reports(rep, [more], [], [p.pid for p in more.found])
-                self._life.recover(rep)
+                self.parts.life.recover(rep)
             rep = _report.replace(
                 rep,
                 elapsed=time.monotonic() - t0,
@@ -471,10 +364,9 @@ class Tree(MembersUsage):
                     **rep.extra,
                     "keeper": self.keeper_pid,
                     **({"cgroup": self.cgroup} if self.cgroup else {}),
-                    **({"keeper_swept": True} if self._life.swept else {}),
+                    **({"keeper_swept": True} if self.parts.life.swept else {}),
                 },
             )
-            self._report = rep
             return rep
 
     def kill(self) -> TeardownReport:
@@ -502,21 +394,21 @@ class Tree(MembersUsage):
         release_fds: close the status pipe and the pty too (not from the
         keeper watch's thread: a wait_async() or a pty relay may be reading).
         """
-        with self._lock:
+        with self.parts.lock:
             _keeper_watch().forget(self.keeper_pid)  # before it is reaped: the watch trusts its own events
-            if self._keeper.returncode is None:
+            if self.parts.keeper.returncode is None:
                 try:
-                    self._keeper.wait(max(2.0, self.grace + 1.0))
+                    self.parts.keeper.wait(max(2.0, self.grace + 1.0))
                 except subprocess.TimeoutExpired:
                     # Still busy: its tree is gone (we just ended it), so end it too.
-                    self._keeper.kill_and_reap()
-            self._pump(time.monotonic() + 0.5)
-            self._drain()
-            if self._life.status is None and self._life.lost is None:
+                    self.parts.keeper.kill_and_reap()
+            self.parts.pump(time.monotonic() + 0.5)
+            self.parts.drain()
+            if self.parts.life.status is None and self.parts.life.lost is None:
                 # It ended without the command's status (killed, or ended by us once its tree was
                 # gone): the status is unknowable, never the keeper's own passed off as it.
-                self._life.lose(self.keeper_pid, self._keeper.returncode)
-                self._life.recovered.set()
+                self.parts.life.lose(self.keeper_pid, self.parts.keeper.returncode)
+                self.parts.life.recovered.set()
             if release_fds:
                 self._close_status_fd()
                 self._close_pty()
@@ -530,8 +422,10 @@ class Tree(MembersUsage):
                         self.cgroup,
                         self.keeper_pid,
                     )
-            if self._receipt is not None and (clean if clean is not None else not self._mode.may_have_leftovers(self)):
-                self._remove_receipt()
+            if self.parts.receipt is not None and (
+                clean if clean is not None else not self._mode.may_have_leftovers(self.parts)
+            ):
+                self.parts.remove_receipt()
 
     def _abandon(self, patience=0.0, sweep=True):
         """spawn() failed or was interrupted: make sure the keeper and anything it started are gone.
@@ -543,27 +437,27 @@ class Tree(MembersUsage):
         """
         _keeper_watch().forget(self.keeper_pid)
         try:
-            if self._keeper.returncode is None:
+            if self.parts.keeper.returncode is None:
                 try:
-                    self._keeper.wait(patience)
+                    self.parts.keeper.wait(patience)
                 except subprocess.TimeoutExpired:
                     pass
         finally:
             try:
-                if self._keeper.returncode is None:
-                    self._keeper.end_now(self.cgroup, self.mode)
-                if sweep and self.cgroup is None and self._keeper_start is not None:
+                if self.parts.keeper.returncode is None:
+                    self.parts.keeper.end_now(self.cgroup, self.mode)
+                if sweep and self.cgroup is None and self.parts.keeper_start is not None:
                     # A daemon that left the keeper's session, or was reparented away while the keeper
                     # was ended, is found by its marker only (in a cgroup, cgroupworld.terminate had it).
-                    _kill_marked(self.tree_id, (self._keeper_start, self.keeper_pid))
+                    _kill_marked(self.tree_id, (self.parts.keeper_start, self.keeper_pid))
             finally:
-                self._remove_receipt()
+                self.parts.remove_receipt()
                 self._release_fds()
 
     def _close_status_fd(self):
         """Close the status pipe; while a wait_async() watches it, only once that ends (its number stays ours)."""
-        with self._lock:
-            self._channel.close()
+        with self.parts.lock:
+            self.parts.channel.close()
 
     def _release_fds(self):
         _close_stdio(self)
@@ -594,9 +488,9 @@ class Tree(MembersUsage):
     def __del__(self):
         # A dropped Tree keeps running until its owner dies (the keeper sees to
         # that); only our end of the status pipe is released here.
-        channel = getattr(self, "_channel", None)
-        if channel is not None:
-            channel.drop()
+        parts = getattr(self, "parts", None)
+        if parts is not None:
+            parts.channel.drop()
         if getattr(self, "pty", None) is not None:
             self._close_pty()
 

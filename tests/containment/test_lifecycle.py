@@ -79,3 +79,20 @@ def test_a_lost_keeper_carries_the_recovery_report():
     life.recover(report)
     assert life.recovery is report and life.lost.report is report
     assert not life.recovered.is_set()  # the caller says when the recovery is over
+
+
+@pytest.mark.parametrize(
+    "lines, stops, last",
+    [
+        ([], 0, None),
+        (["exit", "done"], 0, None),
+        ([protocol.Stopped(19)], 1, 19),
+        ([protocol.Stopped(19), protocol.Stopped(20), "exit"], 2, 20),  # the last stop's signal counts
+        (["held", protocol.Stopped(21), "done"], 1, 21),  # a stop is counted in any phase
+    ],
+)
+def test_the_lifecycle_counts_the_stops_reported(lines, stops, last):
+    life = Lifecycle()
+    for line in lines:
+        life.heard(LINES[line] if isinstance(line, str) else line)
+    assert (life.stops, life.stop_signal) == (stops, last)

@@ -476,12 +476,12 @@ def off_linux(monkeypatch):
 def test_direct_signal_checks_the_start_time_off_linux(trees, off_linux):
     t = spawn(["sleep", "60"], contain="session")
     trees.append(t)
-    real_root = t._root
-    t._root = real_root._replace(start_time=real_root.start_time + 1)  # as if the pid were reused
+    real_root = t.parts.root
+    t.parts.root = real_root._replace(start_time=real_root.start_time + 1)  # as if the pid were reused
     t.send_signal(9)
     time.sleep(0.2)
     assert alive(t.pid, real_root.start_time), "signalled a process whose start time does not match"
-    t._root = real_root
+    t.parts.root = real_root
     t.send_signal(9)  # the right identity, read through the core: it goes
     assert t.wait(timeout=10) == -9
 
@@ -497,8 +497,8 @@ def test_command_record_checks_the_start_time_off_linux(trees, off_linux, monkey
     t = spawn(["sleep", "60"], contain="session")
     trees.append(t)
     monkeypatch.setattr(_binding, "proc", real_proc)
-    assert t._root.name != "impostor"
-    assert t._root.start_time == proctree.proc(t.pid).start_time
+    assert t.parts.root.name != "impostor"
+    assert t.parts.root.start_time == proctree.proc(t.pid).start_time
 
 
 # ---------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def test_a_start_given_up_for_want_of_descriptors_leaves_nothing_running(monkeyp
 
     def took_root(self, ok, name):
         real_took_root(self, ok, name)
-        started.append((self.pid, self._root.start_time))
+        started.append((self.pid, self.parts.root.start_time))
         emfile()  # as a full descriptor table anywhere after the command started
 
     monkeypatch.setattr(start, "_took_root", took_root)
