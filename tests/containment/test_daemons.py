@@ -45,6 +45,16 @@ def port_is_free(port):
     return not listening(port)
 
 
+def pid_in(path):
+    """The pid a daemon wrote to path, or None while the file is missing or not written whole yet (a daemon
+    creates the file before it writes its pid)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip().isdigit() and text.endswith("\n") else None
+
+
 def wait_for(pred, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -118,7 +128,8 @@ def test_nginx(contained, tmp_path, mode):
     t = start(contained, [nginx, "-p", str(tmp_path), "-c", str(conf), "-e", str(tmp_path / "error.log")], mode)
     wait_for(lambda: listening(port), 10, "nginx to listen")
     wait_for(lambda: len(t.members()) >= 3, 10, "nginx's master and two workers")
-    master = int((tmp_path / "nginx.pid").read_text())
+    wait_for(lambda: pid_in(tmp_path / "nginx.pid"), 10, "nginx's pid file")
+    master = pid_in(tmp_path / "nginx.pid")
     assert master in {m.pid for m in t.members()}
     end_and_check(t, ["nginx"], port)
     assert not alive(master)
@@ -152,8 +163,8 @@ def test_redis_daemonize(contained, tmp_path, mode):
         mode,
     )
     wait_for(lambda: listening(port), 10, "redis to listen")
-    wait_for(lambda: (tmp_path / "redis.pid").exists(), 10, "redis's pid file")
-    pid = int((tmp_path / "redis.pid").read_text())
+    wait_for(lambda: pid_in(tmp_path / "redis.pid"), 10, "redis's pid file")
+    pid = pid_in(tmp_path / "redis.pid")
     assert pid != t.pid and pid in {m.pid for m in t.members()}
     end_and_check(t, ["redis-server"], port)
     assert not alive(pid)
