@@ -168,7 +168,8 @@ static int keep(void)
         bool leave = K.keep_orphans || K.held; /* what runs on is not ours to end here */
         if (K.cmd_done && (!leave || !children)) {
             bool clean = !K.held; /* held: the owner's teardown knows what survived, we do not */
-            if (!leave && (children || K.mode == M_SESSION)) {
+            /* Session mode sweeps for what left the keeper's line, unless nothing was started after the command. */
+            if (!leave && (children || (K.mode == M_SESSION && !K.cmd_alone))) {
                 K.sweeping = true; /* an owner's hold from now on waits for our done */
                 clean = end_tree();
             }

@@ -212,6 +212,24 @@ def test_session_mode_ends_what_kept_the_session_when_the_command_exits(trees):
     assert wait_gone([p.pid for p in orphan], 3.0), "the command's leftover in its session survived it"
 
 
+def test_session_mode_sweeps_a_daemon_that_left_the_session_at_the_commands_exit(trees, pipe):
+    """The keeper skips its sweep only when no pid was handed out after the command's: a daemon moved it."""
+    t, pids = start_daemonizer(trees, pipe, "session", then="exit", grace=2)
+    daemon = proctree.proc(pids["daemon"])
+    assert daemon.sid != t.keeper_pid  # it left the session: only its marker makes it a member
+    assert t.wait(timeout=10) == 3
+    assert wait_gone([daemon.pid], 3.0), "the daemon that left the session survived its command"
+
+
+def test_session_mode_command_alone_is_done_without_a_sweep(trees):
+    """A command that started nothing: its exit and the keeper's done come, and nothing is left behind."""
+    for _ in range(3):
+        t = spawn(["true"], contain="session")
+        trees.append(t)
+        assert t.wait(timeout=10) == 0
+        assert t._life.done and t.members() == []
+
+
 def test_session_mode_keep_orphans_keeps_what_kept_the_session(trees):
     t = spawn(["sh", "-c", "(sleep 100 &); exit 2"], contain="session", keep_orphans=True)
     trees.append(t)
