@@ -361,6 +361,21 @@ def test_cgroup_functions_refuse_foreign_cgroups(tmp_path):
             _cgroup.remove(path)
 
 
+def test_cgroup_remove_of_a_tree_already_removed_reads_nothing(monkeypatch, tmp_path):
+    """A tree cgroup and parent both gone (ENOENT): True at once; a look-alike that exists is still refused."""
+
+    def no_mount_table(*a):
+        raise AssertionError("the mount table was read for a cgroup that is gone")
+
+    monkeypatch.setattr(_cgroup, "_read_mount", no_mount_table)
+    assert _cgroup.remove(str(tmp_path / "proctree-1-2" / "tree-1-abc"))
+    (tmp_path / "proctree-1-2").mkdir()
+    monkeypatch.undo()
+    with pytest.raises(ValueError):
+        _cgroup.remove(str(tmp_path / "proctree-1-2" / "tree-1-abc"))
+    assert (tmp_path / "proctree-1-2").is_dir()
+
+
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")
 def test_owner_teardown_spares_a_pid_that_is_not_in_the_cgroup(trees, monkeypatch):
     # A pid read from cgroup.procs may exit and be reused by a process
