@@ -151,7 +151,7 @@ static int keep(void)
             return exit_code();
         }
         bool session_keep = K.mode == M_SESSION && K.keep_orphans;
-        if (K.cmd_done && session_keep && !children) {
+        if (K.cmd_done && session_keep && !children && !K.cmd_alone) { /* alone: nothing of it can exist */
             children = !tree_empty();           /* what left for init may still run: we stay while it does */
             if (!children && !K.looked_again) { /* a daemon may be a few forks from existing: one more look */
                 K.looked_again = true;
