@@ -44,6 +44,10 @@ bool reap(void)
 {
     /* pty mode: the command's stops too, so that the owner can hand the user's terminal back, as a shell does. */
     int flags = WNOHANG | (K.pty ? WUNTRACED | WCONTINUED : 0);
+    /* Session mode: whether the command left anything is proven cheaply before its pid is let go (else its sweep
+     * reads the environment of every process started since: milliseconds). */
+    if (K.mode == M_SESSION && K.cmd && !K.cmd_done)
+        K.cmd_alone = exited_last(K.cmd);
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, flags);

@@ -151,7 +151,7 @@ static int keep(void)
             return exit_code();
         }
         bool session_keep = K.mode == M_SESSION && K.keep_orphans;
-        if (K.cmd_done && session_keep && !children) {
+        if (K.cmd_done && session_keep && !children && !K.cmd_alone) { /* alone: nothing of it can exist */
             children = !tree_empty();           /* what left for init may still run: we stay while it does */
             if (!children && !K.looked_again) { /* a daemon may be a few forks from existing: one more look */
                 K.looked_again = true;
@@ -168,7 +168,8 @@ static int keep(void)
         bool leave = K.keep_orphans || K.held; /* what runs on is not ours to end here */
         if (K.cmd_done && (!leave || !children)) {
             bool clean = !K.held; /* held: the owner's teardown knows what survived, we do not */
-            if (!leave && (children || K.mode == M_SESSION)) {
+            /* Session mode sweeps for what left the keeper's line, unless nothing was started after the command. */
+            if (!leave && (children || (K.mode == M_SESSION && !K.cmd_alone))) {
                 K.sweeping = true; /* an owner's hold from now on waits for our done */
                 clean = end_tree();
             }

@@ -46,6 +46,7 @@ struct keeper {
     uint64_t self_start;           /* 0 until read */
     pid_t cmd;                     /* 0 until started */
     bool cmd_done;
+    bool cmd_alone; /* session mode: no process was started after the command, up to its exit (nothing to sweep) */
     int cmd_status;
     bool cmd_stopped; /* pty mode: the command's last reported state was stopped */
     int tty_fd;       /* pty mode: the slave, our controlling terminal (for tcsetpgrp), else -1 */
@@ -148,6 +149,7 @@ int pidfd_of(pid_t pid);
 int pidfd_signal(int fd, int sig);
 int status_room(int fd);
 pid_t fork_child(bool into_cgroup, bool *born_inside);
+bool exited_last(pid_t pid);
 int enter_mode(const char **stage);
 int events_open(void);
 void events_drop_pending(void);

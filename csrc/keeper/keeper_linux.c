@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
@@ -83,6 +84,30 @@ pid_t fork_child(bool into_cgroup, bool *born_inside)
     }
     pid_t pid = fork();
     return pid < 0 ? -errno : pid;
+}
+
+/* Returns true if pid, a child of ours that has exited and is not reaped yet, is the last pid handed out in our pid
+ * namespace: no process was started after it, so it left nothing behind (its pid, held until we reap it, cannot have
+ * come round again). False when it has not exited, or either cannot be read. */
+bool exited_last(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != pid)
+        return false;
+    int fd = open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[32];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    if (buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+    long long last;
+    return parse_uint(buf, INT32_MAX, &last) == 0 && last == (long long)pid;
 }
 
 /* Returns 0 once the keeper is what its mode needs (a subreaper, and in every mode when the owner is PID 1; in cgroup

@@ -212,6 +212,24 @@ def test_session_mode_ends_what_kept_the_session_when_the_command_exits(trees):
     assert wait_gone([p.pid for p in orphan], 3.0), "the command's leftover in its session survived it"
 
 
+def test_session_mode_sweeps_a_daemon_that_left_the_session_at_the_commands_exit(trees, pipe):
+    """The keeper skips its sweep only when no pid was handed out after the command's: a daemon moved it."""
+    t, pids = start_daemonizer(trees, pipe, "session", then="exit", grace=2)
+    daemon = proctree.proc(pids["daemon"])
+    assert daemon.sid != t.keeper_pid  # it left the session: only its marker makes it a member
+    assert t.wait(timeout=10) == 3
+    assert wait_gone([daemon.pid], 3.0), "the daemon that left the session survived its command"
+
+
+def test_session_mode_command_that_started_nothing_ends_clean(trees):
+    """A command that started nothing (where the keeper may skip its sweep): exit, done, and nothing left behind."""
+    for _ in range(3):
+        t = spawn(["true"], contain="session")
+        trees.append(t)
+        assert t.wait(timeout=10) == 0
+        assert t._life.done and t.members() == []
+
+
 def test_session_mode_keep_orphans_keeps_what_kept_the_session(trees):
     t = spawn(["sh", "-c", "(sleep 100 &); exit 2"], contain="session", keep_orphans=True)
     trees.append(t)
@@ -341,6 +359,21 @@ def test_cgroup_functions_refuse_foreign_cgroups(tmp_path):
             _cgroup.kill(path)
         with pytest.raises(ValueError):
             _cgroup.remove(path)
+
+
+def test_cgroup_remove_of_a_tree_already_removed_reads_nothing(monkeypatch, tmp_path):
+    """A tree cgroup and parent both gone (ENOENT): True at once; a look-alike that exists is still refused."""
+
+    def no_mount_table(*a):
+        raise AssertionError("the mount table was read for a cgroup that is gone")
+
+    monkeypatch.setattr(_cgroup, "_read_mount", no_mount_table)
+    assert _cgroup.remove(str(tmp_path / "proctree-1-2" / "tree-1-abc"))
+    (tmp_path / "proctree-1-2").mkdir()
+    monkeypatch.undo()
+    with pytest.raises(ValueError):
+        _cgroup.remove(str(tmp_path / "proctree-1-2" / "tree-1-abc"))
+    assert (tmp_path / "proctree-1-2").is_dir()
 
 
 @pytest.mark.skipif(not CGROUP_OK, reason=f"no writable cgroup v2: {CGROUP_WHY}")

@@ -299,6 +299,8 @@ def _json(value: object) -> str:
             return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
         return float.__repr__(value)
     if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'  # nothing to escape (the usual case): no loop over its characters
         return '"' + "".join(_ESCAPES.get(c) or (c if " " <= c <= "~" else _u_escape(c)) for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_json(v) for v in value) + "]"
