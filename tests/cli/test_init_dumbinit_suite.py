@@ -492,11 +492,11 @@ for _ in range(50):
     z = []
     for p in os.listdir("/proc"):
         try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{p}/stat", "rb") as f:  # bytes: any process's name may be any bytes
+                fields = f.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[0] == "Z" and int(fields[2]) == me:
+        if fields[0] == b"Z" and int(fields[2]) == me:
             z.append(p)
     if not z:
         sys.exit(0)

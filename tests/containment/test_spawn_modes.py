@@ -227,7 +227,7 @@ def test_session_mode_command_that_started_nothing_ends_clean(trees):
         t = spawn(["true"], contain="session")
         trees.append(t)
         assert t.wait(timeout=10) == 0
-        assert t._life.done and t.members() == []
+        assert t.parts.life.done and t.members() == []
 
 
 def test_session_mode_keep_orphans_keeps_what_kept_the_session(trees):

@@ -44,12 +44,12 @@ def _children() -> set[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            with open(f"/proc/{entry}/stat", "rb") as f:  # bytes: any process's name may be any bytes
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == me and fields[0] != "Z":
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[1]) == me and fields[0] != b"Z":
             out.add(int(entry))
     return out
 
