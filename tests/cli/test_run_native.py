@@ -130,6 +130,8 @@ def _alive(pid):
 
 
 def _wait_gone(pids, timeout):
+    """True once none of pids runs; False after timeout seconds, a bound for hangs only (a loaded machine's
+    teardown, its sweep of the table included, can take seconds)."""
     deadline = time.monotonic() + timeout
     while any(_alive(p) for p in pids):
         if time.monotonic() > deadline:
@@ -355,7 +357,7 @@ def test_sigkill_of_the_runner_ends_the_tree(procs, mode):
     keeper = _ppid(pids[0])  # CMD's parent; in session mode the daemon, an orphan, is the runner's child too
     p.kill()
     p.wait()
-    assert _wait_gone([keeper, *pids], 5), [x for x in (keeper, *pids) if _alive(x)]
+    assert _wait_gone([keeper, *pids], 30), [x for x in (keeper, *pids) if _alive(x)]
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
@@ -363,7 +365,7 @@ def test_sigkill_of_the_keeper_half_ends_the_tree_and_says_so(procs, mode):
     p, pids = _start_ignorers(procs, "--contain", mode, "--grace", "0.3")
     os.kill(_ppid(pids[0]), signal.SIGKILL)
     assert p.wait(timeout=30) == 125
-    assert _wait_gone(pids, 5)
+    assert _wait_gone(pids, 30)
 
 
 def test_job_control_without_a_terminal(procs):
