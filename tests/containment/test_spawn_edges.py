@@ -31,9 +31,10 @@ from proctree._containment.spawn import Tree, spawn, spawn_async
 from proctree._containment.statuschannel import StatusChannel
 from proctree._table import binding as _binding
 from support.spawnkit import ALL_MODES, alive, cgroup_dirs, wait_gone
+from support.stubborn import ignore_polite_signals_sh
 
-# A command that ignores SIGTERM (and so does its sleep): only the kill ends it.
-TERM_IGNORER = ["/bin/sh", "-c", 'trap "" TERM; sleep 60 & echo ready; wait']
+# A command that survives the polite signals (and so does its sleep): only the kill ends it.
+TERM_IGNORER = ["/bin/sh", "-c", f"{ignore_polite_signals_sh()}; sleep 60 & echo ready; wait"]
 BASH = shutil.which("bash")
 
 

@@ -282,13 +282,14 @@ class Kit:
         )
 
     def forker(self, limit=300):
-        """Ignores SIGTERM, and on it starts forking: up to `limit` children, one per ms."""
+        """Survives the polite signals (support/stubborn.py), and on SIGTERM starts forking: up to `limit` children,
+        one per ms, which inherit all of it."""
         return self.start(
-            """
+            f"""
             LIMIT = int(sys.argv[2])
             go = threading.Event()
+            {ignore_polite_signals_py()}
             signal.signal(signal.SIGTERM, lambda *a: go.set())
-            signal.signal(signal.SIGHUP, signal.SIG_IGN)
             say("forker")
             ready()
             while not go.is_set():

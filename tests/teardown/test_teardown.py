@@ -159,7 +159,7 @@ def test_max_procs_bounds_the_work_and_says_truncated(kit):
 
 
 def test_truncated_fork_bomb_is_still_ended_through_the_verified_group(kit):
-    # A forker whose children inherit its TERM handler and HUP ignore: the
+    # A forker whose children inherit its TERM handler and the other polite signals ignored: the
     # members past max_procs cannot be held, so only the group SIGKILL reaches them.
     # The grace is the forker's time to fork past max_procs (one child per ms when
     # the machine is idle, far slower on a loaded one).

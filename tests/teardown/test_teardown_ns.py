@@ -14,6 +14,7 @@ import pytest
 
 import proctree
 from proctree._teardown import signals as _signals
+from support.stubborn import ignore_polite_signals_py
 from support.treekit import run_ns_json
 
 
@@ -149,7 +150,7 @@ def test_bad_input_never_reaches_a_signal_call(monkeypatch, call):
 
 
 PID_REUSE = r"""
-# root R (own session, ignores TERM/HUP) -> member A (ignores TERM/HUP).
+# root R (own session, survives the polite signals) -> member A (survives them too).
 # When R gets SIGTERM (and A has had its TERM and CONT) it kills and reaps A, asks the factory F (not in the tree)
 # for a bystander B at A's pid (ns_last_pid), waits for it, and carries on
 # ignoring. After the grace the engine escalates: B must be left alone.
@@ -182,7 +183,7 @@ got_r, got_w = os.pipe()
 root = os.fork()
 if root == 0:
     os.setsid()
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    IGNORE_POLITE_SIGNALS  # support/stubborn.py's line: TERM, INT and HUP ignored, as A inherits (each sets TERM after)
     a = os.fork()
     if a == 0:
         # A survives the polite round and says when it has had both of its
@@ -276,7 +277,7 @@ def test_pid_reuse_bystander_is_never_signalled(mode):
     env = {"PROCTREE_NO_PIDFD": "1"} if mode == "start-time" else {}
     if mode.startswith("pidfd, "):
         env["REUSE_AT_ONCE"] = "1"
-    res = run(PID_REUSE, **env)
+    res = run(PID_REUSE.replace("IGNORE_POLITE_SIGNALS", ignore_polite_signals_py()), **env)
     assert res["reused"], "the bystander did not get the member's pid"
     assert res["pidfds"] is mode.startswith("pidfd")
     assert res["b_state"] in ("S", "R"), "bystander was stopped or killed"
