@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
-from .._teardown import signals as _signals
+from . import signals as _signals
 
 TYPE_CHECKING = False  # typing costs import time (a start loads this module); type checkers take this as True
 if TYPE_CHECKING:
