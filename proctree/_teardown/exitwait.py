@@ -114,16 +114,19 @@ class EventWaiter:
 
     def __init__(self):
         self._events = _pidexit.ExitEvents()
+        self._by_pid = self._events.by_pid
+        self._add_pidfd = self._events.add_pidfd  # bound once: a teardown's hot path, once per member
         self._by_key = {}  # pidfd (epoll) or pid (kqueue) -> its target
         self._fallback = PollingWaiter()
 
     def watch(self, target):
-        if self._events.by_pid:
+        pidfd = target.pidfd
+        if self._by_pid:
             return self._watch_pid(target)
-        if target.pidfd is None:
+        if pidfd is None:
             return self._fallback.watch(target)
-        self._events.add_pidfd(target.pidfd)
-        self._by_key[target.pidfd] = target
+        self._add_pidfd(pidfd)
+        self._by_key[pidfd] = target
         return True
 
     def _watch_pid(self, target):
@@ -141,18 +144,16 @@ class EventWaiter:
         return True
 
     def ready(self):
-        ended = []
-        by_pid = self._events.by_pid
-        while self._by_key:
-            exited, _ = self._events.poll(0)
+        ended: list[Target] = []
+        events, by_key = self._events, self._by_key  # bound once: a teardown's hot path, once per member
+        while by_key:
+            exited, _ = events.poll(0)
             if not exited:
                 break
-            for key in exited:
-                t = self._by_key.pop(key, None)
-                if t is not None:
-                    if not by_pid:  # kqueue's events are one-shot; a pidfd stays readable
-                        self._events.remove_pidfd(key)
-                    ended.append(t)
+            found = [key for key in exited if key in by_key]
+            ended.extend(by_key.pop(key) for key in found)
+            if not self._by_pid:  # a pidfd stays readable (kqueue's events are one-shot)
+                events.remove_pidfds(found)
         if len(self._fallback):
             ended.extend(self._fallback.ready())
         return ended

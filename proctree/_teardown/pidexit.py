@@ -32,7 +32,7 @@ import os
 import select
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
@@ -223,8 +223,16 @@ class ExitEvents:
     def remove_pidfd(self, pidfd: int) -> None:
         """Stop reporting pidfd, before it is closed (a forked child's copy keeps the file, and its registration,
         alive). Never raises."""
-        with contextlib.suppress(OSError, ValueError):
-            self._poller.unregister(pidfd)
+        self.remove_pidfds((pidfd,))
+
+    def remove_pidfds(self, pidfds: Iterable[int]) -> None:
+        """remove_pidfd() for each of pidfds, in one call (a teardown's hot path: once per member). Never raises."""
+        unregister = self._poller.unregister
+        for fd in pidfds:
+            try:
+                unregister(fd)
+            except (OSError, ValueError):
+                pass
 
     def add_pid(self, pid: int) -> None:
         """Report pid once it exits (kqueue only). Raises ProcessLookupError if it exited already, OSError if it
