@@ -31,7 +31,6 @@ import errno
 import os
 import select
 import sys
-import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from .. import _fds
@@ -170,6 +169,10 @@ def call_when_child_exited(pid: int, callback: Callable[[], object], name: str) 
                     except InterruptedError:  # pragma: no cover - PEP 475 retries; an old interpreter may not
                         continue
         callback()
+
+    # Imported here, not with the module: terminate_tree loads this module and starts no thread (threading costs
+    # it about 0.6 ms); whoever calls this (the uvloop drop-in) has threading loaded already, as asyncio does.
+    import threading
 
     threading.Thread(target=run, name=name, daemon=True).start()
 
