@@ -19,7 +19,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
-from . import pidexit as _pidexit
+from .._teardown import pidexit as _pidexit
 
 
 def _status(pid: int, known: Callable[[], int | None]) -> int:

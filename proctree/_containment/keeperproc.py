@@ -11,8 +11,8 @@ import threading
 from .. import _lazyimport
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
+from .._teardown import pidexit as _pidexit
 from . import keeperwatch as _keeperwatch
-from . import pidexit as _pidexit
 from . import realpopen as _realpopen
 from . import spare as _spare
 

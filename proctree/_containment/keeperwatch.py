@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import pidexit as _pidexit
+from .._teardown import pidexit as _pidexit
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
 if TYPE_CHECKING:

@@ -36,11 +36,11 @@ import time
 from .. import _lazyimport
 from .._errors import ContainmentUnavailable
 from .._table import binding as _binding
+from .._teardown import pidexit as _pidexit
 from . import cgroup as _cgroup
 from . import cgrouppool as _pool
 from . import detach as _detach
 from . import keeperloss as _keeperloss
-from . import pidexit as _pidexit
 from .keeperproc import _keeper_watch
 from .launch import _LINUX
 from .spawn import spawn

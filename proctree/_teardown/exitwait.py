@@ -1,8 +1,9 @@
-"""Event-driven waiting for processes to end: one mechanism per platform, same interface.
+"""Event-driven waiting for the teardown's targets to end: exit events where the OS has them, else polling.
 
-Laid out like trio's _subprocess_platform: the portable fallback first, then
-the real mechanism for each OS, and make_waiter() picks one. Every waiter is a
-bag of Targets with:
+The events are pidexit.py's (the one place that knows how an exit is waited
+for per OS: epoll over pidfds on Linux, kqueue NOTE_EXIT on macOS); this
+module adds what a teardown needs on top, Targets and a polling fallback with
+backoff, and make_waiter() picks one. Every waiter is a bag of Targets with:
 
     watch(target)     start watching (False: it is already gone)
     ready()           targets that ended since the last call; never blocks
@@ -17,12 +18,11 @@ A zombie counts as ended. A waiter never signals anything and never reaps.
 from __future__ import annotations
 
 import os
-import select
-import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
+from . import pidexit as _pidexit
 
 if TYPE_CHECKING:
     from .signals import Target
@@ -102,127 +102,80 @@ class PollingWaiter:
         self._targets = []
 
 
-if sys.platform.startswith("linux"):
+class EventWaiter:
+    """Exit events in one pollable kernel object (pidexit.ExitEvents), which is this waiter's fileno().
 
-    class PidfdWaiter:
-        """Linux: every target's pidfd in one epoll set, which is itself pollable.
-
-        A pidfd turns readable when its process has exited (zombie or reaped);
-        targets without a pidfd go to a PollingWaiter alongside.
-        """
-
-        def __init__(self):
-            self._ep = select.epoll()
-            self._by_fd = {}
-            self._fallback = PollingWaiter()
-
-        def watch(self, target):
-            if target.pidfd is None:
-                return self._fallback.watch(target)
-            self._ep.register(target.pidfd, select.EPOLLIN)
-            self._by_fd[target.pidfd] = target
-            return True
-
-        def ready(self):
-            ended = []
-            while self._by_fd:
-                events = self._ep.poll(0, 256)
-                if not events:
-                    break
-                for fd, _ in events:
-                    t = self._by_fd.pop(fd, None)
-                    if t is not None:
-                        self._ep.unregister(fd)
-                        ended.append(t)
-            if len(self._fallback):
-                ended.extend(self._fallback.ready())
-            return ended
-
-        def fileno(self):
-            return self._ep.fileno()
-
-        def poll_interval(self):
-            return self._fallback.poll_interval()
-
-        def __len__(self):
-            return len(self._by_fd) + len(self._fallback)
-
-        def close(self):
-            self._ep.close()
-            self._by_fd = {}
-            self._fallback.close()
-
-
-# The kqueue names exist on macOS and the BSDs only; this machine's type
-# checker sees Linux's select module, so they are reached through an Any.
-_kq_api: Any = select
-
-
-class KqueueWaiter:
-    """macOS/BSD: EVFILT_PROC NOTE_EXIT per pid in one kqueue, which is itself pollable.
-
-    kqueue watches a pid, not a handle: we register first and check the start
-    time after, so the registration is known to be for the recorded process.
+    Linux: each target's pidfd in an epoll set (a pidfd turns readable once
+    its process has exited, zombie or reaped). macOS: kqueue NOTE_EXIT per
+    pid, registered first and the start time checked after, so the
+    registration is known to be for the recorded process. Targets without
+    either go to a PollingWaiter alongside.
     """
 
     def __init__(self):
-        self._kq = _kq_api.kqueue()
-        self._by_pid = {}
+        self._events = _pidexit.ExitEvents()
+        self._by_pid = self._events.by_pid
+        self._add_pidfd = self._events.add_pidfd  # bound once: a teardown's hot path, once per member
+        self._by_key = {}  # pidfd (epoll) or pid (kqueue) -> its target
         self._fallback = PollingWaiter()
 
-    def _event(self, pid, flags):
-        return _kq_api.kevent(pid, filter=_kq_api.KQ_FILTER_PROC, flags=flags, fflags=_kq_api.KQ_NOTE_EXIT)
-
     def watch(self, target):
+        pidfd = target.pidfd
+        if self._by_pid:
+            return self._watch_pid(target)
+        if pidfd is None:
+            return self._fallback.watch(target)
+        self._add_pidfd(pidfd)
+        self._by_key[pidfd] = target
+        return True
+
+    def _watch_pid(self, target):
         pid = target.proc.pid
         try:
-            self._kq.control([self._event(pid, _kq_api.KQ_EV_ADD | _kq_api.KQ_EV_ONESHOT)], 0, 0)
+            self._events.add_pid(pid)
         except ProcessLookupError:
             return False
         except OSError:
             return self._fallback.watch(target)
         if ended_by_reading(target):
-            try:
-                self._kq.control([self._event(pid, _kq_api.KQ_EV_DELETE)], 0, 0)
-            except OSError:
-                pass
+            self._events.remove_pid(pid)
             return False
-        self._by_pid[pid] = target
+        self._by_key[pid] = target
         return True
 
     def ready(self):
-        ended = []
-        while self._by_pid:
-            events = self._kq.control(None, 256, 0)
-            if not events:
+        ended: list[Target] = []
+        events, by_key = self._events, self._by_key  # bound once: a teardown's hot path, once per member
+        while by_key:
+            exited, _ = events.poll(0)
+            if not exited:
                 break
-            for ev in events:
-                t = self._by_pid.pop(ev.ident, None)
-                if t is not None:
-                    ended.append(t)
+            found = [key for key in exited if key in by_key]
+            ended.extend(by_key.pop(key) for key in found)
+            if not self._by_pid:  # a pidfd stays readable (kqueue's events are one-shot)
+                events.remove_pidfds(found)
         if len(self._fallback):
             ended.extend(self._fallback.ready())
         return ended
 
     def fileno(self):
-        return self._kq.fileno()
+        return self._events.fileno()
 
     def poll_interval(self):
         return self._fallback.poll_interval()
 
     def __len__(self):
-        return len(self._by_pid) + len(self._fallback)
+        return len(self._by_key) + len(self._fallback)
 
     def close(self):
-        self._kq.close()
-        self._by_pid = {}
+        self._events.close()
+        self._by_key = {}
         self._fallback.close()
 
 
 def make_waiter(use_pidfd: bool) -> Waiter:
     """The best waiter for this platform (use_pidfd: the targets will carry pidfds)."""
-    if sys.platform.startswith("linux") and use_pidfd and hasattr(select, "epoll"):
-        return PidfdWaiter()
-    if sys.platform == "darwin" and hasattr(select, "kqueue"):
-        return KqueueWaiter()
+    events = _pidexit.exit_events()
+    if events == "kqueue" or (events == "epoll" and use_pidfd and _pidexit.LINUX):
+        return EventWaiter()
     return PollingWaiter()

@@ -3,8 +3,8 @@
 The ladder (ladder.Ladder: machine._Teardown, listed._ListedTeardown) decides;
 the World it is given acts. System
 is the real one: process reads through proctree._table, identity-checked
-sends through signals, exit waiting through exitwait, reaping through
-reaping, the clock, the fork counter and the fd budget. Tests pass a fake
+sends through signals, exit waiting through exitwait and pidexit, reaping
+through reaping, the clock, the fork counter and the fd budget. Tests pass a fake
 World to run the state machine on a simulated table; the reaper and the
 supervisor can pass their own to reuse the engine.
 
@@ -20,10 +20,10 @@ import resource
 import time
 from typing import Protocol
 
-from .. import _fds
 from .._table import binding as _binding
 from .._table.model import Proc, Snapshot
 from . import exitwait as _exitwait
+from . import pidexit as _pidexit
 from . import reaping as _reaping
 from . import signals as _signals
 from .exitwait import Waiter
@@ -100,7 +100,7 @@ class System:
     def target_ended(self, target: Target) -> bool:
         """True if target's process is gone or a zombie (its pidfd turned readable, or by reading)."""
         if target.pidfd is not None:
-            return bool(_fds.readable([target.pidfd], 0))
+            return _pidexit.exited(target.pidfd)
         return _exitwait.ended_by_reading(target)
 
     def make_waiter(self, use_pidfd: bool) -> Waiter:

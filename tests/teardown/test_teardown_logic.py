@@ -327,8 +327,7 @@ def test_may_orphan_counts_what_could_join_without_a_fork(world, anchors, owners
 )
 def test_one_pidfd_decision_for_every_reader_of_proctree_no_pidfd(monkeypatch, value, used):
     """PROCTREE_NO_PIDFD set to anything but "" or "0" turns pidfds off, for the teardown and every exit waiter alike."""
-    from proctree._containment import pidexit
-    from proctree._teardown import signals
+    from proctree._teardown import pidexit, signals
 
     if not (hasattr(os, "pidfd_open") and signals.pidfds_available()):
         pytest.skip("no pidfds here")

@@ -1,4 +1,4 @@
-"""A process's exit, one way per OS: the only place in containment that knows how a pid's exit is waited for.
+"""A process's exit, one way per OS: the only place in proctree that knows how a pid's exit is waited for.
 
 Laid out after trio's _subprocess_platform (one wait_child_exiting per OS):
 
@@ -14,9 +14,11 @@ Laid out after trio's _subprocess_platform (one wait_child_exiting per OS):
 
 The handle of (a) is open_pidfd(), optionally pinned to a start time; (b)
 are its forms: exited() (a look), wait() (blocking), add_exit_reader() (an
-event loop's reader), call_when_child_exited() (the thread), and ExitSet
-(many pids and a wake-up pipe, for one thread to sleep on). child_exited()
-is the look that needs no handle.
+event loop's reader), call_when_child_exited() (the thread), ExitEvents
+(the exits of many processes in one epoll set or kqueue, itself pollable:
+the teardown's exitwait.py builds its waiters on it) and ExitSet (that and
+a wake-up pipe, for one thread to sleep on: containment's keeperwatch.py).
+child_exited() is the look that needs no handle.
 
 Must never: signal anything, or reap anything (every caller reaps its own
 children, or leaves them to their owners).
@@ -25,16 +27,16 @@ children, or leaves them to their owners).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .. import _fds
 from .._errors import AccessDenied, NoSuchProcess
 from .._table import binding as _binding
-from .._teardown import signals as _signals
+from . import signals as _signals
 
 TYPE_CHECKING = False  # typing costs import time (a start loads this module); type checkers take this as True
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ POLL_FALLBACK = 0.2  # seconds between looks at the table for a pid without an e
 # The kqueue names exist on macOS and the BSDs only; this machine's type checker sees Linux's select module.
 _kq_api: Any = select
 _KQ_READ = getattr(select, "KQ_FILTER_READ", -1)
+_EPOLLIN = getattr(select, "EPOLLIN", 1)  # Linux only, like epoll itself
 # waitid: Linux, and macOS only from Python 3.13.
 _HAS_WAITID = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
 
@@ -167,16 +170,115 @@ def call_when_child_exited(pid: int, callback: Callable[[], object], name: str) 
                         continue
         callback()
 
+    # Imported here, not with the module: terminate_tree loads this module and starts no thread (threading costs
+    # it about 0.6 ms); whoever calls this (the uvloop drop-in) has threading loaded already, as asyncio does.
+    import threading
+
     threading.Thread(target=run, name=name, daemon=True).start()
+
+
+# -- many exits as events in one kernel object --------------------------------
+def exit_events() -> str | None:
+    """Which kernel object reports many exits at once here: "kqueue" (macOS, by pid), "epoll" (Linux, by pidfd), or
+    None (the caller polls, or looks at the table). Asked each time, so a test can take select.epoll away."""
+    if DARWIN and hasattr(select, "kqueue"):
+        return "kqueue"
+    return "epoll" if hasattr(select, "epoll") else None
+
+
+class ExitEvents:
+    """The exits of many processes as events in one pollable kernel object, and plain readers (a wake-up pipe) beside.
+
+    epoll (Linux): a pidfd per process, level-triggered, so one added while
+    another thread sleeps in poll() is seen at once. kqueue (macOS):
+    EVFILT_PROC NOTE_EXIT per pid, one-shot; it names a pid, so the caller
+    registers first and checks afterwards that the pid is still the process
+    meant. by_pid says which: pids (kqueue) or pidfds (epoll) go in and come
+    out of poll(). Made only where exit_events() is not None; raises OSError
+    without descriptors to spare. fileno() is readable while an event is
+    pending (for an outer poll or an event loop). Thread-safe as epoll and
+    kqueue are; the pidfds stay the caller's to close.
+    """
+
+    def __init__(self) -> None:
+        self.by_pid = exit_events() == "kqueue"
+        self._readers: set[int] = set()
+        self._poller: Any
+        if self.by_pid:
+            self._poller = _kq_api.kqueue()
+        elif hasattr(select, "epoll"):
+            self._poller = select.epoll()
+        else:
+            raise OSError(errno.ENOSYS, "no epoll or kqueue here")
+
+    def add_reader(self, fd: int) -> None:
+        """Report fd among poll()'s readers while it is readable."""
+        self._readers.add(fd)
+        if self.by_pid:
+            self._poller.control([_kq_api.kevent(fd, filter=_KQ_READ, flags=_kq_api.KQ_EV_ADD)], 0, 0)
+        else:
+            self._poller.register(fd, _EPOLLIN)
+
+    def add_pidfd(self, pidfd: int) -> None:
+        """Report pidfd once its process has exited (epoll only; raises OSError as epoll_ctl does)."""
+        self._poller.register(pidfd, _EPOLLIN)
+
+    def remove_pidfd(self, pidfd: int) -> None:
+        """Stop reporting pidfd, before it is closed (a forked child's copy keeps the file, and its registration,
+        alive). Never raises."""
+        self.remove_pidfds((pidfd,))
+
+    def remove_pidfds(self, pidfds: Iterable[int]) -> None:
+        """remove_pidfd() for each of pidfds, in one call (a teardown's hot path: once per member). Never raises."""
+        unregister = self._poller.unregister
+        for fd in pidfds:
+            try:
+                unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def add_pid(self, pid: int) -> None:
+        """Report pid once it exits (kqueue only). Raises ProcessLookupError if it exited already, OSError if it
+        cannot be watched."""
+        self._poller.control([self._proc_event(pid, _kq_api.KQ_EV_ADD | _kq_api.KQ_EV_ONESHOT)], 0, 0)
+
+    def remove_pid(self, pid: int) -> None:
+        """Stop reporting pid (kqueue only). Never raises."""
+        with contextlib.suppress(OSError):
+            self._poller.control([self._proc_event(pid, _kq_api.KQ_EV_DELETE)], 0, 0)
+
+    @staticmethod
+    def _proc_event(pid: int, flags: int) -> Any:
+        return _kq_api.kevent(pid, filter=_kq_api.KQ_FILTER_PROC, flags=flags, fflags=_kq_api.KQ_NOTE_EXIT)
+
+    def poll(self, timeout: float | None, max_events: int = 256) -> tuple[list[int], list[int]]:
+        """Sleep until an event or timeout seconds (None: no limit; 0: a look); returns (the pids or pidfds that
+        exited, the readers that are readable), at most max_events in all (the rest wait for the next call)."""
+        if self.by_pid:
+            events = self._poller.control(None, max_events, timeout)
+            readers = [ev.ident for ev in events if ev.filter == _KQ_READ]
+            return [ev.ident for ev in events if ev.filter != _KQ_READ], readers
+        ready = [fd for fd, _ in self._poller.poll(-1 if timeout is None else timeout, max_events)]
+        if not self._readers:
+            return ready, []
+        return [fd for fd in ready if fd not in self._readers], [fd for fd in ready if fd in self._readers]
+
+    def fileno(self) -> int:
+        """The epoll's or kqueue's own descriptor (raises ValueError once closed)."""
+        return int(self._poller.fileno())
+
+    def close(self) -> None:
+        """Close the epoll or kqueue (not the pidfds or readers, which are the caller's). Never raises."""
+        self._poller.close()
 
 
 # -- many pids, one sleeping thread -------------------------------------------
 class ExitSet:
     """The exits of many pids and a wake-up pipe, for one thread to sleep on.
 
-    Linux: their pidfds in one epoll set (level-triggered: a pidfd added
-    while the thread sleeps is seen at once, without a wake). macOS: a
-    kqueue with NOTE_EXIT per pid (a pid that exited before its
+    Linux: their pidfds in ExitEvents' epoll set (level-triggered: a pidfd
+    added while the thread sleeps is seen at once, without a wake). macOS:
+    its kqueue with NOTE_EXIT per pid (a pid that exited before its
     registration is found only when woken). Elsewhere: poll() over the
     pidfds (no limit on descriptor numbers). A pid without a pidfd or an
     event is the caller's to look up, at most POLL_FALLBACK apart.
@@ -185,57 +287,49 @@ class ExitSet:
     """
 
     def __init__(self, pidfds: Sequence[int] = (), pids: Sequence[int] = ()) -> None:
-        self._kq: Any = None
-        self._ep: Any = None
+        self._events: ExitEvents | None = None
         self.wake_r = self.wake_w = -1
         try:
             r, w = os.pipe()
             self.wake_r, self.wake_w = _fds.above_stdio(r), _fds.above_stdio(w)
             os.set_blocking(self.wake_w, False)
-            if DARWIN:
-                self._kq = _kq_api.kqueue()
-                wake = _kq_api.kevent(self.wake_r, filter=_kq_api.KQ_FILTER_READ, flags=_kq_api.KQ_EV_ADD)
-                self._kq.control([wake], 0, 0)
-                for pid in pids:
+            if exit_events() is not None:
+                self._events = ExitEvents()
+                self._events.add_reader(self.wake_r)
+                for pid in pids if self._events.by_pid else ():
                     self.add(pid, None)
-            elif hasattr(select, "epoll"):
-                self._ep = select.epoll()
-                self._ep.register(self.wake_r, select.EPOLLIN)
-                for fd in pidfds:
-                    self._ep.register(fd, select.EPOLLIN)
+                for fd in () if self._events.by_pid else pidfds:
+                    self._events.add_pidfd(fd)
         except BaseException:
             self.close()
             raise
+
+    def _by_pid(self) -> bool:
+        return self._events is not None and self._events.by_pid
 
     @property
     def sees_new_unwoken(self) -> bool:
         """A pid added while the thread sleeps is seen then: its exit wakes the thread (epoll) or its wait returns
         within POLL_FALLBACK of the wake-up's timeout (poll); only kqueue needs a wake for one that exited before."""
-        return self._kq is None
+        return not self._by_pid()
 
     def add(self, pid: int, pidfd: int | None) -> bool:
         """Watch pid (pidfd: a pidfd on it, or None); True if the sleeping thread sees it without a wake."""
-        if self._kq is not None:
-            ev = _kq_api.kevent(
-                pid,
-                filter=_kq_api.KQ_FILTER_PROC,
-                flags=_kq_api.KQ_EV_ADD | _kq_api.KQ_EV_ONESHOT,
-                fflags=_kq_api.KQ_NOTE_EXIT,
-            )
+        events = self._events
+        if events is not None and events.by_pid:
             with contextlib.suppress(OSError):  # it exited already: the wake-up's look at the table finds it
-                self._kq.control([ev], 0, 0)
+                events.add_pid(pid)
             return False
-        if LINUX and self._ep is not None and pidfd is not None:
-            self._ep.register(pidfd, select.EPOLLIN)
+        if events is not None and pidfd is not None:
+            events.add_pidfd(pidfd)
             return True
         return False
 
     def remove(self, pidfd: int | None) -> None:
         """Stop watching the pidfd, before it is closed: no event of it is reported under a number a new descriptor
         may take (a forked child's copy keeps the file, and an epoll registration, alive)."""
-        if pidfd is not None and self._ep is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._ep.unregister(pidfd)
+        if pidfd is not None and self._events is not None and not self._events.by_pid:
+            self._events.remove_pidfd(pidfd)
 
     def wake(self) -> None:
         """Wake the thread in wait(): from any thread; never raises."""
@@ -252,18 +346,20 @@ class ExitSet:
         reused; a look at the table is not, so it is asked for only where
         there is no event.
         """
-        if self._kq is not None:
-            events = self._kq.control(None, 64, timeout)
-            exited = {ev.ident for ev in events if ev.ident != self.wake_r or ev.filter != _KQ_READ}
-            woken = any(ev.ident == self.wake_r and ev.filter == _KQ_READ for ev in events)
+        events = self._events
+        if events is not None and events.by_pid:
+            exited_pids, readers = events.poll(timeout, 64)
+            exited = set(exited_pids)
+            woken = bool(readers)
             proven = [w for w in watched if w.pid in exited]
             # A pid added while the thread slept may have exited before its event was registered.
             maybe = [w for w in watched if w.pid not in exited] if woken else []
         else:
             if any(w.pidfd is None for w in watched):
                 timeout = POLL_FALLBACK if timeout is None else min(timeout, POLL_FALLBACK)
-            if self._ep is not None:
-                ready = {fd for fd, _ in self._ep.poll(-1 if timeout is None else timeout)}
+            if events is not None:
+                exited_fds, readers = events.poll(timeout, 1023)
+                ready = {*exited_fds, *readers}
             else:
                 fds = [self.wake_r] + [w.pidfd for w in watched if w.pidfd is not None]
                 ready = set(_fds.readable(fds, timeout))
@@ -278,10 +374,9 @@ class ExitSet:
     def own_fds(self) -> set[int]:
         """The descriptors this set holds (its pipe, its epoll or kqueue), not the pidfds it watches."""
         held = {self.wake_r, self.wake_w}
-        for poller in (self._ep, self._kq):
-            if poller is not None:
-                with contextlib.suppress(ValueError):
-                    held.add(poller.fileno())
+        if self._events is not None:
+            with contextlib.suppress(ValueError):
+                held.add(self._events.fileno())
         return held - {-1}
 
     def close(self) -> None:
@@ -290,7 +385,6 @@ class ExitSet:
             if fd >= 0:
                 close(fd)
         self.wake_r = self.wake_w = -1
-        for poller in (self._kq, self._ep):
-            if poller is not None:
-                poller.close()
-        self._kq = self._ep = None
+        if self._events is not None:
+            self._events.close()
+        self._events = None

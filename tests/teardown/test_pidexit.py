@@ -18,7 +18,7 @@ import time
 import pytest
 
 import proctree
-from proctree._containment import pidexit
+from proctree._teardown import pidexit
 from proctree._teardown import signals as _signals
 from support.pidspace import SMALL_PID_MAX
 from support.treekit import run_ns_json
@@ -274,7 +274,7 @@ def test_exit_set_takes_pidfds_given_when_made(children):
 REUSE = (
     SMALL_PID_MAX
     + r"""
-from proctree._containment import pidexit
+from proctree._teardown import pidexit
 
 def fork_waiting(r):
     pid = os.fork()
