@@ -11,10 +11,9 @@ trio face are two such pairs). Neither decides anything.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from .ladder import Ladder
     from .report import TeardownReport
 
 
@@ -40,6 +39,14 @@ class _Call(NamedTuple):
 Request = _Wait | _Call
 
 
+class Steps(Protocol):
+    """What a driver drives: a teardown's steps, and its abort (ladder.Ladder is one)."""
+
+    def steps(self) -> Generator[Request, Any, TeardownReport]: ...
+
+    def abort(self) -> None: ...
+
+
 def run_inline(gen: Generator[Request, Any, Any]) -> Any:
     """Drive one of the machine's sub-generators to its result with blocking calls."""
     try:
@@ -51,7 +58,7 @@ def run_inline(gen: Generator[Request, Any, Any]) -> Any:
 
 
 async def drive_async(
-    engine: Ladder,
+    engine: Steps,
     call: Callable[[Callable[[], Any]], Awaitable[Any]],
     wait: Callable[[_Wait], Awaitable[None]],
 ) -> TeardownReport:
