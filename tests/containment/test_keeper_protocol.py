@@ -538,13 +538,17 @@ def test_the_keeper_removes_the_receipt_when_it_ends_the_tree(keeper, mode, pipe
 DAEMON_OF_TREE = r"""
 import os, sys, time
 w = int(sys.argv[1])
+ready_r, ready_w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         os.write(w, b"daemon %d\n" % os.getpid())
+        os.write(ready_w, b"x")  # only now may the command exit: its exit starts the keeper's sweep
         time.sleep(300)
     os._exit(0)
+os.close(ready_w)
 os.wait()
+os.read(ready_r, 1)
 """
 
 
