@@ -47,6 +47,24 @@ def _read_settled(pid: int) -> tuple[dict[str, str] | None, list[str], bool]:
         pause = min(pause * 2, RECHECK_PAUSE_MAX)
 
 
+def _pipes_and_sockets(pid: int) -> set[str]:
+    """The pipes and sockets pid holds open, as the kernel names them ("pipe:[N]", "socket:[N]"); empty when gone or
+    not ours to read (Linux: the run's subreaper is Linux's)."""
+    found: set[str] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(("pipe:", "socket:")):
+            found.add(target)
+    return found
+
+
 @dataclass(frozen=True)
 class Mark:
     """The members at one moment, by identity (as Containment.mark())."""
@@ -94,8 +112,9 @@ class Adoption:
             # A fork of this process that has not exec'd (yet): the kernel still shows the environment this
             # process started with, without the tree id it set since (a daemon between its double fork and
             # its exec, or a forked worker that never execs). Only what runs below the run's subreaper is
-            # looked at here, so nothing else can carry that very environment.
-            return True
+            # looked at here, so outside xdist nothing else can carry that very environment; xdist's workers
+            # all start with one and the same, so a worker tells its own forks by their descriptors.
+            return not self.worker or self._forked_here(pid)
         if not value:
             # No tree id: scrubbed (the run's, in the pytest below the subreaper), or exiting (its memory is
             # gone, its command line with it: a worker's or watchdog's last moment is nobody's leak), or an exec
@@ -103,6 +122,23 @@ class Adoption:
             # one go). A worker cannot tell any of these from another worker's.
             return not self.worker and (bool(argv) or unsettled)
         return value.split(":")[0] == self.tree_id
+
+    def _forked_here(self, pid: int) -> bool:
+        """pid (which shows this worker's startup environment) holds a pipe or socket that this worker holds and
+        no sibling worker does (a fork keeps every descriptor until it closes it or execs), and none that only a
+        sibling holds. A fork that closed them all is claimed by no worker: the controller's check finds it."""
+        theirs = _pipes_and_sockets(pid)
+        if not theirs:
+            return False
+        siblings: set[str] = set()
+        try:
+            for sibling in proctree.children(self.run if self.run != self.me else os.getppid()):
+                if sibling.pid != self.me:
+                    siblings |= _pipes_and_sockets(sibling.pid)
+        except proctree.Error:
+            return False
+        mine = _pipes_and_sockets(self.me)
+        return bool(theirs & (mine - siblings)) and not theirs & (siblings - mine)
 
     def members(self) -> list[proctree.Proc]:
         outside: set[int] = set()

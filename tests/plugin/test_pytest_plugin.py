@@ -236,9 +236,13 @@ def test_leftovers_of_an_earlier_run_whose_watchdog_died_too_are_ended_at_the_ne
     inner = start_inner_until_ready(tmp_path, KILLED)
     pids = pids_in(tmp_path, "pids")
     # As if the machine's OOM killer took pytest and its watchdog at once: stop pytest, kill the keeper, kill pytest.
-    keepers = [p.pid for p in proctree.descendants(inner.pid) if "proctree._plugin.sentinel" in proctree.cmdline(p.pid)]
+    below = proctree.descendants(inner.pid)
+    keepers = [p.pid for p in below if "proctree._plugin.sentinel" in proctree.cmdline(p.pid)]
     assert keepers
-    inner.send_signal(signal.SIGSTOP)
+    # Every pytest of the run stops first (below the run's subreaper the one that runs the tests is a grandchild):
+    # a running one would start a new watchdog once it saw its own killed, and that one would end the leftovers.
+    for pid in [inner.pid, *(p.pid for p in below if "pytest" in " ".join(proctree.cmdline(p.pid)))]:
+        os.kill(pid, signal.SIGSTOP)
     for k in keepers:
         os.kill(k, signal.SIGKILL)
     inner.kill()
