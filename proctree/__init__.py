@@ -28,6 +28,7 @@ from __future__ import annotations
 from . import _lazyimport
 from ._errors import AccessDenied, Error, NoSuchProcess, ReceiptWarning
 from ._table.model import Proc, Snapshot
+from ._table.model import proc_list as _proc_list
 from ._validate import check_pid as _check_pid
 
 TYPE_CHECKING = False  # typing costs import time; type checkers take this as True
@@ -297,13 +298,7 @@ def facts_of(procs: Iterable[Proc], attrs: Iterable[str] | None = None) -> list[
     from ._table import facts as _facts
 
     want = _facts.want_of(attrs)
-    if isinstance(procs, Proc):
-        raise TypeError("procs must be an iterable of Proc, not one Proc (use facts(p.pid))")
-    listed = list(procs)
-    for p in listed:
-        if not isinstance(p, Proc):
-            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
-    return _facts.facts_of(listed, want)
+    return _facts.facts_of(_proc_list(procs, "use facts(p.pid)"), want)
 
 
 def usage(procs: Iterable[Proc]) -> Usage:
@@ -315,13 +310,7 @@ def usage(procs: Iterable[Proc]) -> Usage:
     """
     from ._table import usage as _usage
 
-    if isinstance(procs, Proc):
-        raise TypeError("procs must be an iterable of Proc, not one Proc (use usage([p]))")
-    listed = list(procs)
-    for p in listed:
-        if not isinstance(p, Proc):
-            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
-    return _usage.usage_of([p for p in listed if not p.is_zombie])
+    return _usage.usage_of([p for p in _proc_list(procs, "use usage([p])") if not p.is_zombie])
 
 
 del annotations  # bound by the __future__ import; not part of the API

@@ -8,7 +8,11 @@
  *   missing field or a stray byte all fail the whole line.
  * - status is read by line name ("Tgid:", "Uid:"), never by line number: kernels add lines.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* memrchr, in stat_parse.h */
+#endif
 #include "proctree.h"
+#include "stat_parse.h"
 
 #include <errno.h>
 #include <string.h>
@@ -26,31 +30,6 @@
 
 /* PF_KTHREAD in the kernel's task flags: set only on kernel threads, and not settable from user space. */
 #define PF_KTHREAD 0x00200000ULL
-
-/* Returns 0 with *out set and *s moved past one decimal (an optional '-', then digits) in s..end, or -EIO if there
- * is none or it does not fit an int64_t (the kernel prints no field this parser reads that large). */
-static int parse_decimal(const char **s, const char *end, int64_t *out)
-{
-    const char *p = *s;
-    int neg = p < end && *p == '-';
-    uint64_t v = 0;
-    int digits = 0;
-    if (neg)
-        p++;
-    while (p < end && *p >= '0' && *p <= '9') {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (v > ((uint64_t)INT64_MAX - d) / 10)
-            return -EIO; /* checked before the step, so nothing wraps */
-        v = v * 10 + d;
-        digits++;
-        p++;
-    }
-    if (digits == 0)
-        return -EIO;
-    *out = neg ? -(int64_t)v : (int64_t)v;
-    *s = p;
-    return 0;
-}
 
 /* Returns 0 after storing field number `field`'s value v into *out (fields not read here are skipped). */
 static int store_stat_field(int field, int64_t v, struct pt_facts *out)
@@ -73,35 +52,13 @@ static int store_stat_field(int field, int64_t v, struct pt_facts *out)
 int pt_parse_stat_facts(const char *buf, size_t len, struct pt_facts *out)
 {
     const char *end = buf + len;
-    const char *open = memchr(buf, '(', len);
-    const char *close = NULL;
-    const char *p = buf;
+    const char *p;
     int64_t v;
 
-    for (const char *q = end; q > buf; q--) /* the LAST ')' (memrchr is a GNU extension) */
-        if (q[-1] == ')') {
-            close = q - 1;
-            break;
-        }
-    if (!open || !close || close < open || open == buf || open[-1] != ' ')
+    if (pt_parse_stat_head(buf, len, &out->pid, out->name, &out->state, &p) != 0)
         return -EIO;
-    if (parse_decimal(&p, open - 1, &v) != 0 || p != open - 1 || v <= 0 || v > INT32_MAX)
-        return -EIO;
-    out->pid = (int32_t)v;
-
-    size_t name_len = (size_t)(close - open - 1);
-    if (name_len > PT_NAME_MAX - 1)
-        name_len = PT_NAME_MAX - 1;
-    memcpy(out->name, open + 1, name_len);
-    memset(out->name + name_len, 0, PT_NAME_MAX - name_len);
-
-    p = close + 1;
-    if (end - p < 3 || p[0] != ' ' || p[2] != ' ' || p[1] < 'A' || p[1] > 'z')
-        return -EIO;
-    out->state = p[1];
-    p += 3; /* now at field 4 */
     for (int field = F_PPID; field <= F_RSS; field++) {
-        if (parse_decimal(&p, end, &v) != 0)
+        if (pt_parse_decimal(&p, end, &v) != 0)
             return -EIO;
         store_stat_field(field, v, out);
         if (field < F_RSS) {
@@ -139,7 +96,7 @@ static int next_id(const char **s, const char *end, int64_t *out)
         p++;
     if (p == *s || p >= end || *p == '-')
         return -EIO;
-    int rc = parse_decimal(&p, end, out);
+    int rc = pt_parse_decimal(&p, end, out);
     if (rc == 0 && p < end && *p != '\t' && *p != ' ' && *p != '\n')
         return -EIO;
     *s = p;

@@ -11,8 +11,9 @@
  * - A process whose main thread exited while others run shows the leader's
  *   'Z'; it is alive, so we report the state of one of its live threads.
  */
-#define _GNU_SOURCE /* memrchr */
+#define _GNU_SOURCE /* openat, fstatat, O_CLOEXEC under any -std */
 #include "linux.h"
+#include "stat_parse.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,59 +34,21 @@
 #define F_NUM_THREADS 20
 #define F_STARTTIME   22
 
-/* Returns 0 with *out set, or -EINVAL if s..end does not start with a decimal. */
-static int parse_int(const char **s, const char *end, int64_t *out)
-{
-    const char *p = *s;
-    int neg = 0;
-    int64_t v = 0;
-    if (p < end && *p == '-') {
-        neg = 1;
-        p++;
-    }
-    if (p >= end || *p < '0' || *p > '9')
-        return -EINVAL;
-    while (p < end && *p >= '0' && *p <= '9') {
-        v = v * 10 + (*p - '0');
-        p++;
-    }
-    *out = neg ? -v : v;
-    *s = p;
-    return 0;
-}
-
 /* Returns 0 with *out filled from one stat line buf[0..len), or -EIO if malformed. */
 static int parse_stat(const char *buf, size_t len, struct pt_proc *out, struct stat_extra *extra)
 {
     const char *end = buf + len;
-    const char *open = memchr(buf, '(', len);
-    const char *close = memrchr(buf, ')', len);
+    const char *p;
     int64_t v;
-    const char *p = buf;
 
-    if (!open || !close || close < open)
+    if (pt_parse_stat_head(buf, len, &out->pid, out->name, &out->state, &p) != 0)
         return -EIO;
-    if (parse_int(&p, open, &v) != 0 || v <= 0 || v > INT32_MAX)
-        return -EIO;
-    out->pid = (int32_t)v;
-
-    size_t name_len = (size_t)(close - open - 1);
-    if (name_len > PT_NAME_MAX - 1)
-        name_len = PT_NAME_MAX - 1;
-    memcpy(out->name, open + 1, name_len);
-    memset(out->name + name_len, 0, PT_NAME_MAX - name_len);
-
-    p = close + 1;
-    if (end - p < 3 || p[0] != ' ' || p[2] != ' ')
-        return -EIO;
-    out->state = p[1];
-    out->leader_state = p[1];
+    out->leader_state = out->state;
     out->_pad = 0;
-    extra->leader_state = p[1];
-    p += 3; /* now at field 4 */
+    extra->leader_state = out->state;
 
     for (int field = F_PPID; field <= F_STARTTIME; field++) {
-        if (parse_int(&p, end, &v) != 0)
+        if (pt_parse_decimal(&p, end, &v) != 0)
             return -EIO;
         switch (field) {
         case F_PPID: out->ppid = (int32_t)v; break;

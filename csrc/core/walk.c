@@ -138,16 +138,23 @@ static int add_child(int32_t kid, int32_t parent, struct pt_proc *out, int *n, i
     return 1;
 }
 
-/* Returns 1 if every pid of kids[0..k) was added as a row, 0 if one left parent (read the list again), or -errno. */
+/* Returns the number of rows added at out[*n..), one for each pid of kids[0..k); -EAGAIN if one left parent (read
+ * the list again: the rows are dropped and q->used is set back to undo_used), or -errno. */
 static int add_children(const int32_t *kids, int k, int32_t parent, struct pt_proc *out, int *n, int cap,
-                        struct list_queue *q)
+                        struct list_queue *q, long undo_used)
 {
+    int start = *n;
     for (int i = 0; i < k; i++) {
         int rc = add_child(kids[i], parent, out, n, cap, q);
-        if (rc <= 0)
+        if (rc < 0)
             return rc;
+        if (rc == 0) {
+            *n = start;
+            q->used = undo_used;
+            return -EAGAIN;
+        }
     }
-    return 1;
+    return *n - start;
 }
 
 /* Returns the number of rows appended at out[*n..) for the verified children of parent, its list read now with
@@ -171,14 +178,9 @@ static int expand_now(const struct pt_proc *parent, struct pt_proc *out, int *n,
         memmove(kids, read_at, (size_t)k * sizeof *kids);
         *slot(q, used_before) = SKIP(k);
         q->used += 1 + k;
-        int start = *n;
-        int rc = add_children(kids, k, parent->pid, out, n, cap, q);
-        if (rc == 1)
-            return *n - start;
-        if (rc < 0)
+        int rc = add_children(kids, k, parent->pid, out, n, cap, q, used_before);
+        if (rc != -EAGAIN)
             return rc;
-        *n = start;
-        q->used = used_before;
     }
     return -EAGAIN;
 }
@@ -195,15 +197,9 @@ static int expand_queued(const struct pt_proc *parent, struct pt_proc *out, int 
         return expand_now(parent, out, n, cap, q, WALK_ATTEMPTS);
     const int32_t *kids = slot(q, q->next - 1 + k);
     q->next += k;
-    int start = *n;
-    long used_before = q->used;
-    int rc = add_children(kids, k, parent->pid, out, n, cap, q);
-    if (rc == 1)
-        return *n - start;
-    if (rc < 0)
+    int rc = add_children(kids, k, parent->pid, out, n, cap, q, q->used);
+    if (rc != -EAGAIN)
         return rc;
-    *n = start;
-    q->used = used_before;
     return expand_now(parent, out, n, cap, q, WALK_ATTEMPTS - 1); /* the queued list was the first attempt */
 }
 

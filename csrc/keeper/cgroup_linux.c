@@ -58,15 +58,22 @@ bool cgroup_is_ours(const char *path)
     return statfs(path, &fs) == 0 && (unsigned long)fs.f_type == CGROUP2_MAGIC;
 }
 
-/* Returns 0 after writing text to dir/file, or -errno. */
-int write_file(const char *dir, const char *file, const char *text)
+/* Returns a descriptor of dir/file opened with flags (and O_CLOEXEC), or -errno. */
+static int open_in(const char *dir, const char *file, int flags)
 {
     char p[PATH_MAX];
     if (snprintf(p, sizeof p, "%s/%s", dir, file) >= (int)sizeof p)
         return -ENAMETOOLONG;
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    int fd = open(p, flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Returns 0 after writing text to dir/file, or -errno. */
+int write_file(const char *dir, const char *file, const char *text)
+{
+    int fd = open_in(dir, file, O_WRONLY);
     if (fd < 0)
-        return -errno;
+        return fd;
     ssize_t w = write(fd, text, strlen(text));
     int rc = w < 0 ? -errno : 0;
     close(fd);
@@ -76,12 +83,9 @@ int write_file(const char *dir, const char *file, const char *text)
 /* Returns the bytes read (at most cap - 1, NUL-terminated) from dir/file, or -errno. */
 int read_file(const char *dir, const char *file, char *buf, size_t cap)
 {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s/%s", dir, file) >= (int)sizeof p)
-        return -ENAMETOOLONG;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = open_in(dir, file, O_RDONLY);
     if (fd < 0)
-        return -errno;
+        return fd;
     size_t n = 0;
     while (n < cap - 1) {
         ssize_t r = read(fd, buf + n, cap - 1 - n);
@@ -176,10 +180,7 @@ void cg_remove(void)
 void add_cgroup_procs(const char *dir)
 {
     char buf[8192];
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s/cgroup.procs", dir) >= (int)sizeof p)
-        return;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = open_in(dir, "cgroup.procs", O_RDONLY);
     if (fd < 0)
         return;
     size_t keep = 0;

@@ -39,6 +39,23 @@ void queue_signal(int sig)
         K.pending[K.npending++] = sig;
 }
 
+/* Returns nothing: records a change of a child of ours: the command's stop or continue (pty mode), or its exit (its
+ * status kept, and said). */
+static void child_changed(pid_t pid, int status)
+{
+    if (pid != K.cmd || K.cmd_done)
+        return;
+    if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        K.cmd_stopped = WIFSTOPPED(status);
+        if (K.cmd_stopped)
+            say_stopped(WSTOPSIG(status));
+        return;
+    }
+    K.cmd_done = true;
+    K.cmd_status = status;
+    say(STATUS_EXIT " %d", status & 0xFFFF);
+}
+
 /* Returns true while some child of ours is left to reap; records the command's status (and says exit) when reaped. */
 bool reap(void)
 {
@@ -48,27 +65,7 @@ bool reap(void)
      * reads the environment of every process started since: milliseconds). */
     if (K.mode == M_SESSION && K.cmd && !K.cmd_done)
         K.cmd_alone = exited_last(K.cmd);
-    for (;;) {
-        int status;
-        pid_t pid = waitpid(-1, &status, flags);
-        if (pid < 0)
-            return errno != ECHILD;
-        if (pid == 0)
-            return true;
-        if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
-            if (pid == K.cmd && !K.cmd_done) {
-                K.cmd_stopped = WIFSTOPPED(status);
-                if (K.cmd_stopped)
-                    say_stopped(WSTOPSIG(status));
-            }
-            continue;
-        }
-        if (pid == K.cmd && !K.cmd_done) {
-            K.cmd_done = true;
-            K.cmd_status = status;
-            say(STATUS_EXIT " %d", status & 0xFFFF);
-        }
-    }
+    return reap_each(flags, child_changed);
 }
 
 /* Returns true if sig, forwarded to the command's group, asks its members to stop (protocol.STOPPING). */

@@ -42,24 +42,22 @@ void queue_signal(int sig)
         K.pending[K.npending++] = sig;
 }
 
+/* Returns nothing: records CMD's status when it is reaped; any other child is an orphan (said with -w). */
+static void child_reaped(pid_t pid, int status)
+{
+    if (pid == K.cmd && !K.cmd_done) {
+        K.cmd_done = true;
+        K.cmd_status = status;
+    } else {
+        note_reaped(pid);
+    }
+}
+
 /* Returns true while some child of ours is left to reap; records CMD's status when reaped. Every child is reaped:
  * as a subreaper every orphan of the tree comes to us. */
 bool reap(void)
 {
-    for (;;) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid < 0)
-            return errno != ECHILD;
-        if (pid == 0)
-            return true;
-        if (pid == K.cmd && !K.cmd_done) {
-            K.cmd_done = true;
-            K.cmd_status = status;
-        } else {
-            note_reaped(pid);
-        }
-    }
+    return reap_each(WNOHANG, child_reaped);
 }
 
 /* Returns whether a member of CMD's group is stopped (or the table could not be read: then assume one is); records

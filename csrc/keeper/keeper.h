@@ -11,11 +11,13 @@
 #endif
 #include "proctree.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include "protocol_gen.h" /* the protocol's constants, generated from protocol.py */
 
@@ -122,6 +124,21 @@ bool tree_empty(void);
 /* events.c */
 void queue_signal(int sig);
 bool reap(void);
+
+/* Returns true while some child of ours is left to reap: hands each change waitpid(-1, flags) reports now to
+ * seen(pid, status), until none is ready (the keeper's reap and proctree-init's, each with its own rules). */
+static inline bool reap_each(int flags, void (*seen)(pid_t pid, int status))
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, flags);
+        if (pid < 0)
+            return errno != ECHILD;
+        if (pid == 0)
+            return true;
+        seen(pid, status);
+    }
+}
 void forward(void);
 bool owner_alive(void);
 int setup_events(void);

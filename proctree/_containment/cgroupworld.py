@@ -60,16 +60,10 @@ def terminate(
     spare: pids never signalled one by one (the keeper). stop_fd: once
     readable, the rest of the grace is skipped.
     """
-    return _engine.run_blocking(ladder(path, grace, spare=spare, stop_signal=stop_signal, already=already), stop_fd)
+    teardown = _ListedTeardown(CgroupWorld(path), grace, spare=spare, stop_signal=stop_signal, already=already)
+    return _engine.run_blocking(teardown, stop_fd)
 
 
-def ladder(
-    path: str,
-    grace: float,
-    *,
-    spare: Iterable[int] = (),
-    stop_signal: int = signal.SIGTERM,
-    already: Mapping[tuple[int, int], int] | None = None,
-) -> _ListedTeardown:
-    """terminate()'s teardown, not yet started: for a driver that runs it beside others (the reaper's)."""
-    return _ListedTeardown(CgroupWorld(path), grace, spare=spare, stop_signal=stop_signal, already=already)
+def ladder(path: str, grace: float) -> _ListedTeardown:
+    """terminate(path, grace)'s teardown, not yet started: for a driver that runs it beside others (the reaper's)."""
+    return _ListedTeardown(CgroupWorld(path), grace)

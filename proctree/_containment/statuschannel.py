@@ -106,7 +106,4 @@ class StatusChannel:
         """Close at once, watched or not (the Tree is being collected: no loop can still watch it)."""
         fd, self.fd = self.fd, None
         if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            _close_fds((fd,))

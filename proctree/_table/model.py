@@ -210,6 +210,17 @@ def _snapshot_of(cls: type[Snapshot], procs: Iterable[Proc]) -> Snapshot:
     return self
 
 
+def proc_list(procs: Iterable[Proc], one_proc_hint: str) -> list[Proc]:
+    """procs as a list, or TypeError: for the calls that take many Proc records (one_proc_hint: what to pass instead of one)."""
+    if isinstance(procs, Proc):
+        raise TypeError(f"procs must be an iterable of Proc, not one Proc ({one_proc_hint})")
+    listed = list(procs)
+    for p in listed:
+        if not isinstance(p, Proc):
+            raise TypeError(f"procs must hold Proc records, not {type(p).__name__}")
+    return listed
+
+
 def environ_from_block(block: bytes) -> dict[str, str]:
     """An environment block (NUL-separated NAME=value entries) as a dict.
 
