@@ -13,6 +13,7 @@ import pytest
 
 from proctree._containment import exitwatch
 from proctree._teardown import signals as _signals
+from support.children import popens
 
 HOW = ["pidfd", "thread"] if sys.platform.startswith("linux") and hasattr(os, "pidfd_open") else ["thread"]
 
@@ -20,23 +21,8 @@ HOW = ["pidfd", "thread"] if sys.platform.startswith("linux") and hasattr(os, "p
 @pytest.fixture
 def command():
     """A child reading its stdin (it exits with 3 once that closes); killed and reaped at the end if still there."""
-    started = []
-
-    def start():
-        p = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"], stdin=subprocess.PIPE)
-        started.append(p)
-        return p
-
-    try:
-        yield start
-    finally:
-        for p in started:
-            p.stdin.close()
-            try:
-                p.kill()
-                p.wait(10)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+    with popens() as start:
+        yield lambda: start([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"], stdin=subprocess.PIPE)
 
 
 @pytest.mark.parametrize("how", HOW)

@@ -15,6 +15,7 @@ import pytest
 import proctree
 from proctree._teardown import exitwait, pidexit
 from proctree._teardown import signals as _signals
+from support.children import popens
 
 LINUX = sys.platform.startswith("linux")
 needs_pidfd = pytest.mark.skipif(
@@ -24,21 +25,9 @@ needs_pidfd = pytest.mark.skipif(
 
 @pytest.fixture
 def children():
-    """Start `sleep 60` children through start(); each is killed (through its Popen) and reaped at the end."""
-    started: list[subprocess.Popen] = []
-
-    def start():
-        p = subprocess.Popen(["sleep", "60"])
-        started.append(p)
-        return p
-
-    try:
+    """Start `sleep 60` children through start(); each is killed and reaped at the end."""
+    with popens() as start:
         yield start
-    finally:
-        for p in started:
-            if p.returncode is None:
-                p.kill()
-            p.wait(10)
 
 
 def _target(p: subprocess.Popen, with_pidfd: bool) -> _signals.Target:

@@ -20,6 +20,7 @@ import pytest
 import proctree
 from proctree._teardown import pidexit
 from proctree._teardown import signals as _signals
+from support.children import popens
 from support.pidspace import SMALL_PID_MAX
 from support.treekit import run_ns_json
 
@@ -32,29 +33,9 @@ needs_waitid = pytest.mark.skipif(not hasattr(os, "waitid"), reason="no os.waiti
 
 @pytest.fixture
 def children():
-    """Start children through started(args); each is killed (through its Popen) and reaped at the end."""
-    started: list[subprocess.Popen] = []
-
-    def start(args=("sleep", "60"), **kw):
-        p = subprocess.Popen(list(args), **kw)
-        started.append(p)
-        return p
-
-    try:
+    """Start children through start(args, **kw); each is killed and reaped at the end."""
+    with popens() as start:
         yield start
-    finally:
-        for p in started:
-            if p.returncode is None:
-                try:
-                    p.kill()
-                except ProcessLookupError:
-                    pass
-            try:
-                p.wait(10)
-            except ChildProcessError:
-                pass
-            if p.stdin is not None:
-                p.stdin.close()
 
 
 @pytest.fixture
